@@ -1,0 +1,112 @@
+#pragma once
+// The resolved configuration of a run (DESIGN.md section 8; every key is documented in
+// docs/config.md). Parsing and strict validation live in config_loader.*.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace codistill {
+
+struct RunConfig {
+  std::string name = "run";
+  std::string dir = "runs/run";
+  std::uint64_t seed = 1;
+  int worker = 0;
+  int workers = 1;
+  int threads = 2;  // OpenMP threads for CPU kernels
+};
+
+struct DataConfig {
+  std::string kind = "fashion-mnist";  // fashion-mnist | idx | synthetic
+  std::string path = "/usr/share/datasets/fashion-mnist";
+  // kind idx: the four files (gzip or raw IDX), relative to path unless absolute.
+  std::string train_images = "train-images-idx3-ubyte.gz";
+  std::string train_labels = "train-labels-idx1-ubyte.gz";
+  std::string test_images = "t10k-images-idx3-ubyte.gz";
+  std::string test_labels = "t10k-labels-idx1-ubyte.gz";
+  int batch_size = 128;
+  std::string shard = "disjoint";  // disjoint | full | same
+  std::string normalize = "standard";  // standard (dataset mean/std) | unit ([0,1]) | none
+  std::int64_t train_limit = 0;  // use only the first N training examples (0 = all)
+  std::int64_t test_limit = 0;   // likewise for the test split
+  // kind synthetic: a Gaussian mixture, one component per class.
+  std::int64_t synthetic_train = 8192;
+  std::int64_t synthetic_test = 2048;
+  int synthetic_classes = 10;
+  std::vector<std::int64_t> synthetic_shape = {1, 8, 8};
+  double synthetic_noise = 1.0;  // std of each component around its mean
+  std::uint64_t synthetic_seed = 7;  // the mixture itself, shared by all workers
+};
+
+struct ModelConfig {
+  std::string kind = "mlp";  // mlp | cnn
+  std::vector<std::int64_t> hidden = {256, 256};  // fully connected widths
+  std::vector<std::int64_t> channels = {32, 64};  // cnn: conv output channels, one per block
+  std::int64_t kernel_size = 5;                    // cnn: square kernel, 'same' padding
+  std::int64_t pool = 2;                           // cnn: max-pool window and stride
+  std::string activation = "relu";                 // relu | gelu
+  double dropout = 0.0;                            // before each hidden linear layer's output
+  std::string init = "kaiming_uniform";            // kaiming_uniform | kaiming_normal | xavier_uniform
+  // Filled from the data, not from the config file:
+  std::vector<std::int64_t> input_shape;  // [C, H, W]
+  std::int64_t classes = 0;
+};
+
+struct ScheduleConfig {
+  std::string kind = "constant";  // constant | step | cosine
+  std::int64_t warmup_steps = 0;  // linear warm-up from 0 to lr
+  std::int64_t step_size = 1000;  // step: decay every step_size steps
+  double gamma = 0.1;             // step: multiply lr by gamma each time
+  double min_lr = 0.0;            // cosine: floor at the end
+};
+
+struct OptimizerConfig {
+  std::string kind = "sgd";  // sgd | adamw
+  double lr = 0.05;
+  double momentum = 0.9;  // sgd
+  bool nesterov = false;  // sgd
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
+  ScheduleConfig schedule;
+};
+
+struct TrainConfig {
+  std::int64_t steps = 1000;
+  std::int64_t eval_every = 500;  // 0: only at the end
+  std::int64_t log_every = 50;
+  std::int64_t eval_batch_size = 1000;
+};
+
+struct CheckpointConfig {
+  std::int64_t every = 1000;  // 0: only at the end
+  int keep = 3;
+  bool async = true;
+  std::string on_busy = "wait";  // wait | skip: a request while a write is in flight
+};
+
+struct CodistillConfig {
+  bool enabled = false;
+  std::int64_t burn_in = 0;
+  std::int64_t reload_every = 50;
+  double weight = 1.0;       // a
+  double hard_weight = 1.0;  // h
+  double temperature = 1.0;  // T
+  int teachers = 0;          // 0: all peers
+  std::int64_t max_staleness = 0;  // 0: unbounded
+  std::string mode = "async";      // async | sync
+  double sync_timeout_s = 600;
+};
+
+struct Config {
+  RunConfig run;
+  std::string device = "cpu";
+  DataConfig data;
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+  CodistillConfig codistill;
+};
+
+}  // namespace codistill

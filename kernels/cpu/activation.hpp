@@ -1,0 +1,20 @@
+#pragma once
+// Elementwise activations over n elements. y may alias x; dx may alias dy.
+//   relu:  y = max(x, 0);            backward uses y (dx = dy * [y > 0])
+//   gelu:  y = x * Phi(x) (exact, erf form, as PyTorch's default); backward uses x
+#include <cstdint>
+
+#include "kernels/cpu/impl.hpp"
+
+namespace codistill::kernels::cpu {
+
+template <class T>
+void relu_forward(const T* x, T* y, std::int64_t n, Impl impl = Impl::fast);
+template <class T>
+void relu_backward(const T* y, const T* dy, T* dx, std::int64_t n, Impl impl = Impl::fast);
+template <class T>
+void gelu_forward(const T* x, T* y, std::int64_t n, Impl impl = Impl::fast);
+template <class T>
+void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, Impl impl = Impl::fast);
+
+}  // namespace codistill::kernels::cpu

@@ -1,0 +1,31 @@
+#pragma once
+// 2-D convolution (cross-correlation, as PyTorch), NCHW, weight [O, C, KH, KW].
+//   forward:  y[B,O,OH,OW] = conv(x[B,C,H,W], w) + b[O]   (b may be null)
+//   backward: dx (skipped when null), dw (+)= , db (+)=  (db may be null)
+// OH = (H + 2*pad_h - KH) / stride_h + 1, likewise OW.
+// fast: per image im2col + GEMM, images spread over OpenMP threads.
+#include <cstdint>
+
+#include "kernels/cpu/impl.hpp"
+
+namespace codistill::kernels::cpu {
+
+struct Conv2dShape {
+  std::int64_t batch = 1, in_channels = 1, height = 1, width = 1;
+  std::int64_t out_channels = 1, kernel_h = 1, kernel_w = 1;
+  std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  std::int64_t out_height() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
+  std::int64_t out_width() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
+  // Throws std::invalid_argument for impossible shapes (empty output, non-positive sizes).
+  void validate() const;
+};
+
+template <class T>
+void conv2d_forward(const T* x, const T* w, const T* b, T* y, const Conv2dShape& s,
+                    Impl impl = Impl::fast);
+
+template <class T>
+void conv2d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db,
+                     const Conv2dShape& s, bool accumulate, Impl impl = Impl::fast);
+
+}  // namespace codistill::kernels::cpu

@@ -1,0 +1,21 @@
+#pragma once
+// Fully connected layer ops. Weight layout [out, in] (PyTorch's and the checkpoint's).
+//   forward:  y[M,N] = x[M,K] * w[N,K]^T + b[N]          (b may be null)
+//   backward: dx[M,K]  = dy[M,N] * w[N,K]                  (skipped when dx is null)
+//             dw[N,K] (+)= dy^T * x,  db[N] (+)= sum over rows of dy   (db may be null)
+// accumulate = true adds into dw/db; false overwrites them.
+#include <cstdint>
+
+#include "kernels/cpu/impl.hpp"
+
+namespace codistill::kernels::cpu {
+
+template <class T>
+void linear_forward(const T* x, const T* w, const T* b, T* y, std::int64_t M, std::int64_t N,
+                    std::int64_t K, Impl impl = Impl::fast);
+
+template <class T>
+void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::int64_t M,
+                     std::int64_t N, std::int64_t K, bool accumulate, Impl impl = Impl::fast);
+
+}  // namespace codistill::kernels::cpu

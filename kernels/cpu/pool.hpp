@@ -1,0 +1,27 @@
+#pragma once
+// Max pooling, NCHW, no padding. Ties go to the first maximum in row-major window order.
+//   forward:  y[B,C,OH,OW], argmax[B,C,OH,OW] = flat index h*W+w of the max within its plane
+//   backward: dx[B,C,H,W] = 0, then dx[argmax] += dy   (dx is overwritten)
+// OH = (H - K) / stride + 1.
+#include <cstdint>
+
+#include "kernels/cpu/impl.hpp"
+
+namespace codistill::kernels::cpu {
+
+struct Pool2dShape {
+  std::int64_t batch = 1, channels = 1, height = 1, width = 1;
+  std::int64_t kernel = 2, stride = 2;
+  std::int64_t out_height() const { return (height - kernel) / stride + 1; }
+  std::int64_t out_width() const { return (width - kernel) / stride + 1; }
+  void validate() const;  // throws std::invalid_argument
+};
+
+template <class T>
+void maxpool2d_forward(const T* x, T* y, std::int32_t* argmax, const Pool2dShape& s,
+                       Impl impl = Impl::fast);
+template <class T>
+void maxpool2d_backward(const T* dy, const std::int32_t* argmax, T* dx, const Pool2dShape& s,
+                        Impl impl = Impl::fast);
+
+}  // namespace codistill::kernels::cpu

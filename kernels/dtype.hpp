@@ -1,0 +1,48 @@
+#pragma once
+// Element types. float32 is the training type; float64 exists so that every layer
+// and loss can be gradient-checked in double precision; bf16 is storage-only for now.
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace codistill::kernels {
+
+enum class DType : std::uint8_t { f32, f64, bf16 };
+
+inline std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::bf16: return 2;
+  }
+  throw std::logic_error("dtype_size: bad dtype");
+}
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::bf16: return "bfloat16";
+  }
+  return "?";
+}
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+
+// Calls fn.template operator()<T>() with T = float or double for the tensor's dtype:
+//   dispatch_floating(t.dtype(), [&]<class T>() { kernel<T>(t.data<T>(), ...); });
+template <class Fn>
+decltype(auto) dispatch_floating(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::f32: return fn.template operator()<float>();
+    case DType::f64: return fn.template operator()<double>();
+    default: break;
+  }
+  throw std::invalid_argument(std::string("operation not supported for dtype ") + dtype_name(t) +
+                              " (valid: float32, float64)");
+}
+
+}  // namespace codistill::kernels

@@ -1,0 +1,67 @@
+#pragma once
+// Tensor: a shape, a dtype, a device and a reference-counted owning buffer.
+// Row-major and contiguous always; views share the buffer (reshape) but never stride.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/device.hpp"
+#include "kernels/dtype.hpp"
+
+namespace codistill::kernels {
+
+using Shape = std::vector<std::int64_t>;
+
+std::string shape_str(const Shape& s);
+std::int64_t shape_numel(const Shape& s);
+
+class Tensor {
+ public:
+  Tensor() = default;  // empty: numel() == 0, no buffer
+
+  // Uninitialized memory (CPU: 64-byte aligned; CUDA: cudaMalloc'd).
+  static Tensor empty(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor zeros(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor full(Shape shape, double value, DType dtype = DType::f32);
+  static Tensor from_vector(Shape shape, const std::vector<float>& values);
+  static Tensor from_vector(Shape shape, const std::vector<double>& values);
+
+  const Shape& shape() const { return shape_; }
+  std::int64_t dim(int i) const;  // negative i counts from the end
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  std::int64_t numel() const { return numel_; }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool defined() const { return static_cast<bool>(buffer_); }
+
+  void* raw() { return buffer_ ? buffer_.get() : nullptr; }
+  const void* raw() const { return buffer_ ? buffer_.get() : nullptr; }
+  // Typed access; throws when T does not match the dtype.
+  template <class T> T* data();
+  template <class T> const T* data() const;
+
+  // Same buffer, new shape of equal numel (one dimension may be -1).
+  Tensor reshape(Shape shape) const;
+  // Deep copies.
+  Tensor clone() const;
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;  // CPU only: f32 <-> f64 conversions
+  void copy_from(const Tensor& src);  // same numel and dtype, any devices
+  void fill(double value);            // CPU only
+  void zero();                        // any device
+
+ private:
+  std::shared_ptr<std::byte> buffer_;
+  Shape shape_;
+  std::int64_t numel_ = 0;
+  DType dtype_ = DType::f32;
+  Device device_{};
+};
+
+// Throws std::invalid_argument("<what>: expected shape [..], got [..]") on mismatch.
+void check_shape(const Tensor& t, const Shape& expected, const char* what);
+
+}  // namespace codistill::kernels

@@ -1,0 +1,67 @@
+#pragma once
+// Shared test helpers: seeded random inputs, poisoned outputs, relative-error compares
+// and a central-difference gradient checker in double precision.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace codistill::test {
+
+// A fresh seed per call so every run sees new inputs; printed through Catch's INFO by callers.
+inline std::uint64_t fresh_seed() {
+  static std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(dist(gen));
+  return v;
+}
+
+// Outputs are filled with NaN before a call, so an element the op forgets to write fails.
+template <class T>
+std::vector<T> poisoned(std::size_t n) {
+  return std::vector<T>(n, std::numeric_limits<T>::quiet_NaN());
+}
+
+// max_i |a_i - b_i| / max(|b_i|, floor), with NaN counted as infinitely wrong.
+template <class T>
+double max_rel_error(const std::vector<T>& a, const std::vector<T>& b, double floor = 1e-3) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double x = a[i], y = b[i];
+    if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, std::abs(x - y) / std::max(std::abs(y), floor));
+  }
+  return worst;
+}
+
+// Central differences of a scalar function f(params) with respect to params[i].
+inline std::vector<double> numeric_gradient(const std::function<double()>& f, std::vector<double*> params,
+                                            double h = 1e-6) {
+  std::vector<double> g(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    double saved = *params[i];
+    *params[i] = saved + h;
+    double up = f();
+    *params[i] = saved - h;
+    double down = f();
+    *params[i] = saved;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+}  // namespace codistill::test
