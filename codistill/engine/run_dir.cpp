@@ -1,0 +1,95 @@
+#include "codistill/engine/run_dir.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <boost/filesystem.hpp>
+#include <fmt/format.h>
+
+#include "codistill/config/config_loader.hpp"
+
+namespace fs = boost::filesystem;
+
+namespace codistill {
+
+std::string worker_dir_name(int worker) { return fmt::format("worker-{:03}", worker); }
+
+RunPaths run_paths(const Config& cfg) {
+  RunPaths p;
+  p.run_dir = cfg.run.dir;
+  p.config = (fs::path(cfg.run.dir) / "config.yaml").string();
+  p.worker_dir = (fs::path(cfg.run.dir) / worker_dir_name(cfg.run.worker)).string();
+  p.metrics = (fs::path(p.worker_dir) / "metrics.jsonl").string();
+  p.log = (fs::path(p.worker_dir) / "train.log").string();
+  return p;
+}
+
+namespace {
+
+// The run-level config with the per-worker keys neutralized (its id, and which GPU it was
+// given), for comparing workers' views of one run.
+std::string run_level_yaml(Config cfg) {
+  cfg.run.worker = 0;
+  if (cfg.device.starts_with("cuda")) cfg.device = "cuda";
+  return to_yaml(cfg);
+}
+
+void write_file_exclusive(const std::string& path, const std::string& text) {
+  // Write a private temp file, then link() it into place: link fails if the target exists,
+  // so two workers starting together never clobber each other's file.
+  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw RunDirError("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  int rc = ::link(tmp.c_str(), path.c_str());
+  int err = errno;
+  ::unlink(tmp.c_str());
+  if (rc != 0 && err != EEXIST)
+    throw RunDirError("cannot create " + path + ": " + std::strerror(err));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+RunPaths prepare_run_dir(const Config& cfg, bool resuming) {
+  RunPaths p = run_paths(cfg);
+  boost::system::error_code ec;
+  fs::create_directories(p.worker_dir, ec);
+  if (ec) throw RunDirError("cannot create run directory " + p.worker_dir + ": " + ec.message());
+
+  std::string mine = run_level_yaml(cfg);
+  write_file_exclusive(p.config, mine);
+  Config theirs;
+  try {
+    theirs = load_config(p.config);
+  } catch (const std::exception& e) {
+    throw RunDirError("run directory " + p.run_dir + " holds an unreadable config.yaml: " + e.what());
+  }
+  if (run_level_yaml(theirs) != mine)
+    throw RunDirError("run directory " + p.run_dir +
+                      " already holds a different run (its config.yaml differs from this "
+                      "config); choose another --run-dir");
+
+  if (!resuming && fs::exists(p.metrics))
+    throw RunDirError("worker directory " + p.worker_dir +
+                      " already holds a run (metrics.jsonl exists); nothing is overwritten: "
+                      "choose another --run-dir or --worker");
+  return p;
+}
+
+}  // namespace codistill

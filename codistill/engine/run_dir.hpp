@@ -1,0 +1,32 @@
+#pragma once
+// The run directory (DESIGN.md section 4): RUN_DIR/config.yaml shared by all workers,
+// RUN_DIR/worker-XXX/{metrics.jsonl, train.log, ckpt-*.h5}. Preparing it never overwrites
+// anything another run or worker wrote.
+#include <string>
+
+#include "codistill/config/config.hpp"
+
+namespace codistill {
+
+struct RunPaths {
+  std::string run_dir;
+  std::string config;      // RUN_DIR/config.yaml
+  std::string worker_dir;  // RUN_DIR/worker-000
+  std::string metrics;     // RUN_DIR/worker-000/metrics.jsonl
+  std::string log;         // RUN_DIR/worker-000/train.log
+};
+
+std::string worker_dir_name(int worker);  // "worker-003"
+RunPaths run_paths(const Config& cfg);
+
+// Creates the folders and publishes RUN_DIR/config.yaml (atomically, once; a worker that
+// finds it already there checks that it describes the same run apart from run.worker and
+// refuses otherwise). Refuses a worker folder that already holds a run (metrics.jsonl)
+// unless the caller resumes it. Throws RunDirError (exit code 2) with the path.
+class RunDirError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+RunPaths prepare_run_dir(const Config& cfg, bool resuming);
+
+}  // namespace codistill

@@ -1,0 +1,257 @@
+#include "codistill/engine/training.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "codistill/data/sampler.hpp"
+#include "codistill/engine/metrics.hpp"
+#include "codistill/engine/progress.hpp"
+#include "codistill/engine/run_dir.hpp"
+#include "codistill/optim/optimizer.hpp"
+#include "codistill/util/rng.hpp"
+#include "kernels/cpu/distill_loss.hpp"
+
+namespace codistill {
+
+using kernels::Tensor;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Random streams of one worker, one per purpose, so that adding a use of randomness in
+// one place never shifts another.
+enum RngPurpose : std::uint64_t { kModelInit = 1 };
+
+}  // namespace
+
+void install_stop_signal_handlers() {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+void request_stop() { g_stop.store(true); }
+bool stop_requested() { return g_stop.load(); }
+
+EvalResult evaluate(Model& model, const data::Dataset& d, std::int64_t batch,
+                    std::vector<std::int32_t>* predictions) {
+  EvalResult r;
+  const std::int64_t n = d.size();
+  batch = std::max<std::int64_t>(1, std::min(batch, n));
+  kernels::Shape shape = d.example_shape();
+  shape.insert(shape.begin(), batch);
+  Tensor x = Tensor::empty(shape);
+  std::vector<std::int64_t> indices;
+  std::vector<std::int32_t> labels;
+  if (predictions) predictions->assign(static_cast<std::size_t>(n), 0);
+  double loss_sum = 0;
+  std::int64_t correct = 0;
+  for (std::int64_t start = 0; start < n; start += batch) {
+    std::int64_t b = std::min(batch, n - start);
+    indices.resize(static_cast<std::size_t>(b));
+    for (std::int64_t i = 0; i < b; ++i) indices[static_cast<std::size_t>(i)] = start + i;
+    if (b != x.dim(0)) {
+      shape[0] = b;
+      x = Tensor::empty(shape);
+    }
+    data::gather(d, indices, x, labels);
+    Tensor logits = model.forward(x, /*training=*/false);
+    const std::int64_t V = logits.dim(1);
+    auto res = kernels::cpu::distill_loss<float>(logits.data<float>(), nullptr, 0, labels.data(),
+                                                 nullptr, b, V, {});
+    loss_sum += res.ce * static_cast<double>(b);
+    const float* z = logits.data<float>();
+    for (std::int64_t i = 0; i < b; ++i) {
+      const float* row = z + i * V;
+      auto cls = static_cast<std::int32_t>(std::max_element(row, row + V) - row);
+      correct += cls == labels[static_cast<std::size_t>(i)];
+      if (predictions) (*predictions)[static_cast<std::size_t>(start + i)] = cls;
+    }
+  }
+  r.examples = n;
+  r.loss = loss_sum / static_cast<double>(n);
+  r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+  return r;
+}
+
+struct Trainer::State {
+  Config cfg;
+  TrainOptions opts;
+  RunPaths paths;
+  std::shared_ptr<spdlog::logger> log;
+  std::unique_ptr<MetricsWriter> metrics;
+  data::Splits data;
+  Model model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<data::BatchSampler> sampler;
+  std::int64_t step = 0;  // completed steps
+};
+
+Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) {
+  auto& s = *s_;
+  s.cfg = std::move(cfg);
+  s.opts = opts;
+  const Config& c = s.cfg;
+  if (c.device != "cpu")
+    throw TrainingError("device '" + c.device +
+                        "': this version trains on the CPU only (the CUDA training path is "
+                        "not built yet); use --device cpu");
+  kernels::cpu::set_num_threads(c.run.threads);
+
+  s.paths = prepare_run_dir(c, /*resuming=*/false);
+  std::vector<spdlog::sink_ptr> sinks;
+  sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));
+  if (opts.console) sinks.push_back(std::make_shared<spdlog::sinks::stdout_sink_mt>());
+  s.log = std::make_shared<spdlog::logger>(fmt::format("worker-{}", c.run.worker), sinks.begin(),
+                                           sinks.end());
+  s.log->set_pattern(fmt::format("[%H:%M:%S] [w{}] %v", c.run.worker));
+  s.log->flush_on(spdlog::level::info);
+  s.metrics = std::make_unique<MetricsWriter>(s.paths.metrics);
+
+  auto t0 = Clock::now();
+  s.data = data::load_dataset(c.data);
+  s.log->info("data: {} train / {} test examples of shape {}, {} classes, normalization {} "
+              "(shift {:.4f}, scale {:.4f}), loaded in {:.1f} s",
+              s.data.train.size(), s.data.test.size(), kernels::shape_str(s.data.train.example_shape()),
+              s.data.train.classes, s.data.train.normalization.kind, s.data.train.normalization.shift,
+              s.data.train.normalization.scale, seconds_since(t0));
+
+  ModelConfig mc = c.model;
+  mc.input_shape = s.data.train.example_shape();
+  mc.classes = s.data.train.classes;
+  Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
+  s.model = build_model(mc, init_rng);
+  s.log->info("model {} ({} parameters, fingerprint {}):\n{}", mc.kind, s.model.num_params(),
+              s.model.fingerprint(), s.model.summary());
+  s.optimizer = make_optimizer(c.optimizer, s.model.params());
+  s.sampler = std::make_unique<data::BatchSampler>(s.data.train, c.data.shard, c.run.seed,
+                                                   c.run.worker, c.run.workers, c.data.batch_size);
+}
+
+Trainer::~Trainer() = default;
+Model& Trainer::model() { return s_->model; }
+const Config& Trainer::config() const { return s_->cfg; }
+
+TrainSummary Trainer::run() {
+  auto& s = *s_;
+  const Config& c = s.cfg;
+  const std::int64_t B = c.data.batch_size;
+  const std::int64_t V = s.data.train.classes;
+  kernels::Shape xshape = s.data.train.example_shape();
+  xshape.insert(xshape.begin(), B);
+  Tensor x = Tensor::empty(xshape);
+  Tensor dlogits = Tensor::empty({B, V});
+  std::vector<std::int32_t> labels;
+
+  kernels::cpu::DistillLossParams loss_params;
+  loss_params.temperature = c.codistill.temperature;
+  loss_params.weight = c.codistill.weight;
+  loss_params.hard_weight = c.codistill.enabled ? c.codistill.hard_weight : 1.0;
+
+  Progress progress(c.train.steps, s.step, s.opts.interactive);
+  auto info = [&](auto&&... args) {
+    progress.clear();
+    s.log->info(std::forward<decltype(args)>(args)...);
+  };
+  info("training {} steps of batch {} on {} ({} threads), shard {} as worker {}/{}",
+       c.train.steps, B, c.device, c.run.threads, c.data.shard, c.run.worker, c.run.workers);
+
+  auto run_eval = [&](std::int64_t step) {
+    auto t = Clock::now();
+    EvalResult r = evaluate(s.model, s.data.test, c.train.eval_batch_size);
+    s.metrics->emit("eval", step, {{"split", "test"}, {"loss", r.loss}, {"accuracy", r.accuracy},
+                                   {"churn", nlohmann::json::object()}});
+    info("eval  step {:>7}  test loss {:.4f}  accuracy {:.2f}%  ({:.1f} s)", step, r.loss,
+         100 * r.accuracy, seconds_since(t));
+    return r;
+  };
+
+  const auto started = Clock::now();
+  auto window_start = started;
+  double window_loss = 0, window_ce = 0, window_distill = 0;
+  std::int64_t window_steps = 0;
+  double rate = 0;
+  bool interrupted = false;
+  EvalResult last_eval;
+  bool evaluated_last = false;
+
+  while (s.step < c.train.steps) {
+    if (stop_requested()) {
+      interrupted = true;
+      break;
+    }
+    s.sampler->next_batch(x, labels);
+    const double lr = learning_rate(c.optimizer, s.step, c.train.steps);
+    s.model.zero_grad();
+    Tensor logits = s.model.forward(x, /*training=*/true);
+    auto res = kernels::cpu::distill_loss<float>(logits.data<float>(), nullptr, 0, labels.data(),
+                                                 dlogits.data<float>(), B, V, loss_params);
+    if (!std::isfinite(res.loss))
+      throw TrainingError(fmt::format("non-finite loss ({}) at step {}: training diverged; "
+                                      "lower optimizer.lr or check the data",
+                                      res.loss, s.step + 1));
+    s.model.backward(dlogits);
+    s.optimizer->step(lr);
+    ++s.step;
+    evaluated_last = false;
+
+    window_loss += res.loss;
+    window_ce += res.ce;
+    window_distill += res.distill;
+    ++window_steps;
+    const bool log_now = (c.train.log_every > 0 && s.step % c.train.log_every == 0) ||
+                         s.step == c.train.steps;
+    if (log_now) {
+      double secs = seconds_since(window_start);
+      rate = secs > 0 ? static_cast<double>(window_steps * B) / secs : 0;
+      double n = static_cast<double>(window_steps);
+      s.metrics->emit("train", s.step,
+                      {{"loss", window_loss / n}, {"ce", window_ce / n},
+                       {"distill", window_distill / n}, {"lr", lr}, {"examples_per_s", rate},
+                       {"teachers", 0}, {"staleness", nullptr}});
+      if (!s.opts.interactive)
+        info("train step {:>7}/{}  loss {:.4f}  lr {:.4g}  {:.0f} ex/s", s.step, c.train.steps,
+             window_loss / n, lr, rate);
+      window_loss = window_ce = window_distill = 0;
+      window_steps = 0;
+      window_start = Clock::now();
+    }
+    progress.update(s.step, res.loss, rate);
+    if (c.train.eval_every > 0 && s.step % c.train.eval_every == 0 && s.step < c.train.steps) {
+      last_eval = run_eval(s.step);
+      evaluated_last = true;
+      window_start = Clock::now();  // keep eval time out of the training rate
+    }
+  }
+  progress.finish();
+
+  TrainSummary sum;
+  sum.steps = s.step;
+  sum.interrupted = interrupted;
+  if (interrupted) info("stop requested: finished step {} and stopping", s.step);
+  if (!evaluated_last) last_eval = run_eval(s.step);
+  sum.wall_s = seconds_since(started);
+  sum.test_loss = last_eval.loss;
+  sum.test_accuracy = last_eval.accuracy;
+  sum.examples_per_s = sum.wall_s > 0 ? static_cast<double>(s.step * B) / sum.wall_s : 0;
+  s.metrics->emit("done", s.step, {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy},
+                                   {"loss", sum.test_loss}, {"interrupted", interrupted}});
+  info("done: {} steps in {} ({:.0f} ex/s overall), test accuracy {:.2f}%, test loss {:.4f}",
+       s.step, format_duration(sum.wall_s), sum.examples_per_s, 100 * sum.test_accuracy,
+       sum.test_loss);
+  return sum;
+}
+
+}  // namespace codistill

@@ -1,0 +1,38 @@
+#pragma once
+// Optimizers over a model's named parameters. State slots are named ("momentum",
+// "adam_m", "adam_v") so that checkpoints can save them as /optimizer/<path>/<slot>.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codistill/config/config.hpp"
+#include "codistill/models/model.hpp"
+
+namespace codistill {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string kind() const = 0;
+  // One update of every parameter with its grad, at learning rate lr.
+  virtual void step(double lr) = 0;
+  std::int64_t steps_taken() const { return t_; }
+  void set_steps_taken(std::int64_t t) { t_ = t; }
+  // Slot tensors by parameter path then slot name (for checkpoints), created lazily.
+  virtual std::map<std::string, std::map<std::string, kernels::Tensor*>> state() = 0;
+
+ protected:
+  std::int64_t t_ = 0;
+};
+
+// sgd (momentum, nesterov, decoupled-free L2 weight decay as in PyTorch SGD) | adamw
+// (decoupled weight decay as in PyTorch AdamW). Unknown kinds throw listing the valid ones.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, std::vector<NamedParam> params);
+
+// Learning rate at step (0-based): linear warm-up over warmup_steps, then constant | step | cosine
+// (cosine decays from lr to min_lr over total_steps - warmup_steps).
+double learning_rate(const OptimizerConfig& cfg, std::int64_t step, std::int64_t total_steps);
+
+}  // namespace codistill

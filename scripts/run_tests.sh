@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set-up, build and the whole test suite through CTest. Works from a clean clone.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh" "$@"
+cd "${BUILD_DIR:-$root/build}"
+ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 600
