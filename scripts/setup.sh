@@ -17,7 +17,7 @@ packages=(
 )
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(python3-torch python3-h5py python3-numpy gnuplot-nox) ;;
+    --bench) packages+=(python3-torch python3-h5py python3-numpy python3-yaml gnuplot-nox) ;;
     *) echo "setup.sh: unknown argument '$arg' (valid: --bench)" >&2; exit 2 ;;
   esac
 done

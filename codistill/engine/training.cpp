@@ -168,6 +168,7 @@ TrainSummary Trainer::run() {
   info("training {} steps of batch {} on {} ({} threads), shard {} as worker {}/{}",
        c.train.steps, B, c.device, c.run.threads, c.data.shard, c.run.worker, c.run.workers);
 
+  double eval_s = 0;  // kept out of the training throughput
   auto run_eval = [&](std::int64_t step) {
     auto t = Clock::now();
     EvalResult r = evaluate(s.model, s.data.test, c.train.eval_batch_size);
@@ -175,6 +176,7 @@ TrainSummary Trainer::run() {
                                    {"churn", nlohmann::json::object()}});
     info("eval  step {:>7}  test loss {:.4f}  accuracy {:.2f}%  ({:.1f} s)", step, r.loss,
          100 * r.accuracy, seconds_since(t));
+    eval_s += seconds_since(t);
     return r;
   };
 
@@ -242,13 +244,15 @@ TrainSummary Trainer::run() {
   sum.interrupted = interrupted;
   if (interrupted) info("stop requested: finished step {} and stopping", s.step);
   if (!evaluated_last) last_eval = run_eval(s.step);
-  sum.wall_s = seconds_since(started);
+  sum.wall_s = s.metrics->elapsed_s();  // the whole run, data loading included
   sum.test_loss = last_eval.loss;
   sum.test_accuracy = last_eval.accuracy;
-  sum.examples_per_s = sum.wall_s > 0 ? static_cast<double>(s.step * B) / sum.wall_s : 0;
+  const double train_s = seconds_since(started) - eval_s;
+  sum.examples_per_s = train_s > 0 ? static_cast<double>(s.step * B) / train_s : 0;
   s.metrics->emit("done", s.step, {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy},
-                                   {"loss", sum.test_loss}, {"interrupted", interrupted}});
-  info("done: {} steps in {} ({:.0f} ex/s overall), test accuracy {:.2f}%, test loss {:.4f}",
+                                   {"loss", sum.test_loss}, {"train_examples_per_s", sum.examples_per_s},
+                                   {"interrupted", interrupted}});
+  info("done: {} steps in {} ({:.0f} training ex/s), test accuracy {:.2f}%, test loss {:.4f}",
        s.step, format_duration(sum.wall_s), sum.examples_per_s, 100 * sum.test_accuracy,
        sum.test_loss);
   return sum;

@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""PyTorch (CPU) reference for the training benchmark.
+
+Trains the model of a codistill YAML config with the same hyper-parameters, batch size,
+step count, schedule and thread count, on the same Fashion-MNIST files and normalization,
+and prints one JSON line: training throughput (examples/s over the step loop alone, data
+loading and evaluation excluded, as codistill's `done.train_examples_per_s`) and test
+accuracy. Run with Debian's interpreter: /usr/bin/python3 bench/torch_train.py CONFIG.
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import yaml
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic = struct.unpack(">I", data[:4])[0]
+    ndim = magic & 0xFF
+    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load_fmnist(path):
+    xs = [read_idx(os.path.join(path, f)) for f in ("train-images-idx3-ubyte.gz", "t10k-images-idx3-ubyte.gz")]
+    ys = [read_idx(os.path.join(path, f)) for f in ("train-labels-idx1-ubyte.gz", "t10k-labels-idx1-ubyte.gz")]
+    train_x = torch.from_numpy(xs[0].astype(np.float32)).unsqueeze(1)
+    test_x = torch.from_numpy(xs[1].astype(np.float32)).unsqueeze(1)
+    # codistill's "standard" normalization: one mean and std of the training split.
+    mean, std = train_x.mean().item(), train_x.std().item()
+    train_x = (train_x - mean) / std
+    test_x = (test_x - mean) / std
+    return train_x, torch.from_numpy(ys[0].astype(np.int64)), test_x, torch.from_numpy(ys[1].astype(np.int64))
+
+
+def activation(name):
+    return {"relu": nn.ReLU, "gelu": nn.GELU}[name]()
+
+
+def build_model(m, in_shape, classes):
+    layers = []
+    c, h, w = in_shape
+    if m["kind"] == "cnn":
+        k, pool = m.get("kernel_size", 5), m.get("pool", 2)
+        for out in m.get("channels", [32, 64]):
+            layers += [nn.Conv2d(c, out, k, padding=k // 2), activation(m.get("activation", "relu")),
+                       nn.MaxPool2d(pool)]
+            c, h, w = out, h // pool, w // pool
+    layers.append(nn.Flatten())
+    features = c * h * w
+    for width in m.get("hidden", [256, 256] if m["kind"] == "mlp" else [128]):
+        layers += [nn.Linear(features, width), activation(m.get("activation", "relu"))]
+        if m.get("dropout", 0.0) > 0:
+            layers.append(nn.Dropout(m["dropout"]))
+        features = width
+    layers.append(nn.Linear(features, classes))
+    return nn.Sequential(*layers)
+
+
+def lr_at(o, step, total):
+    s = o.get("schedule", {})
+    warm = s.get("warmup_steps", 0)
+    lr = o["lr"]
+    if step < warm:
+        return lr * (step + 1) / warm
+    kind = s.get("kind", "constant")
+    if kind == "step":
+        return lr * s.get("gamma", 0.1) ** ((step - warm) // s.get("step_size", 1000))
+    if kind == "cosine":
+        span = max(1, total - warm)
+        lo = s.get("min_lr", 0.0)
+        return lo + (lr - lo) * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / span)))
+    return lr
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config")
+    ap.add_argument("--steps", type=int, help="override train.steps")
+    ap.add_argument("--threads", type=int, help="override run.threads")
+    args = ap.parse_args()
+    cfg = yaml.safe_load(open(args.config))
+    steps = args.steps or cfg["train"]["steps"]
+    threads = args.threads or cfg["run"].get("threads", 2)
+    torch.set_num_threads(threads)
+    torch.manual_seed(cfg["run"].get("seed", 1))
+    data = cfg["data"]
+    train_x, train_y, test_x, test_y = load_fmnist(data.get("path", "/usr/share/datasets/fashion-mnist"))
+    model = build_model(cfg["model"], (1, 28, 28), 10)
+    o = cfg["optimizer"]
+    if o["kind"] == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o.get("momentum", 0.9),
+                              nesterov=o.get("nesterov", False), weight_decay=o.get("weight_decay", 0.0))
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=o["lr"], betas=(o.get("beta1", 0.9), o.get("beta2", 0.999)),
+                                eps=o.get("eps", 1e-8), weight_decay=o.get("weight_decay", 0.0))
+    loss_fn = nn.CrossEntropyLoss()
+    batch = data.get("batch_size", 128)
+    n = train_x.shape[0]
+    gen = torch.Generator().manual_seed(cfg["run"].get("seed", 1))
+    perm, cursor = torch.randperm(n, generator=gen), 0
+    model.train()
+    train_s = 0.0
+    for step in range(steps):
+        if cursor + batch > n:
+            perm, cursor = torch.randperm(n, generator=gen), 0
+        idx = perm[cursor:cursor + batch]
+        cursor += batch
+        t = time.perf_counter()
+        x, y = train_x[idx], train_y[idx]
+        for g in opt.param_groups:
+            g["lr"] = lr_at(o, step, steps)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        train_s += time.perf_counter() - t
+    model.eval()
+    correct, loss_sum = 0, 0.0
+    with torch.no_grad():
+        for i in range(0, test_x.shape[0], 1000):
+            out = model(test_x[i:i + 1000])
+            loss_sum += nn.functional.cross_entropy(out, test_y[i:i + 1000], reduction="sum").item()
+            correct += (out.argmax(1) == test_y[i:i + 1000]).sum().item()
+    print(json.dumps({
+        "impl": "pytorch", "torch": torch.__version__, "threads": threads, "steps": steps, "batch": batch,
+        "train_examples_per_s": steps * batch / train_s, "train_s": train_s,
+        "test_accuracy": correct / test_x.shape[0], "test_loss": loss_sum / test_x.shape[0]}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
