@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include <boost/filesystem.hpp>
 #include <fmt/format.h>
@@ -55,13 +54,6 @@ void write_file_exclusive(const std::string& path, const std::string& text) {
   ::unlink(tmp.c_str());
   if (rc != 0 && err != EEXIST)
     throw RunDirError("cannot create " + path + ": " + std::strerror(err));
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // The run directory (DESIGN.md section 4): RUN_DIR/config.yaml shared by all workers,
 // RUN_DIR/worker-XXX/{metrics.jsonl, train.log, ckpt-*.h5}. Preparing it never overwrites
 // anything another run or worker wrote.
+#include <stdexcept>
 #include <string>
 
 #include "codistill/config/config.hpp"

@@ -48,25 +48,14 @@ bool stop_requested() { return g_stop.load(); }
 EvalResult evaluate(Model& model, const data::Dataset& d, std::int64_t batch,
                     std::vector<std::int32_t>* predictions) {
   EvalResult r;
-  const std::int64_t n = d.size();
-  batch = std::max<std::int64_t>(1, std::min(batch, n));
-  kernels::Shape shape = d.example_shape();
-  shape.insert(shape.begin(), batch);
-  Tensor x = Tensor::empty(shape);
-  std::vector<std::int64_t> indices;
+  data::EvalBatches batches(d, batch);
+  Tensor x;
   std::vector<std::int32_t> labels;
-  if (predictions) predictions->assign(static_cast<std::size_t>(n), 0);
+  if (predictions) predictions->clear();
   double loss_sum = 0;
   std::int64_t correct = 0;
-  for (std::int64_t start = 0; start < n; start += batch) {
-    std::int64_t b = std::min(batch, n - start);
-    indices.resize(static_cast<std::size_t>(b));
-    for (std::int64_t i = 0; i < b; ++i) indices[static_cast<std::size_t>(i)] = start + i;
-    if (b != x.dim(0)) {
-      shape[0] = b;
-      x = Tensor::empty(shape);
-    }
-    data::gather(d, indices, x, labels);
+  while (batches.next(x, labels)) {
+    const std::int64_t b = x.dim(0);
     Tensor logits = model.forward(x, /*training=*/false);
     const std::int64_t V = logits.dim(1);
     auto res = kernels::cpu::distill_loss<float>(logits.data<float>(), nullptr, 0, labels.data(),
@@ -77,12 +66,12 @@ EvalResult evaluate(Model& model, const data::Dataset& d, std::int64_t batch,
       const float* row = z + i * V;
       auto cls = static_cast<std::int32_t>(std::max_element(row, row + V) - row);
       correct += cls == labels[static_cast<std::size_t>(i)];
-      if (predictions) (*predictions)[static_cast<std::size_t>(start + i)] = cls;
+      if (predictions) predictions->push_back(cls);
     }
+    r.examples += b;
   }
-  r.examples = n;
-  r.loss = loss_sum / static_cast<double>(n);
-  r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+  r.loss = loss_sum / static_cast<double>(r.examples);
+  r.accuracy = static_cast<double>(correct) / static_cast<double>(r.examples);
   return r;
 }
 
@@ -136,8 +125,9 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   s.log->info("model {} ({} parameters, fingerprint {}):\n{}", mc.kind, s.model.num_params(),
               s.model.fingerprint(), s.model.summary());
   s.optimizer = make_optimizer(c.optimizer, s.model.params());
-  s.sampler = std::make_unique<data::BatchSampler>(s.data.train, c.data.shard, c.run.seed,
-                                                   c.run.worker, c.run.workers, c.data.batch_size);
+  s.sampler = std::make_unique<data::BatchSampler>(s.data.train, data::sampler_options(c));
+  s.log->info("data shard: {} of {} training examples ({} mode)", s.sampler->shard_size(),
+              s.data.train.size(), c.data.shard);
 }
 
 Trainer::~Trainer() = default;
@@ -161,9 +151,10 @@ TrainSummary Trainer::run() {
   loss_params.hard_weight = c.codistill.enabled ? c.codistill.hard_weight : 1.0;
 
   Progress progress(c.train.steps, s.step, s.opts.interactive);
-  auto info = [&](auto&&... args) {
+  // Log lines clear the in-place progress line first, so the two never interleave.
+  auto info = [&]<class... A>(fmt::format_string<A...> format, A&&... args) {
     progress.clear();
-    s.log->info(std::forward<decltype(args)>(args)...);
+    s.log->info(format, std::forward<A>(args)...);
   };
   info("training {} steps of batch {} on {} ({} threads), shard {} as worker {}/{}",
        c.train.steps, B, c.device, c.run.threads, c.data.shard, c.run.worker, c.run.workers);

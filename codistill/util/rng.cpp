@@ -13,6 +13,7 @@ std::uint64_t splitmix64(std::uint64_t& x) {
   return z ^ (z >> 31);
 }
 std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+__extension__ typedef unsigned __int128 u128;  // GCC/Clang extension, for a 64x64->128 multiply
 }  // namespace
 
 Rng::Rng(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
@@ -52,12 +53,12 @@ double Rng::normal() {
 
 std::uint64_t Rng::below(std::uint64_t n) {
   // Lemire's multiply-shift with rejection: unbiased and branch-light.
-  unsigned __int128 m = static_cast<unsigned __int128>(next_u64()) * n;
+  u128 m = static_cast<u128>(next_u64()) * n;
   auto low = static_cast<std::uint64_t>(m);
   if (low < n) {
     std::uint64_t threshold = -n % n;
     while (low < threshold) {
-      m = static_cast<unsigned __int128>(next_u64()) * n;
+      m = static_cast<u128>(next_u64()) * n;
       low = static_cast<std::uint64_t>(m);
     }
   }
