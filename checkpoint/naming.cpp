@@ -1,0 +1,48 @@
+#include "checkpoint/naming.hpp"
+
+#include <charconv>
+#include <cstdio>
+
+namespace codistill::checkpoint {
+
+namespace {
+template <class T>
+std::optional<T> parse_digits(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  for (char c : s)
+    if (c < '0' || c > '9') return std::nullopt;
+  T v{};
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+}  // namespace
+
+std::string checkpoint_file_name(std::int64_t step) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "ckpt-%09lld.h5", static_cast<long long>(step));
+  return buf;
+}
+
+std::string temp_file_name(std::int64_t step, long pid) {
+  return "." + checkpoint_file_name(step) + ".tmp." + std::to_string(pid);
+}
+
+std::optional<std::int64_t> parse_checkpoint_file_name(std::string_view name) {
+  constexpr std::string_view prefix = "ckpt-", suffix = ".h5";
+  if (name.size() < prefix.size() + 9 + suffix.size() || !name.starts_with(prefix) ||
+      !name.ends_with(suffix))
+    return std::nullopt;
+  return parse_digits<std::int64_t>(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
+}
+
+std::optional<long> parse_temp_file_pid(std::string_view name) {
+  constexpr std::string_view marker = ".tmp.";
+  if (!name.starts_with(".ckpt-")) return std::nullopt;
+  auto at = name.rfind(marker);
+  if (at == std::string_view::npos) return std::nullopt;
+  if (!parse_checkpoint_file_name(name.substr(1, at - 1))) return std::nullopt;
+  return parse_digits<long>(name.substr(at + marker.size()));
+}
+
+}  // namespace codistill::checkpoint

@@ -1,0 +1,19 @@
+#pragma once
+// File names of the run directory (DESIGN.md sections 4 and 5):
+//   worker-XXX/ckpt-<step, zero-padded to 9>.h5        a published checkpoint
+//   worker-XXX/.ckpt-<step>.h5.tmp.<pid>               a checkpoint being written
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace codistill::checkpoint {
+
+std::string checkpoint_file_name(std::int64_t step);        // "ckpt-000001000.h5"
+std::string temp_file_name(std::int64_t step, long pid);    // ".ckpt-000001000.h5.tmp.1234"
+// The step of a published checkpoint's file name; nullopt for anything else.
+std::optional<std::int64_t> parse_checkpoint_file_name(std::string_view name);
+// The writer's pid of a temp file name; nullopt for anything else.
+std::optional<long> parse_temp_file_pid(std::string_view name);
+
+}  // namespace codistill::checkpoint
