@@ -25,7 +25,12 @@ std::string checkpoint_file_name(std::int64_t step) {
 }
 
 std::string temp_file_name(std::int64_t step, long pid) {
-  return "." + checkpoint_file_name(step) + ".tmp." + std::to_string(pid);
+  // Appends rather than `"." + std::string`: GCC 12 warns falsely (-Wrestrict) on the latter.
+  std::string name = ".";
+  name += checkpoint_file_name(step);
+  name += ".tmp.";
+  name += std::to_string(pid);
+  return name;
 }
 
 std::optional<std::int64_t> parse_checkpoint_file_name(std::string_view name) {

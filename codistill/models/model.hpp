@@ -50,7 +50,8 @@ class Model {
  private:
   std::vector<std::pair<std::string, LayerPtr>> layers_;
   kernels::Shape input_shape_;
-  std::size_t first_param_layer_ = 0;  // index of the first layer with parameters
+  // Index of the first layer with parameters; none yet: -1.
+  std::size_t first_param_layer_ = static_cast<std::size_t>(-1);
 };
 
 // Builds the model of cfg.kind ("mlp" | "cnn"), initialized from rng. cfg.input_shape and

@@ -30,9 +30,14 @@ class Optimizer {
 // sgd (momentum, nesterov, decoupled-free L2 weight decay as in PyTorch SGD) | adamw
 // (decoupled weight decay as in PyTorch AdamW). Unknown kinds throw listing the valid ones.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, std::vector<NamedParam> params);
+std::vector<std::string> optimizer_kinds();  // sorted: adamw, sgd
 
 // Learning rate at step (0-based): linear warm-up over warmup_steps, then constant | step | cosine
 // (cosine decays from lr to min_lr over total_steps - warmup_steps).
+// step decays by gamma every step_size steps counted from the end of the warm-up; cosine
+// reaches min_lr at step total_steps (its last training step is one short of it). Unknown
+// kinds throw listing the valid ones.
 double learning_rate(const OptimizerConfig& cfg, std::int64_t step, std::int64_t total_steps);
+std::vector<std::string> schedule_kinds();  // sorted: constant, cosine, step
 
 }  // namespace codistill

@@ -2,6 +2,7 @@
 // General matrix multiply, row-major:  C[M,N] = alpha * op(A) * op(B) + beta * C
 // op(A) is A[M,K] (trans_a = false) or A[K,M]^T; op(B) is B[K,N] or B[N,K]^T.
 // fast: OpenBLAS, the work split across OpenMP threads along the larger of M and N.
+// beta = 0 overwrites C (its old contents, NaN included, are never read).
 #include <cstdint>
 
 #include "kernels/cpu/impl.hpp"
@@ -11,5 +12,13 @@ namespace codistill::kernels::cpu {
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
           const T* A, const T* B, T beta, T* C, Impl impl = Impl::fast);
+
+// One single-threaded OpenBLAS call with explicit leading dimensions (row-major), for
+// callers that already spread their work over OpenMP threads (conv2d: one image per
+// thread). Same semantics as gemm; lda/ldb/ldc are the row strides of A, B, C as stored.
+template <class T>
+void gemm_serial(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+                 T alpha, const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C,
+                 std::int64_t ldc);
 
 }  // namespace codistill::kernels::cpu
