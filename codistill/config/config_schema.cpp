@@ -1,0 +1,313 @@
+// The config schema: one line per key (path, member, type, allowed values). To add a key,
+// add its member to config.hpp, a line here and a row in docs/config.md.
+#include "codistill/config/config_schema.hpp"
+
+#include <cctype>
+#include <type_traits>
+#include <utility>
+
+#include "codistill/config/config_text.hpp"
+
+namespace codistill::config_detail {
+namespace {
+
+Check any() { return {}; }
+Check ge(double v) {
+  Check c;
+  c.lo = v;
+  return c;
+}
+Check gt(double v) {
+  Check c = ge(v);
+  c.lo_open = true;
+  return c;
+}
+Check in_co(double lo, double hi) {  // [lo, hi)
+  Check c = ge(lo);
+  c.hi = hi;
+  c.hi_open = true;
+  return c;
+}
+Check in_cc(double lo, double hi) {  // [lo, hi]
+  Check c = ge(lo);
+  c.hi = hi;
+  return c;
+}
+Check one_of(std::initializer_list<std::string_view> values) {
+  Check c;
+  c.choices = values;
+  return c;
+}
+Check text() {
+  Check c;
+  c.non_empty = true;
+  return c;
+}
+Check device_name() {
+  Check c;
+  c.device = true;
+  return c;
+}
+
+// The key path is the member path itself (#member), so the two can never drift apart;
+// the accessor's return type selects the value type.
+#define CODISTILL_KEY(member, check) \
+  Field { #member, +[](Config& c) -> auto& { return c.member; }, check }
+
+std::vector<Field> make_model_keys() {
+  return {
+      CODISTILL_KEY(model.kind, one_of({"mlp", "cnn"})),
+      CODISTILL_KEY(model.hidden, ge(1)),
+      CODISTILL_KEY(model.channels, ge(1).length(1)),
+      CODISTILL_KEY(model.kernel_size, ge(1)),
+      CODISTILL_KEY(model.pool, ge(1)),
+      CODISTILL_KEY(model.activation, one_of({"relu", "gelu"})),
+      CODISTILL_KEY(model.dropout, in_co(0, 1)),
+      CODISTILL_KEY(model.init, one_of({"kaiming_uniform", "kaiming_normal", "xavier_uniform"})),
+  };
+}
+
+std::vector<Field> make_config_keys() {
+  std::vector<Field> keys = {
+      CODISTILL_KEY(run.name, text()),
+      CODISTILL_KEY(run.dir, text()),
+      CODISTILL_KEY(run.seed, any()),
+      CODISTILL_KEY(run.worker, ge(0)),  // < run.workers: checked after the overrides
+      CODISTILL_KEY(run.workers, ge(1)),
+      CODISTILL_KEY(run.threads, ge(1)),
+      CODISTILL_KEY(device, device_name()),
+      CODISTILL_KEY(data.kind, one_of({"fashion-mnist", "idx", "synthetic"})),
+      CODISTILL_KEY(data.path, text()),
+      CODISTILL_KEY(data.train_images, text()),
+      CODISTILL_KEY(data.train_labels, text()),
+      CODISTILL_KEY(data.test_images, text()),
+      CODISTILL_KEY(data.test_labels, text()),
+      CODISTILL_KEY(data.batch_size, ge(1)),
+      CODISTILL_KEY(data.shard, one_of({"disjoint", "full", "same"})),
+      CODISTILL_KEY(data.normalize, one_of({"standard", "unit", "none"})),
+      CODISTILL_KEY(data.train_limit, ge(0)),
+      CODISTILL_KEY(data.test_limit, ge(0)),
+      CODISTILL_KEY(data.synthetic_train, ge(1)),
+      CODISTILL_KEY(data.synthetic_test, ge(1)),
+      CODISTILL_KEY(data.synthetic_classes, in_cc(2, 1000)),
+      CODISTILL_KEY(data.synthetic_shape, ge(1).length(3, 3)),
+      CODISTILL_KEY(data.synthetic_noise, ge(0)),
+      CODISTILL_KEY(data.synthetic_seed, any()),
+  };
+  for (auto& f : make_model_keys()) keys.push_back(f);
+  std::vector<Field> rest = {
+      CODISTILL_KEY(optimizer.kind, one_of({"sgd", "adamw"})),
+      CODISTILL_KEY(optimizer.lr, gt(0)),
+      CODISTILL_KEY(optimizer.momentum, in_co(0, 1)),
+      CODISTILL_KEY(optimizer.nesterov, any()),
+      CODISTILL_KEY(optimizer.weight_decay, ge(0)),
+      CODISTILL_KEY(optimizer.beta1, in_co(0, 1)),
+      CODISTILL_KEY(optimizer.beta2, in_co(0, 1)),
+      CODISTILL_KEY(optimizer.eps, gt(0)),
+      CODISTILL_KEY(optimizer.schedule.kind, one_of({"constant", "step", "cosine"})),
+      CODISTILL_KEY(optimizer.schedule.warmup_steps, ge(0)),
+      CODISTILL_KEY(optimizer.schedule.step_size, ge(1)),
+      CODISTILL_KEY(optimizer.schedule.gamma, gt(0)),
+      CODISTILL_KEY(optimizer.schedule.min_lr, ge(0)),  // <= optimizer.lr for cosine
+      CODISTILL_KEY(train.steps, ge(1)),
+      CODISTILL_KEY(train.eval_every, ge(0)),
+      CODISTILL_KEY(train.log_every, ge(1)),
+      CODISTILL_KEY(train.eval_batch_size, ge(1)),
+      CODISTILL_KEY(checkpoint.every, ge(0)),
+      CODISTILL_KEY(checkpoint.keep, ge(1)),
+      CODISTILL_KEY(checkpoint.async, any()),
+      CODISTILL_KEY(checkpoint.on_busy, one_of({"wait", "skip"})),
+      CODISTILL_KEY(codistill.enabled, any()),
+      CODISTILL_KEY(codistill.burn_in, ge(0)),
+      CODISTILL_KEY(codistill.reload_every, ge(1)),
+      CODISTILL_KEY(codistill.weight, ge(0)),
+      CODISTILL_KEY(codistill.hard_weight, ge(0)),
+      CODISTILL_KEY(codistill.temperature, gt(0)),
+      CODISTILL_KEY(codistill.teachers, ge(0)),
+      CODISTILL_KEY(codistill.max_staleness, ge(0)),
+      CODISTILL_KEY(codistill.mode, one_of({"async", "sync"})),
+      CODISTILL_KEY(codistill.sync_timeout_s, gt(0)),
+  };
+  keys.insert(keys.end(), rest.begin(), rest.end());
+  return keys;
+}
+
+std::vector<Field> make_model_schema() {
+  std::vector<Field> keys = make_model_keys();
+  // Derived from the data when training; stored with a checkpoint's model. classes may be
+  // 0 and input_shape empty for a model section that was never resolved.
+  keys.push_back(CODISTILL_KEY(model.input_shape, ge(1)));
+  keys.push_back(CODISTILL_KEY(model.classes, ge(0)));
+  return keys;
+}
+
+#undef CODISTILL_KEY
+
+// How a rejected value is shown: scalars quoted as written, structures by their kind.
+std::string describe(const YAML::Node& node) {
+  if (!node || node.IsNull()) return "nothing";
+  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  if (node.IsMap()) return "a mapping";
+  std::vector<std::string> items;
+  for (const auto& item : node) {
+    if (!item.IsScalar()) return "a nested list";
+    items.push_back(item.Scalar());
+  }
+  return "'[" + join(items) + "]'";
+}
+
+std::string range_text(const Check& c) {
+  if (c.lo && c.hi)
+    return std::string("in ") + (c.lo_open ? "(" : "[") + plain_number(*c.lo) + ", " + plain_number(*c.hi) +
+           (c.hi_open ? ")" : "]");
+  if (c.lo) return (c.lo_open ? "> " : ">= ") + plain_number(*c.lo);
+  if (c.hi) return (c.hi_open ? "< " : "<= ") + plain_number(*c.hi);
+  return "";
+}
+
+bool in_range(const Check& c, double v) {
+  if (c.lo && (c.lo_open ? v <= *c.lo : v < *c.lo)) return false;
+  if (c.hi && (c.hi_open ? v >= *c.hi : v > *c.hi)) return false;
+  return true;
+}
+
+bool valid_device(const std::string& s) {
+  if (s == "cpu" || s == "cuda") return true;
+  if (s.rfind("cuda:", 0) != 0 || s.size() == 5 || !std::isdigit(static_cast<unsigned char>(s[5]))) return false;
+  return parse_integer<int>(std::string_view(s).substr(5)).has_value();
+}
+
+template <class T>
+std::optional<T> read(const YAML::Node& node) {
+  if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+    if (!node.IsSequence()) return std::nullopt;
+    T values;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) return std::nullopt;
+      auto v = parse_integer<std::int64_t>(item.Scalar());
+      if (!v) return std::nullopt;
+      values.push_back(*v);
+    }
+    return values;
+  } else {
+    if (!node.IsScalar()) return std::nullopt;  // null, sequence or mapping
+    const std::string& s = node.Scalar();
+    if constexpr (std::is_same_v<T, std::string>) {
+      return s;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      // YAML 1.2 booleans only: "yes"/"on"/"1" are more likely mistakes than intent.
+      if (s == "true" || s == "True" || s == "TRUE") return true;
+      if (s == "false" || s == "False" || s == "FALSE") return false;
+      return std::nullopt;
+    } else if constexpr (std::is_same_v<T, double>) {
+      return parse_number(s);
+    } else {
+      return parse_integer<T>(s);
+    }
+  }
+}
+
+template <class T>
+bool allowed(const Check& c, const T& value) {
+  if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+    if (value.size() < c.min_len || value.size() > c.max_len) return false;
+    for (auto v : value)
+      if (!in_range(c, static_cast<double>(v))) return false;
+    return true;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (c.non_empty && value.empty()) return false;
+    if (c.device) return valid_device(value);
+    if (c.choices.empty()) return true;
+    for (auto choice : c.choices)
+      if (value == choice) return true;
+    return false;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return true;
+  } else {
+    return in_range(c, static_cast<double>(value));
+  }
+}
+
+template <class T>
+std::string value_of(const T& value) {
+  if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+    std::vector<std::string> items;
+    for (auto v : value) items.push_back(std::to_string(v));
+    // Appended rather than "[" + join(...): GCC 12 gives a false -Wrestrict on that form.
+    std::string out = "[";
+    out += join(items);
+    out += ']';
+    return out;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return yaml_string(value);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return value ? "true" : "false";
+  } else if constexpr (std::is_same_v<T, double>) {
+    return yaml_number(value);
+  } else {
+    return std::to_string(value);
+  }
+}
+
+}  // namespace
+
+const std::vector<Field>& config_fields() {
+  static const std::vector<Field> fields = make_config_keys();
+  return fields;
+}
+
+const std::vector<Field>& model_fields() {
+  static const std::vector<Field> fields = make_model_schema();
+  return fields;
+}
+
+std::string expectation(const Field& field) {
+  const Check& c = field.check;
+  const std::string range = range_text(c);
+  const std::string suffix = range.empty() ? "" : " " + range;
+  return std::visit(
+      [&](auto get) -> std::string {
+        using T = std::remove_reference_t<decltype(get(std::declval<Config&>()))>;
+        if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+          if (c.min_len == c.max_len) return "a list of " + std::to_string(c.min_len) + " integers" + suffix;
+          return std::string(c.min_len > 0 ? "a non-empty list" : "a list") + " of integers" + suffix;
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          if (c.device) return "one of cpu, cuda, cuda:K (K a device index >= 0)";
+          if (!c.choices.empty()) {
+            std::vector<std::string> names(c.choices.begin(), c.choices.end());
+            return "one of " + join(names);
+          }
+          return c.non_empty ? "a non-empty string" : "a string";
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return "true or false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          return "a number" + suffix;
+        } else {
+          return "an integer" + suffix;
+        }
+      },
+      field.access);
+}
+
+std::string assign(const Field& field, Config& config, const YAML::Node& node) {
+  return std::visit(
+      [&](auto get) -> std::string {
+        using T = std::remove_reference_t<decltype(get(config))>;
+        std::optional<T> value = read<T>(node);
+        if (!value || !allowed(field.check, *value))
+          return "expected " + expectation(field) + ", got " + describe(node);
+        get(config) = std::move(*value);
+        return "";
+      },
+      field.access);
+}
+
+std::string value_text(const Field& field, Config& config) {
+  return std::visit([&](auto get) { return value_of(get(config)); }, field.access);
+}
+
+bool same_value(const Field& field, Config& a, Config& b) {
+  return std::visit([&](auto get) { return get(a) == get(b); }, field.access);
+}
+
+}  // namespace codistill::config_detail

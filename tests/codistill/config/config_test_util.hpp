@@ -1,0 +1,143 @@
+#pragma once
+// Helpers shared by the config tests: a temp folder, loading YAML text through a real
+// file, catching the expected ConfigError, and a config that sets every key.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "codistill/config/config_loader.hpp"
+
+namespace codistill::test {
+
+namespace fs = std::filesystem;
+
+// A fresh folder per test case, removed afterwards.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() /
+           ("codistill-config-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path / name) << text;
+    return (path / name).string();
+  }
+};
+
+inline Config load_text(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  TempDir dir;
+  return load_config(dir.write("test.yaml", yaml), overrides);
+}
+
+// The ConfigError that loading `yaml` throws; fails the test when there is none.
+inline ConfigError error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_text(yaml, overrides);
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  FAIL("expected a ConfigError for:\n" << yaml);
+  throw std::logic_error("unreachable");
+}
+
+// "a.b.c", "1" -> "a:\n  b:\n    c: 1\n": the key sits on line (number of components).
+inline std::string nested(const std::string& path, const std::string& value) {
+  std::vector<std::string> parts;
+  std::istringstream in(path);
+  for (std::string p; std::getline(in, p, '.');) parts.push_back(p);
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    out += std::string(2 * i, ' ') + parts[i] + (i + 1 < parts.size() ? ":\n" : ": " + value + "\n");
+  return out;
+}
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Every key set to a value other than its default (and consistent across keys).
+inline const char* const kFullConfig = R"(run:
+  name: exp1
+  dir: /tmp/runs/exp1
+  seed: 42
+  worker: 1
+  workers: 3
+  threads: 4
+device: cuda:1
+data:
+  kind: synthetic
+  path: /data/x
+  train_images: a.gz
+  train_labels: b.gz
+  test_images: c.gz
+  test_labels: d.gz
+  batch_size: 64
+  shard: same
+  normalize: unit
+  train_limit: 1000
+  test_limit: 500
+  synthetic_train: 4096
+  synthetic_test: 1024
+  synthetic_classes: 5
+  synthetic_shape: [3, 4, 4]
+  synthetic_noise: 0.5
+  synthetic_seed: 99
+model:
+  kind: cnn
+  hidden:
+    - 512
+  channels: [8, 16, 32]
+  kernel_size: 3
+  pool: 1
+  activation: gelu
+  dropout: 0.25
+  init: xavier_uniform
+optimizer:
+  kind: adamw
+  lr: 0.001
+  momentum: 0.5
+  nesterov: true
+  weight_decay: 0.01
+  beta1: 0.8
+  beta2: 0.99
+  eps: 1e-6
+  schedule:
+    kind: cosine
+    warmup_steps: 100
+    step_size: 200
+    gamma: 0.5
+    min_lr: 1.0e-5
+train:
+  steps: 5000
+  eval_every: 250
+  log_every: 10
+  eval_batch_size: 500
+checkpoint:
+  every: 100
+  keep: 5
+  async: false
+  on_busy: skip
+codistill:
+  enabled: true
+  burn_in: 200
+  reload_every: 200
+  weight: 0.5
+  hard_weight: 0.75
+  temperature: 2.0
+  teachers: 1
+  max_staleness: 1000
+  mode: sync
+  sync_timeout_s: 30
+)";
+
+}  // namespace codistill::test
