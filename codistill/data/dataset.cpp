@@ -1,0 +1,202 @@
+#include "codistill/data/dataset.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#include "codistill/data/idx.hpp"
+#include "codistill/data/synthetic.hpp"
+
+namespace codistill::data {
+
+namespace fs = std::filesystem;
+
+kernels::Shape Dataset::example_shape() const {
+  const auto& s = images.shape();
+  return kernels::Shape(s.begin() + 1, s.end());
+}
+
+std::int64_t Dataset::example_numel() const {
+  const auto n = images.ndim() > 0 ? images.dim(0) : 0;
+  return n > 0 ? images.numel() / n : 0;
+}
+
+const float* Dataset::example(std::int64_t i) const { return images.data<float>() + i * example_numel(); }
+
+void Dataset::validate() const {
+  auto bad = [&](const std::string& what) { throw std::invalid_argument("dataset '" + name + "': " + what); };
+  if (!images.defined()) bad("no images");
+  if (images.dtype() != kernels::DType::f32 || !images.device().is_cpu())
+    bad(std::string("images must be float32 on the CPU, got ") + kernels::dtype_name(images.dtype()) + " on " +
+        images.device().str());
+  if (images.ndim() != 4) bad("images must be [N, C, H, W], got " + kernels::shape_str(images.shape()));
+  if (images.dim(0) != size())
+    bad(std::to_string(images.dim(0)) + " images but " + std::to_string(size()) + " labels");
+  if (size() < 1) bad("zero examples");
+  if (classes < 1) bad("classes must be >= 1, got " + std::to_string(classes));
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < 0 || labels[i] >= classes)
+      bad("label " + std::to_string(labels[i]) + " at index " + std::to_string(i) + " is out of range for " +
+          std::to_string(classes) + " classes");
+}
+
+kernels::Tensor allocate_images(kernels::Shape shape) {
+  kernels::Tensor t = kernels::Tensor::empty(std::move(shape));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // madvise needs page-aligned bounds: advise the whole pages inside the buffer.
+  constexpr std::uintptr_t kPage = 4096;
+  auto begin = (reinterpret_cast<std::uintptr_t>(t.raw()) + kPage - 1) & ~(kPage - 1);
+  auto end = (reinterpret_cast<std::uintptr_t>(t.raw()) + t.nbytes()) & ~(kPage - 1);
+  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // a hint only
+#endif
+  return t;
+}
+
+void truncate(Dataset& d, std::int64_t n) {
+  if (n < 1) throw std::invalid_argument("truncate: keep at least one example, got " + std::to_string(n));
+  if (n >= d.size()) return;
+  kernels::Shape shape = d.images.shape();
+  shape[0] = n;
+  kernels::Tensor kept = allocate_images(shape);
+  std::memcpy(kept.raw(), d.images.raw(), kept.nbytes());
+  d.images = std::move(kept);
+  d.labels.resize(static_cast<std::size_t>(n));
+}
+
+Normalization normalize(Splits& splits, const std::string& kind, double raw_max) {
+  Normalization norm;
+  norm.kind = kind;
+  if (kind == "standard") {
+    // One scalar mean and std over every value of the training split (not per pixel):
+    // per-pixel statistics would divide the always-black border pixels of MNIST-like
+    // images by ~0. Sums in double: 47M floats in float would lose digits.
+    const float* x = splits.train.images.data<float>();
+    const std::int64_t n = splits.train.images.numel();
+    double sum = 0;
+    for (std::int64_t i = 0; i < n; ++i) sum += x[i];
+    const double mean = sum / static_cast<double>(n);
+    double sq = 0;
+    for (std::int64_t i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+    const double stdev = std::sqrt(sq / static_cast<double>(n));
+    norm.shift = mean;
+    // A constant training split has std 0: only centre it (the values all become 0)
+    // instead of dividing by zero.
+    norm.scale = stdev > 0 && std::isfinite(stdev) ? stdev : 1.0;
+  } else if (kind == "unit") {
+    norm.scale = raw_max;
+  } else if (kind != "none") {
+    throw std::invalid_argument("data.normalize: unknown value '" + kind + "' (valid: standard, unit, none)");
+  }
+  for (Dataset* d : {&splits.train, &splits.test}) {
+    d->normalization = norm;
+    if (norm.shift == 0.0 && norm.scale == 1.0) continue;
+    float* x = d->images.data<float>();
+    const std::int64_t n = d->images.numel();
+    const double shift = norm.shift, inv = 1.0 / norm.scale;
+    for (std::int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((x[i] - shift) * inv);
+  }
+  return norm;
+}
+
+void gather(const Dataset& d, std::span<const std::int64_t> indices, kernels::Tensor& images,
+            std::vector<std::int32_t>& labels) {
+  const auto n = static_cast<std::int64_t>(indices.size());
+  const auto& want = d.images.shape();
+  const auto& got = images.shape();
+  bool ok = images.dtype() == kernels::DType::f32 && images.device().is_cpu() && got.size() == want.size() &&
+            !got.empty() && got[0] == n && std::equal(got.begin() + 1, got.end(), want.begin() + 1);
+  if (!ok) {
+    kernels::Shape expected = want;
+    if (!expected.empty()) expected[0] = n;
+    throw std::invalid_argument("gather from '" + d.name + "': expected a CPU float32 tensor of shape " +
+                                kernels::shape_str(expected) + ", got " + kernels::dtype_name(images.dtype()) + " " +
+                                kernels::shape_str(got) + " on " + images.device().str());
+  }
+  const std::int64_t row = d.example_numel();
+  const std::size_t row_bytes = static_cast<std::size_t>(row) * sizeof(float);
+  const float* src = d.images.data<float>();
+  float* dst = images.data<float>();
+  labels.resize(static_cast<std::size_t>(n));
+  const std::int64_t size = d.size();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (indices[i] < 0 || indices[i] >= size)
+      throw std::invalid_argument("gather from '" + d.name + "': index " + std::to_string(indices[i]) +
+                                  " out of range [0, " + std::to_string(size) + ")");
+  // Rows come from random places in a large array: ask for the start of the row a few
+  // examples ahead so that its first cache miss overlaps the current copy (the hardware
+  // prefetcher follows a row once it has started). ~25% faster on Fashion-MNIST batches.
+  constexpr std::int64_t kAhead = 4;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) __builtin_prefetch(src + indices[i + kAhead] * row);
+    const std::int64_t k = indices[i];
+    std::memcpy(dst + i * row, src + k * row, row_bytes);
+    labels[i] = d.labels[k];
+  }
+}
+
+namespace {
+
+// The files of kind idx are relative to data.path unless absolute.
+std::string resolve(const std::string& dir, const std::string& file) {
+  fs::path p(file);
+  return p.is_absolute() ? p.string() : (fs::path(dir) / p).string();
+}
+
+void check_same_example_shape(const Splits& s) {
+  if (s.train.example_shape() != s.test.example_shape())
+    throw std::runtime_error("data: test examples have shape " + kernels::shape_str(s.test.example_shape()) +
+                             " but training examples have shape " + kernels::shape_str(s.train.example_shape()));
+}
+
+}  // namespace
+
+Splits load_dataset(const DataConfig& cfg) {
+  // Checked up front, so that a typo fails before seconds of loading.
+  if (cfg.normalize != "standard" && cfg.normalize != "unit" && cfg.normalize != "none")
+    throw std::invalid_argument("data.normalize: unknown value '" + cfg.normalize + "' (valid: standard, unit, none)");
+  if (cfg.train_limit < 0) throw std::invalid_argument("data.train_limit: must be >= 0 (0 = all), got " +
+                                                       std::to_string(cfg.train_limit));
+  if (cfg.test_limit < 0) throw std::invalid_argument("data.test_limit: must be >= 0 (0 = all), got " +
+                                                      std::to_string(cfg.test_limit));
+  Splits s;
+  double raw_max = 255.0;  // IDX pixels are unsigned bytes
+  if (cfg.kind == "fashion-mnist") {
+    if (!fs::is_directory(cfg.path))
+      throw std::runtime_error("data.path: '" + cfg.path + "' is not a folder (Fashion-MNIST ships as the Debian "
+                               "package dataset-fashion-mnist, in /usr/share/datasets/fashion-mnist)");
+    s.train = read_idx_dataset(resolve(cfg.path, "train-images-idx3-ubyte.gz"),
+                               resolve(cfg.path, "train-labels-idx1-ubyte.gz"), 10, "fashion-mnist/train");
+    s.test = read_idx_dataset(resolve(cfg.path, "t10k-images-idx3-ubyte.gz"),
+                              resolve(cfg.path, "t10k-labels-idx1-ubyte.gz"), 10, "fashion-mnist/test");
+    check_same_example_shape(s);
+  } else if (cfg.kind == "idx") {
+    s.train = read_idx_dataset(resolve(cfg.path, cfg.train_images), resolve(cfg.path, cfg.train_labels), 0,
+                               "idx/train");
+    s.test = read_idx_dataset(resolve(cfg.path, cfg.test_images), resolve(cfg.path, cfg.test_labels), 0,
+                              "idx/test");
+    check_same_example_shape(s);
+    // Both splits must agree on the number of classes: the largest label seen anywhere.
+    const std::int64_t classes = std::max(s.train.classes, s.test.classes);
+    if (classes > 1000)
+      throw std::runtime_error("data: labels go up to " + std::to_string(classes - 1) +
+                               ", more than the 1000 classes supported");
+    s.train.classes = s.test.classes = classes;
+  } else if (cfg.kind == "synthetic") {
+    s = make_synthetic(cfg);
+    raw_max = 1.0;  // "unit" leaves synthetic values as they are
+  } else {
+    throw std::invalid_argument("data.kind: unknown kind '" + cfg.kind + "' (valid: fashion-mnist, idx, synthetic)");
+  }
+  if (cfg.train_limit > 0) truncate(s.train, cfg.train_limit);
+  if (cfg.test_limit > 0) truncate(s.test, cfg.test_limit);
+  normalize(s, cfg.normalize, raw_max);
+  return s;
+}
+
+}  // namespace codistill::data
