@@ -1,0 +1,106 @@
+#include "codistill/nn/conv2d.hpp"
+
+#include <stdexcept>
+
+#include "codistill/nn/buffer.hpp"
+#include "codistill/nn/init.hpp"
+
+namespace codistill {
+
+using kernels::Shape;
+using kernels::Tensor;
+
+Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,
+               std::int64_t stride, std::int64_t padding, bool bias)
+    : in_(in_channels),
+      out_(out_channels),
+      k_(kernel_size),
+      stride_(stride),
+      pad_(padding == kSamePadding ? kernel_size / 2 : padding),
+      has_bias_(bias) {
+  if (in_ < 1 || out_ < 1 || k_ < 1 || stride_ < 1 || pad_ < 0)
+    throw std::invalid_argument(
+        "conv2d: need in, out channels, kernel and stride >= 1 and padding >= 0, got in " +
+        std::to_string(in_) + ", out " + std::to_string(out_) + ", kernel " + std::to_string(k_) +
+        ", stride " + std::to_string(stride_) + ", padding " + std::to_string(pad_));
+  w_ = Tensor::zeros({out_, in_, k_, k_});
+  dw_ = Tensor::zeros({out_, in_, k_, k_});
+  if (has_bias_) {
+    b_ = Tensor::zeros({out_});
+    db_ = Tensor::zeros({out_});
+  }
+}
+
+kernels::cpu::Conv2dShape Conv2d::conv_shape(const Shape& x) const {
+  kernels::cpu::Conv2dShape s;
+  s.batch = x[0];
+  s.in_channels = x[1];
+  s.height = x[2];
+  s.width = x[3];
+  s.out_channels = out_;
+  s.kernel_h = s.kernel_w = k_;
+  s.stride_h = s.stride_w = stride_;
+  s.pad_h = s.pad_w = pad_;
+  return s;
+}
+
+Shape Conv2d::output_shape(const Shape& input) const {
+  if (input.size() != 3 || input[0] != in_)
+    throw std::invalid_argument("conv2d: expected input [" + std::to_string(in_) +
+                                ", H, W], got " + kernels::shape_str(input));
+  // Checked before dividing: C++ division truncates toward zero, so a negative numerator
+  // would otherwise look like a valid size of 1.
+  const std::int64_t h = input[1] + 2 * pad_ - k_, w = input[2] + 2 * pad_ - k_;
+  if (input[1] < 1 || input[2] < 1 || h < 0 || w < 0)
+    throw std::invalid_argument("conv2d: kernel " + std::to_string(k_) + " with padding " +
+                                std::to_string(pad_) + " does not fit input " +
+                                kernels::shape_str(input));
+  return {out_, h / stride_ + 1, w / stride_ + 1};
+}
+
+Tensor Conv2d::forward(const Tensor& x, bool /*training*/) {
+  nn::check_cpu_dtype(x, w_.dtype(), "conv2d");
+  if (x.ndim() != 4)
+    throw std::invalid_argument("conv2d: expected input [B, C, H, W], got " +
+                                kernels::shape_str(x.shape()));
+  Shape out = output_shape({x.dim(1), x.dim(2), x.dim(3)});
+  last_ = conv_shape(x.shape());
+  x_ = x;
+  nn::ensure_buffer(y_, {x.dim(0), out[0], out[1], out[2]}, x.dtype());
+  kernels::dispatch_floating(x.dtype(), [&]<class T>() {
+    kernels::cpu::conv2d_forward<T>(x.data<T>(), w_.data<T>(), has_bias_ ? b_.data<T>() : nullptr,
+                                    y_.data<T>(), last_, impl_);
+  });
+  return y_;
+}
+
+Tensor Conv2d::backward(const Tensor& dy, bool need_dx) {
+  if (!x_.defined()) throw std::logic_error("conv2d: backward before forward");
+  kernels::check_shape(dy, y_.shape(), "conv2d backward: dy");
+  nn::check_cpu_dtype(dy, w_.dtype(), "conv2d backward");
+  if (need_dx) nn::ensure_buffer(dx_, x_.shape(), x_.dtype());
+  kernels::dispatch_floating(dy.dtype(), [&]<class T>() {
+    kernels::cpu::conv2d_backward<T>(x_.data<T>(), w_.data<T>(), dy.data<T>(),
+                                     need_dx ? dx_.data<T>() : nullptr, dw_.data<T>(),
+                                     has_bias_ ? db_.data<T>() : nullptr, last_,
+                                     /*accumulate=*/true, impl_);
+  });
+  return need_dx ? dx_ : Tensor{};
+}
+
+std::vector<Param> Conv2d::params() {
+  std::vector<Param> p{{"weight", &w_, &dw_}};
+  if (has_bias_) p.push_back({"bias", &b_, &db_});
+  return p;
+}
+
+void Conv2d::init_params(Rng& rng, const std::string& init) {
+  nn::init_weight_bias(w_, has_bias_ ? &b_ : nullptr, in_ * k_ * k_, out_ * k_ * k_, rng, init);
+}
+
+void Conv2d::to_dtype(kernels::DType dtype) {
+  for (Tensor* t : {&w_, &b_, &dw_, &db_})
+    if (t->defined()) *t = t->to(dtype);
+}
+
+}  // namespace codistill

@@ -1,0 +1,42 @@
+#pragma once
+// 2-D convolution, NCHW, square kernel: weight [out, in, k, k], bias [out].
+// Padding defaults to k/2 ('same' output size for odd k at stride 1). The bias is added
+// inside the convolution op (no separate bias pass).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codistill/nn/layer.hpp"
+#include "kernels/cpu/conv2d.hpp"
+
+namespace codistill {
+
+class Conv2d : public Layer {
+ public:
+  static constexpr std::int64_t kSamePadding = -1;
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,
+         std::int64_t stride = 1, std::int64_t padding = kSamePadding, bool bias = true);
+
+  std::string kind() const override { return "conv2d"; }
+  kernels::Tensor forward(const kernels::Tensor& x, bool training) override;
+  kernels::Tensor backward(const kernels::Tensor& dy, bool need_dx = true) override;
+  std::vector<Param> params() override;
+  // input [C, H, W] -> [out, OH, OW]; throws when the output would be empty.
+  kernels::Shape output_shape(const kernels::Shape& input) const override;
+  void init_params(Rng& rng, const std::string& init) override;
+  void to_dtype(kernels::DType dtype) override;
+
+  std::int64_t padding() const { return pad_; }
+  std::int64_t stride() const { return stride_; }
+
+ private:
+  kernels::cpu::Conv2dShape conv_shape(const kernels::Shape& x) const;
+
+  std::int64_t in_, out_, k_, stride_, pad_;
+  bool has_bias_;
+  kernels::Tensor w_, b_, dw_, db_;
+  kernels::Tensor x_, y_, dx_;
+  kernels::cpu::Conv2dShape last_{};
+};
+
+}  // namespace codistill

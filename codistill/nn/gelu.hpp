@@ -1,0 +1,21 @@
+#pragma once
+// GELU, exact erf form (PyTorch's default): y = x * Phi(x). Backward needs the input, which
+// is kept by reference (the caller must not modify it before backward).
+#include <string>
+
+#include "codistill/nn/layer.hpp"
+
+namespace codistill {
+
+class GELU : public Layer {
+ public:
+  std::string kind() const override { return "gelu"; }
+  kernels::Tensor forward(const kernels::Tensor& x, bool training) override;
+  kernels::Tensor backward(const kernels::Tensor& dy, bool need_dx = true) override;
+  kernels::Shape output_shape(const kernels::Shape& input) const override { return input; }
+
+ private:
+  kernels::Tensor x_, y_, dx_;
+};
+
+}  // namespace codistill

@@ -1,0 +1,274 @@
+// Model building (names, shapes, errors), fingerprints, determinism, whole-model gradient
+// checks in double precision and fast-vs-reference agreement in float32.
+#include <cmath>
+#include <cstring>
+
+#include "codistill/models/model.hpp"
+#include "codistill/util/rng.hpp"
+#include "support/test_util.hpp"
+
+using namespace codistill;
+using codistill::kernels::DType;
+using codistill::kernels::Shape;
+using codistill::kernels::Tensor;
+using codistill::kernels::cpu::Impl;
+using Catch::Matchers::Contains;
+
+namespace {
+
+ModelConfig mlp_config(std::vector<std::int64_t> hidden = {256, 256}, double dropout = 0) {
+  ModelConfig cfg;
+  cfg.kind = "mlp";
+  cfg.hidden = std::move(hidden);
+  cfg.dropout = dropout;
+  cfg.input_shape = {1, 28, 28};
+  cfg.classes = 10;
+  return cfg;
+}
+
+ModelConfig cnn_config() {
+  ModelConfig cfg;
+  cfg.kind = "cnn";
+  cfg.hidden = {128};
+  cfg.input_shape = {1, 28, 28};
+  cfg.classes = 10;
+  return cfg;  // channels [32, 64], kernel 5, pool 2: the defaults
+}
+
+Model build(const ModelConfig& cfg, std::uint64_t seed = 1) {
+  Rng rng(seed);
+  return build_model(cfg, rng);
+}
+
+std::vector<std::string> layer_names(const Model& m) {
+  std::vector<std::string> out;
+  for (const auto& [name, layer] : m.layers()) out.push_back(name);
+  return out;
+}
+
+std::vector<std::pair<std::string, Shape>> param_shapes(Model& m) {
+  std::vector<std::pair<std::string, Shape>> out;
+  for (auto& p : m.params()) out.emplace_back(p.path, p.value->shape());
+  return out;
+}
+
+Tensor random_input(const Shape& shape, std::uint64_t seed, DType dtype = DType::f32) {
+  auto v = test::random_vector<double>(static_cast<std::size_t>(kernels::shape_numel(shape)), seed);
+  return Tensor::from_vector(shape, v).to(dtype);
+}
+
+std::vector<double> values(const Tensor& t) {
+  Tensor d = t.to(DType::f64);
+  return {d.data<double>(), d.data<double>() + d.numel()};
+}
+
+// Mean softmax cross-entropy of logits [B, V] against labels; writes dL/dlogits.
+double softmax_ce(const Tensor& logits, const std::vector<int>& labels, Tensor* grad) {
+  const std::int64_t B = logits.dim(0), V = logits.dim(1);
+  const double* z = logits.data<double>();
+  double loss = 0;
+  for (std::int64_t b = 0; b < B; ++b) {
+    double mx = z[b * V];
+    for (std::int64_t j = 1; j < V; ++j) mx = std::max(mx, z[b * V + j]);
+    double sum = 0;
+    for (std::int64_t j = 0; j < V; ++j) sum += std::exp(z[b * V + j] - mx);
+    loss += std::log(sum) + mx - z[b * V + labels[b]];
+    if (grad)
+      for (std::int64_t j = 0; j < V; ++j)
+        grad->data<double>()[b * V + j] =
+            (std::exp(z[b * V + j] - mx) / sum - (j == labels[b] ? 1.0 : 0.0)) / static_cast<double>(B);
+  }
+  return loss / static_cast<double>(B);
+}
+
+// Every parameter gradient of the whole model against central differences of the loss.
+// Dropout layers get their rng state restored before each forward (one fixed mask).
+void check_model_gradients(Model& m, const Shape& x_shape, std::uint64_t seed) {
+  m.to_dtype(DType::f64);
+  const Tensor x = random_input(x_shape, seed, DType::f64);
+  const std::int64_t classes = m.params().back().value->dim(0);
+  std::vector<int> labels;
+  Rng rng(seed);
+  for (std::int64_t b = 0; b < x_shape[0]; ++b) labels.push_back(static_cast<int>(rng.below(classes)));
+  std::vector<std::pair<Rng*, Rng::State>> states;
+  for (auto& [name, r] : m.rngs()) states.emplace_back(r, r->state());
+  auto restore = [&] {
+    for (auto& [r, s] : states) r->set_state(s);
+  };
+  auto loss = [&] {
+    restore();
+    return softmax_ce(m.forward(x, true), labels, nullptr);
+  };
+  for (Impl impl : {Impl::reference, Impl::fast}) {
+    INFO("impl " << (impl == Impl::fast ? "fast" : "reference"));
+    m.set_impl(impl);
+    m.zero_grad();
+    restore();
+    Tensor logits = m.forward(x, true);
+    Tensor dlogits = Tensor::empty(logits.shape(), DType::f64);
+    softmax_ce(logits, labels, &dlogits);
+    m.backward(dlogits);
+    for (auto& p : m.params()) {
+      INFO("param " << p.path);
+      std::vector<double*> ptrs;
+      for (std::int64_t i = 0; i < p.value->numel(); ++i) ptrs.push_back(p.value->data<double>() + i);
+      const std::vector<double> analytic = values(*p.grad);
+      CHECK(test::max_rel_error(analytic, test::numeric_gradient(loss, ptrs)) < 1e-5);
+      double norm = 0;
+      for (double g : analytic) norm += g * g;
+      CHECK(norm > 0);  // every layer, the first included, received a gradient
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mlp layers and parameters", "[models]") {
+  Model m = build(mlp_config());
+  CHECK(layer_names(m) == std::vector<std::string>{"flatten", "fc1", "act1", "fc2", "act2", "fc3"});
+  CHECK(param_shapes(m) == std::vector<std::pair<std::string, Shape>>{
+                               {"fc1/weight", {256, 784}}, {"fc1/bias", {256}},
+                               {"fc2/weight", {256, 256}}, {"fc2/bias", {256}},
+                               {"fc3/weight", {10, 256}},  {"fc3/bias", {10}}});
+  CHECK(m.num_params() == 784 * 256 + 256 + 256 * 256 + 256 + 2560 + 10);
+  CHECK(m.forward(random_input({4, 1, 28, 28}, 1), true).shape() == Shape{4, 10});
+
+  Model d = build(mlp_config({32, 16}, 0.5));
+  CHECK(layer_names(d) ==
+        std::vector<std::string>{"flatten", "fc1", "act1", "drop1", "fc2", "act2", "drop2", "fc3"});
+  CHECK(d.rngs().size() == 2);
+  CHECK(d.rngs()[0].first == "drop1");
+  ModelConfig g = mlp_config({8});
+  g.activation = "gelu";
+  CHECK(build(g).layers()[2].second->kind() == "gelu");
+}
+
+TEST_CASE("cnn layers and parameters with the defaults", "[models]") {
+  Model m = build(cnn_config());
+  CHECK(layer_names(m) == std::vector<std::string>{"conv1", "act1", "pool1", "conv2", "act2", "pool2",
+                                                   "flatten", "fc1", "act3", "fc2"});
+  CHECK(param_shapes(m) == std::vector<std::pair<std::string, Shape>>{
+                               {"conv1/weight", {32, 1, 5, 5}}, {"conv1/bias", {32}},
+                               {"conv2/weight", {64, 32, 5, 5}}, {"conv2/bias", {64}},
+                               {"fc1/weight", {128, 3136}},      {"fc1/bias", {128}},
+                               {"fc2/weight", {10, 128}},        {"fc2/bias", {10}}});
+  CHECK(m.forward(random_input({2, 1, 28, 28}, 2), false).shape() == Shape{2, 10});
+  const std::string summary = m.summary();
+  CHECK_THAT(summary, Contains("[64, 7, 7]"));
+  CHECK_THAT(summary, Contains("fingerprint " + m.fingerprint()));
+}
+
+TEST_CASE("fingerprint: FNV-1a of paths and shapes, stable, architecture-specific", "[models]") {
+  Model a = build(mlp_config({8}), 1), b = build(mlp_config({8}), 2);
+  // Independent computation of the documented format.
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : std::string("fc1/weight:[8, 784];fc1/bias:[8];fc2/weight:[10, 8];fc2/bias:[10];")) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  CHECK(a.fingerprint() == hex);
+  CHECK(a.fingerprint() == b.fingerprint());  // weights do not matter
+  CHECK(a.fingerprint() != build(mlp_config({9})).fingerprint());
+  CHECK(build(cnn_config()).fingerprint() != build(mlp_config()).fingerprint());
+}
+
+TEST_CASE("unknown kinds and impossible shapes are rejected naming the culprit", "[models]") {
+  CHECK(model_kinds() == std::vector<std::string>{"cnn", "mlp"});
+  ModelConfig cfg = mlp_config();
+  cfg.kind = "transformer";
+  CHECK_THROWS_WITH(build(cfg), "unknown model kind 'transformer' (valid: cnn, mlp)");
+
+  ModelConfig deep = cnn_config();
+  deep.input_shape = {1, 4, 4};
+  deep.channels = {4, 4, 4};  // 4x4 -> 2x2 -> 1x1 -> pooling a 1x1 map is impossible
+  CHECK_THROWS_WITH(build(deep), Contains("layer 'pool3'") && Contains("below 1x1"));
+  ModelConfig zero = mlp_config({64, 0});
+  CHECK_THROWS_WITH(build(zero), Contains("layer 'fc2'"));
+  ModelConfig no_channels = cnn_config();
+  no_channels.channels = {8, 0};
+  CHECK_THROWS_WITH(build(no_channels), Contains("layer 'conv2'"));
+  ModelConfig no_input = mlp_config();
+  no_input.input_shape.clear();
+  CHECK_THROWS_WITH(build(no_input), Contains("input_shape"));
+  ModelConfig no_classes = mlp_config();
+  no_classes.classes = 0;
+  CHECK_THROWS_WITH(build(no_classes), Contains("classes"));
+  ModelConfig flat_cnn = cnn_config();
+  flat_cnn.input_shape = {784};
+  CHECK_THROWS_WITH(build(flat_cnn), Contains("[C, H, W]"));
+  ModelConfig act = mlp_config();
+  act.activation = "tanh";
+  CHECK_THROWS_WITH(build(act), "unknown activation 'tanh' (valid: gelu, relu)");
+  ModelConfig init = mlp_config();
+  init.init = "zeros";
+  CHECK_THROWS_WITH(build(init), Contains("unknown init 'zeros'"));
+}
+
+TEST_CASE("whole-model gradients match finite differences (double)", "[models][gradcheck]") {
+  const auto seed = test::fresh_seed();
+  INFO("seed " << seed);
+  SECTION("mlp with dropout") {
+    ModelConfig cfg = mlp_config({6, 5}, 0.3);
+    cfg.activation = "gelu";  // smooth: no kink for a finite difference to straddle
+    cfg.input_shape = {2, 3, 2};
+    cfg.classes = 4;
+    Model m = build(cfg, seed);
+    check_model_gradients(m, {3, 2, 3, 2}, seed);
+  }
+  SECTION("cnn") {
+    ModelConfig cfg = cnn_config();
+    cfg.activation = "gelu";
+    cfg.channels = {2, 3};
+    cfg.kernel_size = 3;
+    cfg.hidden = {4};
+    cfg.input_shape = {1, 6, 6};  // 6x6 -> 3x3 -> 1x1
+    cfg.classes = 3;
+    Model m = build(cfg, seed);
+    check_model_gradients(m, {2, 1, 6, 6}, seed);
+  }
+}
+
+TEST_CASE("same seed, same model bit for bit; another seed, another model", "[models]") {
+  for (const ModelConfig& cfg : {mlp_config({64}, 0.2), cnn_config()}) {
+    Model a = build(cfg, 42), b = build(cfg, 42), c = build(cfg, 43);
+    auto pa = a.params(), pb = b.params(), pc = c.params();
+    REQUIRE(pa.size() == pb.size());
+    bool any_diff = false;
+    for (std::size_t i = 0; i < pa.size(); ++i) {
+      CHECK(std::memcmp(pa[i].value->raw(), pb[i].value->raw(), pa[i].value->nbytes()) == 0);
+      any_diff |= std::memcmp(pa[i].value->raw(), pc[i].value->raw(), pa[i].value->nbytes()) != 0;
+    }
+    CHECK(any_diff);
+    // Dropout streams too: the same training forward.
+    const Tensor x = random_input({3, 1, 28, 28}, 9);
+    const Tensor ya = a.forward(x, true), yb = b.forward(x, true);
+    CHECK(std::memcmp(ya.raw(), yb.raw(), ya.nbytes()) == 0);
+  }
+}
+
+TEST_CASE("fast and reference forward agree in float32", "[models]") {
+  const auto seed = test::fresh_seed();
+  INFO("seed " << seed);
+  for (const ModelConfig& cfg : {mlp_config(), cnn_config()}) {
+    INFO("model " << cfg.kind);
+    Model m = build(cfg, seed);
+    const Tensor x = random_input({4, 1, 28, 28}, seed + 1);
+    m.set_impl(Impl::reference);
+    const std::vector<double> ref = values(m.forward(x, false));
+    m.set_impl(Impl::fast);
+    const Tensor fast = m.forward(x, false);
+    CHECK(test::max_rel_error(values(fast), ref) < 1e-4);
+    // The logits are the caller's: a later forward does not change them.
+    const std::vector<double> kept = values(fast);
+    m.forward(random_input({4, 1, 28, 28}, seed + 2), false);
+    CHECK(values(fast) == kept);
+  }
+}
+
+TEST_CASE("dtype mismatch names the layer", "[models]") {
+  Model m = build(mlp_config({8}));
+  m.to_dtype(DType::f64);
+  CHECK_THROWS_WITH(m.forward(random_input({2, 1, 28, 28}, 1), false), Contains("layer 'fc1'"));
+}

@@ -1,0 +1,220 @@
+// Finite-difference gradient checks (double precision, reference and fast ops) of every
+// layer: objective sum(y * r) for a random r, so dL/dy = r. Checks dx and every parameter
+// gradient, that gradients accumulate across backward calls, and that need_dx = false
+// still yields the parameter gradients.
+#include <cstring>
+#include <functional>
+
+#include "codistill/nn/conv2d.hpp"
+#include "codistill/nn/dropout.hpp"
+#include "codistill/nn/flatten.hpp"
+#include "codistill/nn/gelu.hpp"
+#include "codistill/nn/linear.hpp"
+#include "codistill/nn/maxpool2d.hpp"
+#include "codistill/nn/relu.hpp"
+#include "codistill/util/rng.hpp"
+#include "support/test_util.hpp"
+
+using namespace codistill;
+using codistill::kernels::DType;
+using codistill::kernels::Shape;
+using codistill::kernels::Tensor;
+using codistill::kernels::cpu::Impl;
+using codistill::test::fresh_seed;
+using codistill::test::max_rel_error;
+using codistill::test::numeric_gradient;
+using codistill::test::random_vector;
+
+namespace {
+
+// Central differences with h = 1e-6 carry ~1e-9 absolute round-off; max_rel_error divides
+// by at least 1e-3, so 1e-5 leaves margin while any real bug shows up as O(1).
+constexpr double kTol = 1e-5;
+
+std::vector<double> values(const Tensor& t) {
+  Tensor d = t.to(DType::f64);
+  return {d.data<double>(), d.data<double>() + d.numel()};
+}
+
+std::vector<double*> pointers(Tensor& t) {
+  std::vector<double*> out;
+  for (std::int64_t i = 0; i < t.numel(); ++i) out.push_back(t.data<double>() + i);
+  return out;
+}
+
+Tensor random_tensor(const Shape& shape, std::uint64_t seed, double lo = -1, double hi = 1) {
+  return Tensor::from_vector(shape, random_vector<double>(static_cast<std::size_t>(kernels::shape_numel(shape)), seed, lo, hi));
+}
+
+// before() runs ahead of every forward (dropout restores its rng there, so that every
+// evaluation of the objective sees one mask).
+void check_gradients(Layer& layer, Tensor x, std::uint64_t seed, Impl impl,
+                     const std::function<void()>& before = [] {}) {
+  INFO("layer " << layer.kind() << ", impl " << (impl == Impl::fast ? "fast" : "reference")
+                << ", input " << kernels::shape_str(x.shape()));
+  layer.to_dtype(DType::f64);
+  layer.set_impl(impl);
+  std::vector<Param> params = layer.params();
+  for (auto& p : params) p.grad->zero();
+
+  before();
+  const Tensor y0 = layer.forward(x, true);
+  Tensor r = random_tensor(y0.shape(), seed ^ 0x9e3779b97f4a7c15ull);
+  auto objective = [&] {
+    before();
+    Tensor y = layer.forward(x, true);
+    double s = 0;
+    for (std::int64_t i = 0; i < y.numel(); ++i) s += y.data<double>()[i] * r.data<double>()[i];
+    return s;
+  };
+
+  // Analytic gradients first (copied: the returned tensors are the layer's own buffers).
+  before();
+  layer.forward(x, true);
+  const std::vector<double> dx = values(layer.backward(r, true));
+  std::vector<std::vector<double>> dparams;
+  for (auto& p : params) dparams.push_back(values(*p.grad));
+
+  CHECK(max_rel_error(dx, numeric_gradient(objective, pointers(x))) < kTol);
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    INFO("param " << params[k].name);
+    CHECK(max_rel_error(dparams[k], numeric_gradient(objective, pointers(*params[k].value))) < kTol);
+  }
+
+  // A second backward adds the same gradient again; after zeroing, need_dx = false still
+  // produces the parameter gradients and returns no input gradient.
+  before();
+  layer.forward(x, true);
+  layer.backward(r, true);
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    std::vector<double> twice = dparams[k];
+    for (auto& v : twice) v *= 2;
+    CHECK(max_rel_error(values(*params[k].grad), twice) < 1e-12);
+  }
+  for (auto& p : params) p.grad->zero();
+  before();
+  layer.forward(x, true);
+  CHECK_FALSE(layer.backward(r, false).defined());
+  for (std::size_t k = 0; k < params.size(); ++k) CHECK(max_rel_error(values(*params[k].grad), dparams[k]) < 1e-12);
+}
+
+const Impl kImpls[] = {Impl::reference, Impl::fast};
+
+// Distinct values 0.01 apart in shuffled order: no ties within a pooling window, and a
+// finite-difference step cannot change which element wins.
+Tensor distinct_tensor(const Shape& shape, std::uint64_t seed) {
+  std::vector<double> v(static_cast<std::size_t>(kernels::shape_numel(shape)));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.01 * static_cast<double>(i) - 0.3;
+  Rng rng(seed);
+  shuffle(v.begin(), v.size(), rng);
+  return Tensor::from_vector(shape, v);
+}
+
+}  // namespace
+
+TEST_CASE("Linear gradients match finite differences", "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed);
+    Rng rng(seed);
+    Linear fc(4, 5);
+    fc.init_params(rng, "kaiming_uniform");
+    check_gradients(fc, random_tensor({3, 4}, seed + 1), seed, impl);
+    Linear no_bias(6, 2, /*bias=*/false);
+    no_bias.init_params(rng, "xavier_uniform");
+    REQUIRE(no_bias.params().size() == 1);
+    check_gradients(no_bias, random_tensor({4, 6}, seed + 2), seed, impl);
+  }
+}
+
+TEST_CASE("Conv2d gradients match finite differences", "[nn][gradcheck]") {
+  struct Case {
+    std::int64_t in, out, k, stride, pad;
+    Shape x;
+  };
+  const Case cases[] = {
+      {2, 3, 3, 1, Conv2d::kSamePadding, {2, 2, 5, 6}},  // 'same' padding
+      {2, 3, 3, 2, 0, {2, 2, 7, 6}},                     // stride 2, no padding
+      {1, 2, 2, 1, 0, {1, 1, 4, 5}},                     // even kernel
+      {3, 2, 5, 2, 1, {2, 3, 6, 7}},                     // stride and partial padding
+  };
+  for (const Case& c : cases) {
+    for (Impl impl : kImpls) {
+      const auto seed = fresh_seed();
+      INFO("seed " << seed << ", k " << c.k << ", stride " << c.stride << ", pad " << c.pad);
+      Rng rng(seed);
+      Conv2d conv(c.in, c.out, c.k, c.stride, c.pad);
+      conv.init_params(rng, "kaiming_uniform");
+      check_gradients(conv, random_tensor(c.x, seed + 1), seed, impl);
+    }
+  }
+}
+
+TEST_CASE("ReLU and GELU gradients match finite differences", "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed);
+    // ReLU: inputs kept at least 0.1 away from the kink at zero.
+    std::vector<double> v = random_vector<double>(2 * 3 * 4, seed, 0.1, 1.0);
+    Rng signs(seed);
+    for (auto& e : v) e = signs.uniform() < 0.5 ? -e : e;
+    ReLU relu;
+    check_gradients(relu, Tensor::from_vector({2, 3, 4}, v), seed, impl);
+    GELU gelu;
+    check_gradients(gelu, random_tensor({3, 7}, seed + 1, -3, 3), seed, impl);
+  }
+}
+
+TEST_CASE("MaxPool2d gradients match finite differences", "[nn][gradcheck]") {
+  struct Case {
+    std::int64_t k, stride;
+    Shape x;
+  };
+  const Case cases[] = {{2, 0, {2, 3, 4, 6}}, {2, 0, {1, 2, 5, 5}}, {3, 2, {2, 2, 7, 7}}};
+  for (const Case& c : cases) {
+    for (Impl impl : kImpls) {
+      const auto seed = fresh_seed();
+      INFO("seed " << seed << ", k " << c.k << ", stride " << c.stride);
+      MaxPool2d pool(c.k, c.stride);
+      check_gradients(pool, distinct_tensor(c.x, seed), seed, impl);
+    }
+  }
+}
+
+TEST_CASE("Flatten gradients match finite differences", "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed);
+    Flatten flat;
+    Tensor x = random_tensor({2, 3, 2, 2}, seed);
+    CHECK(flat.forward(x, true).shape() == Shape{2, 12});
+    check_gradients(flat, x, seed, impl);
+  }
+}
+
+TEST_CASE("Dropout gradients match finite differences with a fixed mask", "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed);
+    Rng init(seed);
+    Dropout drop(0.3);
+    drop.init_params(init, "kaiming_uniform");
+    const Rng::State state = drop.rng()->state();
+    check_gradients(drop, random_tensor({4, 10}, seed + 1), seed, impl,
+                    [&] { drop.rng()->set_state(state); });
+    // And directly: dx = dy * mask / (1 - p), the mask being that of the forward.
+    Tensor x = random_tensor({4, 10}, seed + 2);
+    Tensor dy = random_tensor({4, 10}, seed + 3);
+    const std::vector<double> y = values(drop.forward(x, true));
+    const std::vector<double> dx = values(drop.backward(dy));
+    int dropped = 0;
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+      const bool kept = y[i] != 0.0;
+      dropped += kept ? 0 : 1;
+      CHECK(dx[i] == Approx(kept ? dy.data<double>()[i] / 0.7 : 0.0).margin(1e-15));
+      if (kept) CHECK(y[i] == Approx(x.data<double>()[i] / 0.7));
+    }
+    CHECK(dropped > 0);
+    CHECK(dropped < x.numel());
+  }
+}

@@ -1,0 +1,223 @@
+// Optimizers against PyTorch over 3 steps, resume through state(), and the schedules.
+//
+// Expected numbers come from PyTorch 1.13 in float64, produced by:
+//   a = [0.5, 1.0, 2.0, 0.1]; b = [0.1, -0.3, 0.2, 0.0]; p0 = [1.0, -2.0, 0.5, 3.0]
+//   for each step: loss = sum(0.5 * a * p^2 + b * p); loss.backward(); opt.step()
+// (so grad = a * p + b), with the optimizer and learning rates named in each case.
+#include <cmath>
+#include <cstring>
+#include <numbers>
+
+#include "codistill/optim/adamw.hpp"
+#include "codistill/optim/optimizer.hpp"
+#include "codistill/optim/sgd.hpp"
+#include "support/test_util.hpp"
+
+using namespace codistill;
+using codistill::kernels::DType;
+using codistill::kernels::Tensor;
+
+namespace {
+
+const std::vector<double> kA = {0.5, 1.0, 2.0, 0.1}, kB = {0.1, -0.3, 0.2, 0.0};
+const std::vector<double> kP0 = {1.0, -2.0, 0.5, 3.0};
+
+struct Problem {
+  Tensor value, grad;
+  explicit Problem(DType dtype)
+      : value(Tensor::from_vector({4}, kP0).to(dtype)), grad(Tensor::zeros({4}, dtype)) {}
+  std::vector<NamedParam> params() { return {{"w", &value, &grad}}; }
+  void compute_grad() {
+    kernels::dispatch_floating(value.dtype(), [&]<class T>() {
+      for (int i = 0; i < 4; ++i)
+        grad.data<T>()[i] = static_cast<T>(kA[i] * double(value.data<T>()[i]) + kB[i]);
+    });
+  }
+  std::vector<double> p() const {
+    Tensor d = value.to(DType::f64);
+    return {d.data<double>(), d.data<double>() + 4};
+  }
+};
+
+std::vector<double> values(const Tensor* t) {
+  Tensor d = t->to(DType::f64);
+  return {d.data<double>(), d.data<double>() + d.numel()};
+}
+
+void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(want[i]).epsilon(tol).margin(tol));
+  }
+}
+
+struct Case {
+  const char* name;
+  OptimizerConfig cfg;
+  std::vector<double> lrs, p, slot1, slot2;  // slot1: momentum | adam_m, slot2: adam_v
+};
+
+OptimizerConfig sgd(double momentum, bool nesterov, double wd) {
+  OptimizerConfig c;
+  c.kind = "sgd";
+  c.momentum = momentum;
+  c.nesterov = nesterov;
+  c.weight_decay = wd;
+  return c;
+}
+
+OptimizerConfig adamw(double b1, double b2, double eps, double wd) {
+  OptimizerConfig c;
+  c.kind = "adamw";
+  c.beta1 = b1;
+  c.beta2 = b2;
+  c.eps = eps;
+  c.weight_decay = wd;
+  return c;
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> k = {
+      {"sgd plain", sgd(0, false, 0), {0.1, 0.1, 0.1},
+       {0.8288499999999999, -1.3767, 0.20719999999999997, 2.9108970000000003}, {}, {}},
+      {"sgd momentum 0.9", sgd(0.9, false, 0), {0.1, 0.1, 0.1},
+       {0.67765, -0.8177999999999997, -0.06280000000000001, 2.833137},
+       {1.5134999999999998, -5.382000000000001, 2.388, 0.8016300000000003}, {}},
+      {"sgd nesterov 0.9", sgd(0.9, true, 0), {0.1, 0.1, 0.1},
+       {0.5577551499999999, -0.4528382999999999, -0.16501120000000005, 2.762681823},
+       {1.4418150000000003, -4.86243, 1.9084800000000002, 0.7941483}, {}},
+      {"sgd momentum 0.9, weight decay 0.01", sgd(0.9, false, 0.01), {0.1, 0.1, 0.1},
+       {0.6725641389999999, -0.808586968, -0.06461492050000005, 2.8166084070000004},
+       {1.53646861, -5.4204503200000005, 2.3938542050000002, 0.8805459300000001}, {}},
+      {"adamw (0.9, 0.999), eps 1e-8, wd 0.01", adamw(0.9, 0.999, 1e-8, 0.01), {0.1, 0.1, 0.1},
+       {0.6985418951606841, -1.6948428099015027, 0.20237013221802844, 2.6917036590789487},
+       {0.1479763089864997, -0.5937445891514137, 0.26710804731948523, 0.07831509302570673},
+       {0.0009101423690086564, 0.014500044923958767, 0.0030740931974197927, 0.0002517383102010128}},
+      {"adamw (0.8, 0.99), eps 1e-3, wd 0.1, lr 0.1/0.05/0.02", adamw(0.8, 0.99, 1e-3, 0.1), {0.1, 0.05, 0.02},
+       {0.8147198096824144, -1.7973173623380974, 0.32379632742189474, 2.780836042170595},
+       {0.26762468099166137, -1.067372031511789, 0.4895813826601231, 0.14045089997131302},
+       {0.00915363431248069, 0.14387692925025994, 0.03170111581837602, 0.0024852522064698333}},
+  };
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("optimizers match PyTorch over three steps", "[optim]") {
+  for (const Case& c : cases()) {
+    for (DType dtype : {DType::f64, DType::f32}) {
+      INFO(c.name << ", " << kernels::dtype_name(dtype));
+      const double tol = dtype == DType::f64 ? 1e-12 : 2e-6;
+      Problem prob(dtype);
+      auto opt = make_optimizer(c.cfg, prob.params());
+      CHECK(opt->kind() == c.cfg.kind);
+      for (double lr : c.lrs) {
+        prob.compute_grad();
+        opt->step(lr);
+      }
+      CHECK(opt->steps_taken() == 3);
+      check_close(prob.p(), c.p, tol);
+      auto state = opt->state();
+      if (c.cfg.kind == "sgd" && c.slot1.empty()) {
+        CHECK(state.empty());  // no momentum, no state (as PyTorch)
+      } else if (c.cfg.kind == "sgd") {
+        check_close(values(state.at("w").at("momentum")), c.slot1, tol);
+      } else {
+        check_close(values(state.at("w").at("adam_m")), c.slot1, tol);
+        check_close(values(state.at("w").at("adam_v")), c.slot2, tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("first SGD-momentum step by hand", "[optim]") {
+  // buf = g = a*p0 + b; p1 = p0 - lr * buf
+  Problem prob(DType::f64);
+  auto opt = make_optimizer(sgd(0.9, false, 0), prob.params());
+  prob.compute_grad();
+  opt->step(0.1);
+  for (int i = 0; i < 4; ++i) CHECK(prob.p()[i] == Approx(kP0[i] - 0.1 * (kA[i] * kP0[i] + kB[i])));
+}
+
+TEST_CASE("resuming from state() and steps_taken continues bit for bit", "[optim]") {
+  for (const Case& c : cases()) {
+    INFO(c.name);
+    Problem straight(DType::f32), resumed(DType::f32);
+    auto a = make_optimizer(c.cfg, straight.params());
+    auto b = make_optimizer(c.cfg, resumed.params());
+    for (int s = 0; s < 2; ++s) {
+      straight.compute_grad();
+      a->step(c.lrs[s]);
+    }
+    // "Checkpoint": parameters, slots and step count into a fresh optimizer.
+    resumed.value.copy_from(straight.value);
+    for (auto& [path, slots] : a->state())
+      for (auto& [slot, tensor] : slots) b->state().at(path).at(slot)->copy_from(*tensor);
+    b->set_steps_taken(a->steps_taken());
+    straight.compute_grad();
+    a->step(c.lrs[2]);
+    resumed.compute_grad();
+    b->step(c.lrs[2]);
+    CHECK(std::memcmp(straight.value.raw(), resumed.value.raw(), straight.value.nbytes()) == 0);
+  }
+}
+
+TEST_CASE("optimizer kinds and hyperparameters are validated", "[optim]") {
+  Problem prob(DType::f32);
+  OptimizerConfig bad;
+  bad.kind = "rmsprop";
+  CHECK(optimizer_kinds() == std::vector<std::string>{"adamw", "sgd"});
+  CHECK_THROWS_WITH(make_optimizer(bad, prob.params()), "unknown optimizer kind 'rmsprop' (valid: adamw, sgd)");
+  CHECK_THROWS_AS(make_optimizer(sgd(0, true, 0), prob.params()), std::invalid_argument);
+  CHECK_THROWS_AS(make_optimizer(sgd(1.0, false, 0), prob.params()), std::invalid_argument);
+  CHECK_THROWS_AS(make_optimizer(adamw(0.9, 1.0, 1e-8, 0), prob.params()), std::invalid_argument);
+  CHECK_THROWS_AS(make_optimizer(adamw(0.9, 0.999, 0, 0), prob.params()), std::invalid_argument);
+}
+
+TEST_CASE("learning-rate schedules", "[optim][schedule]") {
+  OptimizerConfig c;
+  c.lr = 0.1;
+  SECTION("constant with linear warm-up") {
+    c.schedule.kind = "constant";
+    c.schedule.warmup_steps = 10;
+    CHECK(learning_rate(c, 0, 1000) == Approx(0.01));
+    CHECK(learning_rate(c, 4, 1000) == Approx(0.05));
+    CHECK(learning_rate(c, 9, 1000) == Approx(0.1));
+    CHECK(learning_rate(c, 10, 1000) == Approx(0.1));
+    CHECK(learning_rate(c, 999, 1000) == Approx(0.1));
+  }
+  SECTION("step decay, counted from the end of the warm-up") {
+    c.schedule.kind = "step";
+    c.schedule.step_size = 100;
+    c.schedule.gamma = 0.5;
+    CHECK(learning_rate(c, 0, 1000) == Approx(0.1));
+    CHECK(learning_rate(c, 99, 1000) == Approx(0.1));
+    CHECK(learning_rate(c, 100, 1000) == Approx(0.05));
+    CHECK(learning_rate(c, 250, 1000) == Approx(0.025));
+    c.schedule.warmup_steps = 10;
+    CHECK(learning_rate(c, 4, 1000) == Approx(0.05));
+    CHECK(learning_rate(c, 109, 1000) == Approx(0.1));
+    CHECK(learning_rate(c, 110, 1000) == Approx(0.05));
+    c.schedule.step_size = 0;
+    CHECK_THROWS_AS(learning_rate(c, 110, 1000), std::invalid_argument);
+  }
+  SECTION("cosine from lr to min_lr after the warm-up") {
+    c.schedule.kind = "cosine";
+    c.schedule.warmup_steps = 10;
+    c.schedule.min_lr = 0.001;
+    CHECK(learning_rate(c, 0, 110) == Approx(0.01));
+    CHECK(learning_rate(c, 10, 110) == Approx(0.1));
+    CHECK(learning_rate(c, 60, 110) == Approx(0.001 + 0.099 * 0.5));  // midpoint
+    CHECK(learning_rate(c, 35, 110) == Approx(0.001 + 0.099 * 0.5 * (1 + std::cos(std::numbers::pi / 4))));
+    CHECK(learning_rate(c, 110, 110) == Approx(0.001));
+    CHECK(learning_rate(c, 500, 110) == Approx(0.001));
+    CHECK(learning_rate(c, 109, 110) > 0.001);
+  }
+  SECTION("unknown kinds and negative steps") {
+    c.schedule.kind = "linear";
+    CHECK_THROWS_WITH(learning_rate(c, 0, 10), "unknown schedule kind 'linear' (valid: constant, cosine, step)");
+    c.schedule.kind = "constant";
+    CHECK_THROWS_AS(learning_rate(c, -1, 10), std::invalid_argument);
+  }
+}
