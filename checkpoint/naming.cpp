@@ -18,6 +18,18 @@ std::optional<T> parse_digits(std::string_view s) {
 }
 }  // namespace
 
+std::string worker_dir_name(int worker) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "worker-%03d", worker);
+  return buf;
+}
+
+std::optional<int> parse_worker_dir_name(std::string_view name) {
+  constexpr std::string_view prefix = "worker-";
+  if (!name.starts_with(prefix) || name.size() < prefix.size() + 3) return std::nullopt;
+  return parse_digits<int>(name.substr(prefix.size()));
+}
+
 std::string checkpoint_file_name(std::int64_t step) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "ckpt-%09lld.h5", static_cast<long long>(step));

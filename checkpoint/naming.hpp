@@ -1,5 +1,6 @@
 #pragma once
 // File names of the run directory (DESIGN.md sections 4 and 5):
+//   worker-XXX/                                        a worker's folder (id zero-padded to 3)
 //   worker-XXX/ckpt-<step, zero-padded to 9>.h5        a published checkpoint
 //   worker-XXX/.ckpt-<step>.h5.tmp.<pid>               a checkpoint being written
 #include <cstdint>
@@ -8,6 +9,10 @@
 #include <string_view>
 
 namespace codistill::checkpoint {
+
+std::string worker_dir_name(int worker);                   // "worker-003"
+// The worker id of a worker folder's name; nullopt for anything else.
+std::optional<int> parse_worker_dir_name(std::string_view name);
 
 std::string checkpoint_file_name(std::int64_t step);        // "ckpt-000001000.h5"
 std::string temp_file_name(std::int64_t step, long pid);    // ".ckpt-000001000.h5.tmp.1234"

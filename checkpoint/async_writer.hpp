@@ -1,0 +1,67 @@
+#pragma once
+// Publishes checkpoints on a background thread, so that training goes on while one is
+// written (config checkpoint.async, checkpoint.on_busy: wait | skip).
+//
+// The caller takes a snapshot first: owned copies of everything to save (for CPU tensors
+// TensorValue::copy_of; for GPU tensors a device-to-host copy into TensorValues), which
+// costs one memory copy and is the only stall training sees. The writer owns the
+// snapshot until the file is published.
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/checkpoint.hpp"
+
+namespace codistill::checkpoint {
+
+struct WriteJob {
+  std::string path;
+  CheckpointData snapshot;
+  WriteOptions options;
+  // Runs on the writer thread after a successful publish (e.g. RunStore::retain with the
+  // step just written as known valid). Its failure is reported, not thrown.
+  std::function<void(const WriteResult&)> after_publish;
+};
+
+struct WriteOutcome {
+  std::string path;
+  std::int64_t step = 0;
+  bool ok = false;
+  std::string error;        // why the write failed (CheckpointError::what())
+  std::string after_error;  // why after_publish failed, if it did
+  WriteResult result;
+  double write_ms = 0;      // time from start of write to publish
+};
+
+class AsyncWriter {
+ public:
+  AsyncWriter();
+  ~AsyncWriter();  // finishes the write in flight (a checkpoint is never abandoned half-way)
+  AsyncWriter(const AsyncWriter&) = delete;
+  AsyncWriter& operator=(const AsyncWriter&) = delete;
+
+  bool busy() const;
+  // Hands a job to the writer thread. If a write is in flight: wait_if_busy blocks until it
+  // has finished (on_busy: wait); otherwise the job is dropped and false returned (skip).
+  bool submit(WriteJob job, bool wait_if_busy = true);
+  // The outcomes of finished writes not collected yet; never blocks.
+  std::vector<WriteOutcome> poll();
+  // Blocks until no write is in flight, then returns the outcomes not collected yet.
+  std::vector<WriteOutcome> wait();
+
+ private:
+  void run();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<WriteJob> job_;  // handed over, not started yet
+  bool writing_ = false, stop_ = false;
+  std::vector<WriteOutcome> done_;
+  std::thread thread_;
+};
+
+}  // namespace codistill::checkpoint

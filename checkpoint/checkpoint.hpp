@@ -1,0 +1,139 @@
+#pragma once
+// Checkpoint format v1 (DESIGN.md section 5, docs/checkpoint-format.md): one HDF5 file
+// with root attributes and three groups of named tensors, /params, /optimizer and
+// /state. write() publishes atomically; read() and verify() check everything the format
+// promises (attributes, per-chunk fletcher32, content digest, finite parameters).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/error.hpp"
+#include "checkpoint/tensors.hpp"
+
+namespace codistill::checkpoint {
+
+inline constexpr const char* kFormatName = "codistill.checkpoint";
+inline constexpr std::int64_t kFormatVersion = 1;
+
+// A teacher in use when the checkpoint was taken: peer worker id and that peer's step.
+// Stored as the 1-D compound attribute teacher_steps {worker: int64, step: int64}.
+struct TeacherStep {
+  std::int64_t worker = 0;
+  std::int64_t step = 0;
+  bool operator==(const TeacherStep&) const = default;
+};
+
+// The root attributes (format and format_version are implied).
+struct CheckpointMeta {
+  std::int64_t worker = 0;
+  std::int64_t step = 0;
+  std::int64_t examples_seen = 0;
+  std::int64_t created_unix = 0;  // write(): 0 means "now"
+  std::string model;              // the config's model section, YAML
+  std::string model_fingerprint;  // hash of the ordered parameter names and shapes
+  std::string config;             // the resolved config, YAML
+  std::vector<TeacherStep> teacher_steps;
+  std::string content_digest;  // read(): the stored (and verified) digest; write(): ignored
+  bool operator==(const CheckpointMeta&) const = default;
+};
+
+enum class Section { params, optimizer, state };
+const char* section_group(Section s);  // "params", "optimizer", "state"
+
+// What write() takes. Names are paths under the section's group: params "fc1/weight",
+// optimizer "fc1/weight/momentum", state "rng/model_init". Params and optimizer slots
+// must be float32; state may be float32, float64, int64 or uint64.
+struct CheckpointView {
+  CheckpointMeta meta;
+  std::vector<TensorRef> params, optimizer, state;
+};
+
+// What read() returns. Within each section tensors come in the file's creation order,
+// depth first: the written order whenever names that share a prefix are written together
+// (as a model's parameter list is).
+struct CheckpointData {
+  CheckpointMeta meta;
+  std::vector<TensorValue> params, optimizer, state;
+
+  const std::vector<TensorValue>& section(Section s) const;
+  // nullptr when absent.
+  const TensorValue* find(Section s, const std::string& name) const;
+  // Views of everything, e.g. to write the same content again.
+  CheckpointView view() const;
+};
+
+// Owned deep copies of everything in a view (for an asynchronous write: the caller's
+// tensors may change as soon as this returns).
+CheckpointData snapshot(const CheckpointView& view);
+
+struct WriteOptions {
+  // Upper bound on the elements of one chunk (4 MiB of float32 by default).
+  std::int64_t chunk_elements = std::int64_t{1} << 20;
+  // fsync the file before the rename and the folder after it. Off only for tests of
+  // other things or a scratch folder: a crash can then leave an empty published file.
+  bool fsync = true;
+  // true: the library checksums each chunk itself and hands it to H5Dwrite_chunk, one
+  // memcpy per chunk. false: HDF5's filter pipeline (copies each chunk twice); the files
+  // are identical, the option exists to cross-check the two.
+  bool direct_chunk_io = true;
+  // Test hook: fail (as a full disk would) before the data bytes written exceed this.
+  std::int64_t fail_after_bytes = -1;
+};
+
+struct WriteResult {
+  std::string path;
+  std::uint64_t bytes = 0;  // size of the published file
+  std::string content_digest;
+};
+
+// Writes `.<name>.tmp.<pid>` beside `path`, closes and fsyncs it, renames it to `path`
+// (never replacing an existing file) and fsyncs the folder. On any failure the temp file
+// is removed, `path` does not exist, and CheckpointError(path, reason) is thrown.
+WriteResult write(const std::string& path, const CheckpointView& ckpt, const WriteOptions& options = {});
+
+struct ReadOptions {
+  // When set, a file whose model_fingerprint differs is rejected.
+  std::optional<std::string> expected_fingerprint;
+  // Which sections to return; a teacher needs params only.
+  bool params = true, optimizer = true, state = true;
+  // Recompute the content digest. It covers every dataset, so the sections not returned
+  // are still read (through a small buffer) when this is on.
+  bool verify_digest = true;
+  // Reject NaN or Inf in /params.
+  bool check_finite = true;
+  // true: raw chunks are read with H5Dread_chunk straight into the result and checked by
+  // the library; false: HDF5's filter pipeline checks them (cross-check and fallback; it
+  // is also used for any dataset this library did not lay out itself).
+  bool direct_chunk_io = true;
+};
+
+// Reads and checks a checkpoint; throws CheckpointError(path, reason) when it is invalid.
+CheckpointData read(const std::string& path, const ReadOptions& options = {});
+
+// read() into `data`, reusing the storage of the tensors already there that have the same
+// section, name, shape and type (a teacher reloaded every few hundred steps then
+// allocates and page-faults nothing); others are allocated, those not in the file dropped.
+// On failure `data` is cleared: half-overwritten tensors are never left behind.
+void read_into(const std::string& path, CheckpointData& data, const ReadOptions& options = {});
+
+// Attributes only (no dataset is read); throws CheckpointError. For listings.
+CheckpointMeta read_meta(const std::string& path);
+
+struct TensorInfo {
+  Section section = Section::params;
+  std::string name;
+  kernels::Shape shape;
+  ElemType type = ElemType::f32;
+};
+// The datasets of a checkpoint (section by section, file order), without their data.
+std::vector<TensorInfo> list_tensors(const std::string& path);
+
+struct VerifyResult {
+  bool valid = false;
+  std::string reason;  // empty when valid
+};
+// The full check of read() (every byte), without keeping the data and without throwing.
+VerifyResult verify(const std::string& path, const std::optional<std::string>& expected_fingerprint = {});
+
+}  // namespace codistill::checkpoint

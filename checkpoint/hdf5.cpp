@@ -1,0 +1,256 @@
+#include "checkpoint/hdf5.hpp"
+
+#include <cstdlib>
+#include <mutex>
+
+namespace codistill::checkpoint::h5 {
+
+namespace {
+
+herr_t collect(unsigned, const H5E_error2_t* err, void* client) {
+  auto* msgs = static_cast<std::vector<std::string>*>(client);
+  std::string msg = err->desc ? err->desc : "";
+  for (auto& c : msg)  // some HDF5 messages embed a ctime() line break
+    if (c == '\n') c = ' ';
+  char minor[160] = "";
+  if (H5Eget_msg(err->min_num, nullptr, minor, sizeof minor) > 0 && msg.find(minor) == std::string::npos)
+    msg += msg.empty() ? std::string(minor) : " (" + std::string(minor) + ")";
+  if (!msg.empty() && (msgs->empty() || msgs->back() != msg)) msgs->push_back(std::move(msg));
+  return 0;
+}
+
+std::string error_stack() {
+  std::vector<std::string> msgs;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &msgs);
+  H5Eclear2(H5E_DEFAULT);
+  // Top-level API message first, then the innermost causes, which say what went wrong
+  // ("truncated file: eof = ...", "data error detected by Fletcher32 checksum").
+  if (msgs.size() > 4) msgs.erase(msgs.begin() + 1, msgs.end() - 3);
+  std::string out;
+  for (const auto& m : msgs) out += (out.empty() ? "" : "; ") + m;
+  return out.empty() ? "unknown HDF5 error" : out;
+}
+
+struct Pair {
+  std::int64_t first, second;
+};
+
+Handle pair_type(const char* first, const char* second, hid_t member) {
+  Handle t = type(H5Tcreate(H5T_COMPOUND, sizeof(Pair)), "creating a compound type");
+  check(H5Tinsert(t.get(), first, HOFFSET(Pair, first), member), "building a compound type");
+  check(H5Tinsert(t.get(), second, HOFFSET(Pair, second), member), "building a compound type");
+  return t;
+}
+
+Handle open_attr(hid_t loc, const char* name) {
+  if (!has_attr(loc, name)) throw Error(std::string("missing attribute ") + name);
+  return attribute(H5Aopen(loc, name, H5P_DEFAULT), "opening an attribute");
+}
+
+}  // namespace
+
+void init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+#if !H5_VERSION_GE(1, 10, 7)
+    // No H5Pset_file_locking before 1.10.7: the environment variable is read when the
+    // library starts, so it must be set before H5open. A user's own setting wins.
+    ::setenv("HDF5_USE_FILE_LOCKING", "FALSE", 0);
+#endif
+    H5open();
+  });
+  thread_local bool silenced = false;
+  if (!silenced) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    silenced = true;
+  }
+}
+
+std::unique_lock<std::recursive_mutex> exclusive() {
+#ifdef H5_HAVE_THREADSAFE
+  return {};
+#else
+  static std::recursive_mutex mu;
+  return std::unique_lock(mu);
+#endif
+}
+
+void fail(const std::string& what) { throw Error(what + ": " + error_stack()); }
+
+void Handle::close(const char* what) {
+  if (id_ < 0) return;
+  hid_t id = std::exchange(id_, H5I_INVALID_HID);
+  check(closer_(id), what);
+}
+
+Handle file_access() {
+  Handle fapl = plist(H5Pcreate(H5P_FILE_ACCESS), "creating file access properties");
+  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V110, H5F_LIBVER_V110), "setting format bounds");
+#if H5_VERSION_GE(1, 10, 7)
+  check(H5Pset_file_locking(fapl.get(), false, true), "switching file locking off");
+#endif
+  // The metadata block size stays at HDF5's default (2 KiB): larger blocks measured no
+  // faster here (a checkpoint has little metadata: all datasets are created before any
+  // data is written) and leave up to the block size unused in every file.
+  return fapl;
+}
+
+Handle open_file(const std::string& path, bool writable) {
+  init();
+  Handle fapl = file_access();
+  return file(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl.get()),
+              "cannot open as HDF5");
+}
+
+Handle create_file(const std::string& path) {
+  init();
+  Handle fapl = file_access();
+  return file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), "cannot create HDF5 file");
+}
+
+void write_attr(hid_t loc, const char* name, std::int64_t value) {
+  Handle s = space(H5Screate(H5S_SCALAR), "creating a dataspace");
+  Handle a = attribute(H5Acreate2(loc, name, H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT),
+                       "creating an attribute");
+  check(H5Awrite(a.get(), H5T_NATIVE_INT64, &value), "writing an attribute");
+}
+
+void write_attr(hid_t loc, const char* name, const std::string& value) {
+  Handle t = type(H5Tcopy(H5T_C_S1), "creating a string type");
+  check(H5Tset_size(t.get(), H5T_VARIABLE), "creating a string type");
+  check(H5Tset_cset(t.get(), H5T_CSET_UTF8), "creating a string type");
+  Handle s = space(H5Screate(H5S_SCALAR), "creating a dataspace");
+  Handle a = attribute(H5Acreate2(loc, name, t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), "creating an attribute");
+  const char* text = value.c_str();
+  check(H5Awrite(a.get(), t.get(), &text), "writing an attribute");
+}
+
+void write_attr_pairs(hid_t loc, const char* name, const std::vector<std::pair<std::int64_t, std::int64_t>>& v,
+                      const char* first, const char* second) {
+  std::vector<Pair> rows;
+  for (const auto& [a, b] : v) rows.push_back({a, b});
+  Handle ftype = pair_type(first, second, H5T_STD_I64LE);
+  Handle mtype = pair_type(first, second, H5T_NATIVE_INT64);
+  hsize_t n = rows.size();
+  Handle s = space(H5Screate_simple(1, &n, nullptr), "creating a dataspace");
+  Handle a = attribute(H5Acreate2(loc, name, ftype.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT),
+                       "creating an attribute");
+  Pair none{};  // HDF5 rejects a null buffer even for zero elements
+  check(H5Awrite(a.get(), mtype.get(), rows.empty() ? &none : rows.data()), "writing an attribute");
+}
+
+bool has_attr(hid_t loc, const char* name) { return check_tri(H5Aexists(loc, name), "looking up an attribute"); }
+
+std::int64_t read_attr_int(hid_t loc, const char* name) {
+  Handle a = open_attr(loc, name);
+  Handle t = type(H5Aget_type(a.get()), "reading an attribute's type");
+  if (H5Tget_class(t.get()) != H5T_INTEGER)
+    throw Error(std::string("attribute ") + name + " is not an integer (it is " + describe_type(t.get()) + ")");
+  Handle s = space(H5Aget_space(a.get()), "reading an attribute's dataspace");
+  if (H5Sget_simple_extent_npoints(s.get()) != 1) throw Error(std::string("attribute ") + name + " is not a scalar");
+  std::int64_t v = 0;
+  check(H5Aread(a.get(), H5T_NATIVE_INT64, &v), "reading an attribute");
+  return v;
+}
+
+std::string read_attr_string(hid_t loc, const char* name) {
+  Handle a = open_attr(loc, name);
+  Handle ftype = type(H5Aget_type(a.get()), "reading an attribute's type");
+  if (H5Tget_class(ftype.get()) != H5T_STRING)
+    throw Error(std::string("attribute ") + name + " is not a string (it is " + describe_type(ftype.get()) + ")");
+  Handle s = space(H5Aget_space(a.get()), "reading an attribute's dataspace");
+  if (H5Sget_simple_extent_npoints(s.get()) != 1) throw Error(std::string("attribute ") + name + " is not a scalar");
+  Handle mtype = type(H5Tcopy(H5T_C_S1), "creating a string type");
+  check(H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())), "creating a string type");
+  if (check_tri(H5Tis_variable_str(ftype.get()), "inspecting a string type")) {
+    check(H5Tset_size(mtype.get(), H5T_VARIABLE), "creating a string type");
+    char* text = nullptr;
+    check(H5Aread(a.get(), mtype.get(), &text), "reading an attribute");
+    std::string out = text ? text : "";
+    H5free_memory(text);
+    return out;
+  }
+  // Fixed-length (as another tool might write it): read, then cut at the first NUL.
+  std::size_t size = H5Tget_size(ftype.get());
+  check(H5Tset_size(mtype.get(), size), "creating a string type");
+  std::string out(size, '\0');
+  check(H5Aread(a.get(), mtype.get(), out.data()), "reading an attribute");
+  return out.substr(0, out.find('\0'));
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> read_attr_pairs(hid_t loc, const char* name, const char* first,
+                                                                    const char* second) {
+  Handle a = open_attr(loc, name);
+  Handle ftype = type(H5Aget_type(a.get()), "reading an attribute's type");
+  auto member_is_int = [&](const char* member) {
+    int i = H5Tget_member_index(ftype.get(), member);
+    return i >= 0 && H5Tget_member_class(ftype.get(), static_cast<unsigned>(i)) == H5T_INTEGER;
+  };
+  H5Eclear2(H5E_DEFAULT);  // a missing member leaves an entry; the message below says it
+  if (H5Tget_class(ftype.get()) != H5T_COMPOUND || !member_is_int(first) || !member_is_int(second))
+    throw Error(std::string("attribute ") + name + " is not a list of {" + first + ", " + second + "} integers");
+  Handle s = space(H5Aget_space(a.get()), "reading an attribute's dataspace");
+  if (H5Sget_simple_extent_ndims(s.get()) > 1) throw Error(std::string("attribute ") + name + " is not 1-D");
+  hssize_t n = H5Sget_simple_extent_npoints(s.get());
+  std::vector<Pair> rows(static_cast<std::size_t>(std::max<hssize_t>(n, 0)));
+  Handle mtype = pair_type(first, second, H5T_NATIVE_INT64);
+  if (!rows.empty()) check(H5Aread(a.get(), mtype.get(), rows.data()), "reading an attribute");
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (const Pair& r : rows) out.emplace_back(r.first, r.second);
+  return out;
+}
+
+hid_t file_type(ElemType t) {
+  switch (t) {
+    case ElemType::f32: return H5T_IEEE_F32LE;
+    case ElemType::f64: return H5T_IEEE_F64LE;
+    case ElemType::i64: return H5T_STD_I64LE;
+    case ElemType::u64: return H5T_STD_U64LE;
+  }
+  throw std::logic_error("file_type: bad element type");
+}
+
+hid_t memory_type(ElemType t) {
+  switch (t) {
+    case ElemType::f32: return H5T_NATIVE_FLOAT;
+    case ElemType::f64: return H5T_NATIVE_DOUBLE;
+    case ElemType::i64: return H5T_NATIVE_INT64;
+    case ElemType::u64: return H5T_NATIVE_UINT64;
+  }
+  throw std::logic_error("memory_type: bad element type");
+}
+
+std::optional<ElemType> elem_type(hid_t t) {
+  for (ElemType e : {ElemType::f32, ElemType::f64, ElemType::i64, ElemType::u64})
+    if (H5Tequal(t, file_type(e)) > 0) return e;
+  // Big-endian forms are accepted too (HDF5 converts them when reading).
+  if (H5Tequal(t, H5T_IEEE_F32BE) > 0) return ElemType::f32;
+  if (H5Tequal(t, H5T_IEEE_F64BE) > 0) return ElemType::f64;
+  if (H5Tequal(t, H5T_STD_I64BE) > 0) return ElemType::i64;
+  if (H5Tequal(t, H5T_STD_U64BE) > 0) return ElemType::u64;
+  return std::nullopt;
+}
+
+std::string describe_type(hid_t t) {
+  std::string bits = std::to_string(H5Tget_size(t) * 8);
+  switch (H5Tget_class(t)) {
+    case H5T_INTEGER: return (H5Tget_sign(t) == H5T_SGN_NONE ? "uint" : "int") + bits;
+    case H5T_FLOAT: return "float" + bits;
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ARRAY: return "array";
+    case H5T_ENUM: return "enum";
+    default: return "type class " + std::to_string(static_cast<int>(H5Tget_class(t)));
+  }
+}
+
+std::vector<hsize_t> dims_of(hid_t dataset) {
+  Handle s = space(H5Dget_space(dataset), "reading a dataspace");
+  int rank = H5Sget_simple_extent_ndims(s.get());
+  if (rank < 0) fail("reading a dataspace's rank");
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(s.get(), dims.data(), nullptr) < 0) fail("reading a dataspace's extent");
+  return dims;
+}
+
+}  // namespace codistill::checkpoint::h5

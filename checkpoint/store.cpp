@@ -1,0 +1,136 @@
+#include "checkpoint/store.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "checkpoint/fsutil.hpp"
+#include "checkpoint/naming.hpp"
+
+namespace codistill::checkpoint {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The names in a folder, or none if it does not exist (yet, or any more). Entries that
+// vanish while the folder is read are simply not seen, or seen and then not found.
+// A file whose step attribute disagrees with its name was renamed or copied by hand: a
+// resume from it would continue at the wrong step, so it is treated as invalid.
+std::string step_mismatch(const CheckpointFile& f, std::int64_t step_attr) {
+  if (step_attr == f.step) return {};
+  return "step attribute " + std::to_string(step_attr) + " does not match the file name";
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) names.push_back(it->path().filename().string());
+  return names;
+}
+
+}  // namespace
+
+RunStore::RunStore(std::string run_dir) : dir_(std::move(run_dir)) {}
+
+std::string RunStore::worker_dir(int worker) const { return (fs::path(dir_) / worker_dir_name(worker)).string(); }
+
+std::string RunStore::checkpoint_path(int worker, std::int64_t step) const {
+  return (fs::path(worker_dir(worker)) / checkpoint_file_name(step)).string();
+}
+
+std::vector<int> RunStore::workers() const {
+  std::vector<int> ids;
+  for (const auto& name : names_in(dir_)) {
+    std::error_code ec;
+    if (auto id = parse_worker_dir_name(name); id && fs::is_directory(fs::path(dir_) / name, ec)) ids.push_back(*id);
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::vector<CheckpointFile> RunStore::checkpoints(int worker) const {
+  std::vector<CheckpointFile> files;
+  std::string dir = worker_dir(worker);
+  for (const auto& name : names_in(dir))
+    if (auto step = parse_checkpoint_file_name(name)) files.push_back({worker, *step, (fs::path(dir) / name).string()});
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return files;
+}
+
+std::optional<CheckpointFile> RunStore::freshest_valid(int worker, const std::optional<std::string>& fingerprint,
+                                                       std::vector<std::string>* skipped) const {
+  auto files = checkpoints(worker);
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    VerifyResult v = verify(it->path, fingerprint);
+    if (v.valid) {
+      try {
+        v.reason = step_mismatch(*it, read_meta(it->path).step);
+      } catch (const CheckpointError& e) {  // vanished since
+        v.reason = e.reason();
+      }
+      if (v.reason.empty()) return *it;
+    }
+    if (skipped) skipped->push_back(it->path + ": " + v.reason);
+  }
+  return std::nullopt;
+}
+
+std::optional<LoadedCheckpoint> RunStore::load_freshest(int worker, const ReadOptions& options,
+                                                        std::optional<std::int64_t> max_step) const {
+  auto files = checkpoints(worker);
+  std::vector<std::string> skipped;
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    if (max_step && it->step > *max_step) continue;
+    try {
+      CheckpointData data = read(it->path, options);
+      if (auto why = step_mismatch(*it, data.meta.step); !why.empty()) {
+        skipped.push_back(it->path + ": " + why);
+        continue;
+      }
+      return LoadedCheckpoint{*it, std::move(data), std::move(skipped)};
+    } catch (const CheckpointError& e) {  // vanished, half-visible on NFS, corrupt, wrong model
+      skipped.push_back(it->path + ": " + e.reason());
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> RunStore::retain(int worker, int keep, std::optional<std::int64_t> known_valid_step) const {
+  if (keep < 1) throw CheckpointError(worker_dir(worker), "retention needs keep >= 1, got " + std::to_string(keep));
+  auto files = checkpoints(worker);
+  std::vector<std::string> deleted;
+  if (files.size() <= static_cast<std::size_t>(keep)) return deleted;
+  // The newest valid checkpoint is what a restart (or a peer) would fall back to.
+  std::optional<std::int64_t> newest_valid;
+  for (auto it = files.rbegin(); it != files.rend() && !newest_valid; ++it)
+    if ((known_valid_step && it->step == *known_valid_step) || verify(it->path).valid) newest_valid = it->step;
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < files.size(); ++i) {
+    if (newest_valid && files[i].step == *newest_valid) continue;
+    try {
+      if (fsutil::remove_if_exists(files[i].path)) deleted.push_back(files[i].path);
+    } catch (const std::exception& e) {
+      throw CheckpointError(files[i].path, std::string("retention: ") + e.what());
+    }
+  }
+  return deleted;
+}
+
+std::vector<std::string> RunStore::cleanup_temp_files(int worker) const {
+  std::vector<std::string> removed;
+  std::string dir = worker_dir(worker);
+  long self = fsutil::this_pid();
+  for (const auto& name : names_in(dir)) {
+    auto pid = parse_temp_file_pid(name);
+    if (!pid || (*pid != self && fsutil::pid_alive(*pid))) continue;
+    std::string path = (fs::path(dir) / name).string();
+    try {
+      if (fsutil::remove_if_exists(path)) removed.push_back(path);
+    } catch (const std::exception& e) {
+      throw CheckpointError(path, std::string("cleaning up a temp file: ") + e.what());
+    }
+  }
+  return removed;
+}
+
+}  // namespace codistill::checkpoint
