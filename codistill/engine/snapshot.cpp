@@ -1,0 +1,115 @@
+#include "codistill/engine/snapshot.hpp"
+
+#include <stdexcept>
+
+#include "codistill/config/config_loader.hpp"
+#include "codistill/util/rng.hpp"
+
+namespace codistill {
+
+using checkpoint::Section;
+using checkpoint::TensorRef;
+using checkpoint::TensorValue;
+
+StateView make_state_view(const WorkerState& w) {
+  StateView sv;
+  auto& v = sv.view;
+  v.meta.worker = w.worker;
+  v.meta.step = w.step;
+  v.meta.examples_seen = w.examples_seen;
+  v.meta.model = w.model_yaml;
+  v.meta.model_fingerprint = w.model->fingerprint();
+  v.meta.config = w.config_yaml;
+  v.meta.teacher_steps = w.teacher_steps;
+  for (const auto& p : w.model->params()) v.params.push_back(TensorRef::of(p.path, *p.value));
+  for (auto& [path, slots] : w.optimizer->state())
+    for (auto& [slot, tensor] : slots) v.optimizer.push_back(TensorRef::of(path + "/" + slot, *tensor));
+
+  auto add_i64 = [&](const std::string& name, std::vector<std::int64_t> values) {
+    v.state.push_back(TensorRef::of(name, sv.i64.emplace_back(std::move(values))));
+  };
+  add_i64("optimizer/step", {w.optimizer->steps_taken()});
+  auto pos = w.sampler->position();
+  add_i64("sampler/position", {pos.epoch, pos.cursor});
+  add_i64("sampler/shard_size", {w.sampler->shard_size()});
+  for (auto& [name, rng] : w.model->rngs()) {
+    auto s = rng->state();
+    v.state.push_back(TensorRef::of("rng/" + name, sv.u64.emplace_back(s.begin(), s.end())));
+  }
+  v.state.push_back(TensorRef::of(
+      "data/normalization", sv.f64.emplace_back(std::vector<double>{w.normalization.shift, w.normalization.scale})));
+  return sv;
+}
+
+namespace {
+
+const TensorValue& require(const checkpoint::CheckpointData& d, Section s, const std::string& name,
+                           std::int64_t numel = -1) {
+  const TensorValue* t = d.find(s, name);
+  if (!t)
+    throw std::runtime_error(std::string("checkpoint has no /") + checkpoint::section_group(s) + "/" + name);
+  if (numel >= 0 && t->numel() != numel)
+    throw std::runtime_error(std::string("checkpoint entry /") + checkpoint::section_group(s) + "/" + name +
+                             " has " + std::to_string(t->numel()) + " elements, expected " +
+                             std::to_string(numel));
+  return *t;
+}
+
+void copy_params(Model& model, const checkpoint::CheckpointData& d) {
+  for (auto& p : model.params()) {
+    const TensorValue& t = require(d, Section::params, p.path);
+    if (t.shape != p.value->shape())
+      throw std::runtime_error("checkpoint parameter " + p.path + " has shape " + kernels::shape_str(t.shape) +
+                               ", the model expects " + kernels::shape_str(p.value->shape()));
+    p.value->copy_from(t.real);
+  }
+}
+
+}  // namespace
+
+void restore_state(WorkerState& w, const checkpoint::CheckpointData& d) {
+  copy_params(*w.model, d);
+  for (auto& [path, slots] : w.optimizer->state())
+    for (auto& [slot, tensor] : slots)
+      tensor->copy_from(require(d, Section::optimizer, path + "/" + slot, tensor->numel()).real);
+  w.optimizer->set_steps_taken(require(d, Section::state, "optimizer/step", 1).values<std::int64_t>()[0]);
+
+  auto shard = require(d, Section::state, "sampler/shard_size", 1).values<std::int64_t>()[0];
+  if (shard != w.sampler->shard_size())
+    throw std::runtime_error("checkpoint was taken with a data shard of " + std::to_string(shard) +
+                             " examples, this run's shard has " + std::to_string(w.sampler->shard_size()) +
+                             " (data, shard mode or worker count changed)");
+  auto pos = require(d, Section::state, "sampler/position", 2).values<std::int64_t>();
+  w.sampler->set_position({pos[0], pos[1]});
+  for (auto& [name, rng] : w.model->rngs()) {
+    auto s = require(d, Section::state, "rng/" + name, 4).values<std::uint64_t>();
+    rng->set_state({s[0], s[1], s[2], s[3]});
+  }
+  w.step = d.meta.step;
+  w.examples_seen = d.meta.examples_seen;
+  w.teacher_steps = d.meta.teacher_steps;
+}
+
+Model model_from_checkpoint(const checkpoint::CheckpointData& d) {
+  ModelConfig mc = model_from_yaml(d.meta.model, "checkpoint model attribute");
+  Rng unused(0);  // parameters are overwritten from the file right away
+  Model model = build_model(mc, unused);
+  if (model.fingerprint() != d.meta.model_fingerprint)
+    throw std::runtime_error("model rebuilt from the checkpoint's model attribute has fingerprint " +
+                             model.fingerprint() + ", the checkpoint says " + d.meta.model_fingerprint);
+  copy_params(model, d);
+  return model;
+}
+
+data::Normalization normalization_from_checkpoint(const checkpoint::CheckpointData& d) {
+  data::Normalization n;
+  if (const TensorValue* t = d.find(Section::state, "data/normalization"); t && t->numel() == 2) {
+    auto v = t->values<double>();
+    n.shift = v[0];
+    n.scale = v[1];
+    n.kind = "stored";
+  }
+  return n;
+}
+
+}  // namespace codistill
