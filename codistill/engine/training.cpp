@@ -10,7 +10,9 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "codistill/config/config_loader.hpp"
 #include "codistill/data/sampler.hpp"
+#include "codistill/engine/checkpointing.hpp"
 #include "codistill/engine/metrics.hpp"
 #include "codistill/engine/progress.hpp"
 #include "codistill/engine/run_dir.hpp"
@@ -85,7 +87,8 @@ struct Trainer::State {
   Model model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<data::BatchSampler> sampler;
-  std::int64_t step = 0;  // completed steps
+  std::unique_ptr<CheckpointManager> checkpoints;
+  WorkerState worker;  // what a checkpoint holds; worker.step counts completed steps
 };
 
 Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) {
@@ -99,35 +102,54 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
                         "not built yet); use --device cpu");
   kernels::cpu::set_num_threads(c.run.threads);
 
-  s.paths = prepare_run_dir(c, /*resuming=*/false);
+  // The console first; train.log joins once the run directory is known to be ours.
   std::vector<spdlog::sink_ptr> sinks;
-  sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));
   if (opts.console) sinks.push_back(std::make_shared<spdlog::sinks::stdout_sink_mt>());
   s.log = std::make_shared<spdlog::logger>(fmt::format("worker-{}", c.run.worker), sinks.begin(),
                                            sinks.end());
   s.log->set_pattern(fmt::format("[%H:%M:%S] [w{}] %v", c.run.worker));
   s.log->flush_on(spdlog::level::info);
-  s.metrics = std::make_unique<MetricsWriter>(s.paths.metrics);
 
   auto t0 = Clock::now();
   s.data = data::load_dataset(c.data);
-  s.log->info("data: {} train / {} test examples of shape {}, {} classes, normalization {} "
-              "(shift {:.4f}, scale {:.4f}), loaded in {:.1f} s",
-              s.data.train.size(), s.data.test.size(), kernels::shape_str(s.data.train.example_shape()),
-              s.data.train.classes, s.data.train.normalization.kind, s.data.train.normalization.shift,
-              s.data.train.normalization.scale, seconds_since(t0));
-
+  const double load_s = seconds_since(t0);
   ModelConfig mc = c.model;
   mc.input_shape = s.data.train.example_shape();
   mc.classes = s.data.train.classes;
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
   s.model = build_model(mc, init_rng);
+
+  s.checkpoints = std::make_unique<CheckpointManager>(c, s.log);
+  auto resume_from = s.checkpoints->find_resume_point(opts.resume, s.model.fingerprint());
+  s.paths = prepare_run_dir(c, /*resuming=*/resume_from.has_value());
+  s.log->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));
+  s.metrics = std::make_unique<MetricsWriter>(s.paths.metrics);
+  s.checkpoints->set_metrics(s.metrics.get());
+
+  s.log->info("data: {} train / {} test examples of shape {}, {} classes, normalization {} "
+              "(shift {:.4f}, scale {:.4f}), loaded in {:.1f} s",
+              s.data.train.size(), s.data.test.size(), kernels::shape_str(s.data.train.example_shape()),
+              s.data.train.classes, s.data.train.normalization.kind, s.data.train.normalization.shift,
+              s.data.train.normalization.scale, load_s);
   s.log->info("model {} ({} parameters, fingerprint {}):\n{}", mc.kind, s.model.num_params(),
               s.model.fingerprint(), s.model.summary());
   s.optimizer = make_optimizer(c.optimizer, s.model.params());
   s.sampler = std::make_unique<data::BatchSampler>(s.data.train, data::sampler_options(c));
   s.log->info("data shard: {} of {} training examples ({} mode)", s.sampler->shard_size(),
               s.data.train.size(), c.data.shard);
+
+  WorkerState& w = s.worker;
+  w.model = &s.model;
+  w.optimizer = s.optimizer.get();
+  w.sampler = s.sampler.get();
+  w.normalization = s.data.train.normalization;
+  w.worker = c.run.worker;
+  w.model_yaml = model_yaml(mc);
+  w.config_yaml = to_yaml(c);
+  if (resume_from) {
+    restore_state(w, resume_from->data);
+    s.log->info("resuming from {} at step {}", resume_from->file.path, w.step);
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -150,7 +172,7 @@ TrainSummary Trainer::run() {
   loss_params.weight = c.codistill.weight;
   loss_params.hard_weight = c.codistill.enabled ? c.codistill.hard_weight : 1.0;
 
-  Progress progress(c.train.steps, s.step, s.opts.interactive);
+  Progress progress(c.train.steps, s.worker.step, s.opts.interactive);
   // Log lines clear the in-place progress line first, so the two never interleave.
   auto info = [&]<class... A>(fmt::format_string<A...> format, A&&... args) {
     progress.clear();
@@ -180,13 +202,13 @@ TrainSummary Trainer::run() {
   EvalResult last_eval;
   bool evaluated_last = false;
 
-  while (s.step < c.train.steps) {
+  while (s.worker.step < c.train.steps) {
     if (stop_requested()) {
       interrupted = true;
       break;
     }
     s.sampler->next_batch(x, labels);
-    const double lr = learning_rate(c.optimizer, s.step, c.train.steps);
+    const double lr = learning_rate(c.optimizer, s.worker.step, c.train.steps);
     s.model.zero_grad();
     Tensor logits = s.model.forward(x, /*training=*/true);
     auto res = kernels::cpu::distill_loss<float>(logits.data<float>(), nullptr, 0, labels.data(),
@@ -194,36 +216,42 @@ TrainSummary Trainer::run() {
     if (!std::isfinite(res.loss))
       throw TrainingError(fmt::format("non-finite loss ({}) at step {}: training diverged; "
                                       "lower optimizer.lr or check the data",
-                                      res.loss, s.step + 1));
+                                      res.loss, s.worker.step + 1));
     s.model.backward(dlogits);
     s.optimizer->step(lr);
-    ++s.step;
+    ++s.worker.step;
+    s.worker.examples_seen += B;
     evaluated_last = false;
 
     window_loss += res.loss;
     window_ce += res.ce;
     window_distill += res.distill;
     ++window_steps;
-    const bool log_now = (c.train.log_every > 0 && s.step % c.train.log_every == 0) ||
-                         s.step == c.train.steps;
+    const bool log_now = (c.train.log_every > 0 && s.worker.step % c.train.log_every == 0) ||
+                         s.worker.step == c.train.steps;
     if (log_now) {
       double secs = seconds_since(window_start);
       rate = secs > 0 ? static_cast<double>(window_steps * B) / secs : 0;
       double n = static_cast<double>(window_steps);
-      s.metrics->emit("train", s.step,
+      s.metrics->emit("train", s.worker.step,
                       {{"loss", window_loss / n}, {"ce", window_ce / n},
                        {"distill", window_distill / n}, {"lr", lr}, {"examples_per_s", rate},
                        {"teachers", 0}, {"staleness", nullptr}});
       if (!s.opts.interactive)
-        info("train step {:>7}/{}  loss {:.4f}  lr {:.4g}  {:.0f} ex/s", s.step, c.train.steps,
+        info("train step {:>7}/{}  loss {:.4f}  lr {:.4g}  {:.0f} ex/s", s.worker.step, c.train.steps,
              window_loss / n, lr, rate);
       window_loss = window_ce = window_distill = 0;
       window_steps = 0;
       window_start = Clock::now();
     }
-    progress.update(s.step, res.loss, rate);
-    if (c.train.eval_every > 0 && s.step % c.train.eval_every == 0 && s.step < c.train.steps) {
-      last_eval = run_eval(s.step);
+    progress.update(s.worker.step, res.loss, rate);
+    if (c.checkpoint.every > 0 && s.worker.step % c.checkpoint.every == 0) {
+      progress.clear();
+      s.checkpoints->save(s.worker);
+    }
+    s.checkpoints->poll();
+    if (c.train.eval_every > 0 && s.worker.step % c.train.eval_every == 0 && s.worker.step < c.train.steps) {
+      last_eval = run_eval(s.worker.step);
       evaluated_last = true;
       window_start = Clock::now();  // keep eval time out of the training rate
     }
@@ -231,20 +259,22 @@ TrainSummary Trainer::run() {
   progress.finish();
 
   TrainSummary sum;
-  sum.steps = s.step;
+  sum.steps = s.worker.step;
   sum.interrupted = interrupted;
-  if (interrupted) info("stop requested: finished step {} and stopping", s.step);
-  if (!evaluated_last) last_eval = run_eval(s.step);
+  if (interrupted) info("stop requested: finished step {}, publishing a checkpoint and stopping", s.worker.step);
+  s.checkpoints->save(s.worker);  // the final state (a no-op when this step is published already)
+  s.checkpoints->finish();
+  if (!evaluated_last) last_eval = run_eval(s.worker.step);
   sum.wall_s = s.metrics->elapsed_s();  // the whole run, data loading included
   sum.test_loss = last_eval.loss;
   sum.test_accuracy = last_eval.accuracy;
   const double train_s = seconds_since(started) - eval_s;
-  sum.examples_per_s = train_s > 0 ? static_cast<double>(s.step * B) / train_s : 0;
-  s.metrics->emit("done", s.step, {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy},
+  sum.examples_per_s = train_s > 0 ? static_cast<double>(s.worker.step * B) / train_s : 0;
+  s.metrics->emit("done", s.worker.step, {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy},
                                    {"loss", sum.test_loss}, {"train_examples_per_s", sum.examples_per_s},
                                    {"interrupted", interrupted}});
   info("done: {} steps in {} ({:.0f} training ex/s), test accuracy {:.2f}%, test loss {:.4f}",
-       s.step, format_duration(sum.wall_s), sum.examples_per_s, 100 * sum.test_accuracy,
+       s.worker.step, format_duration(sum.wall_s), sum.examples_per_s, 100 * sum.test_accuracy,
        sum.test_loss);
   return sum;
 }

@@ -81,3 +81,70 @@ inline std::vector<nlohmann::json> read_events(const std::filesystem::path& metr
 }
 
 }  // namespace codistill::test
+
+#include <signal.h>
+#include <spawn.h>
+
+#include <chrono>
+#include <thread>
+
+extern char** environ;
+
+namespace codistill::test {
+
+// A child process started through /bin/sh (exec'd, so the pid is the program's own), with
+// stdout and stderr going to files of dir. For tests that signal or kill it.
+class Child {
+ public:
+  Child(const std::string& cmd, const TempDir& dir, const std::string& tag) {
+    std::string line = "exec " + cmd + " >" + dir.str(tag + ".out") + " 2>" + dir.str(tag + ".err") + " </dev/null";
+    const char* argv[] = {"/bin/sh", "-c", line.c_str(), nullptr};
+    if (posix_spawn(&pid_, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) pid_ = -1;
+  }
+  ~Child() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void signal(int sig) { ::kill(pid_, sig); }
+  // Exit code, or 128 + signal number.
+  int wait() {
+    if (reaped_) return exit_;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    reaped_ = true;
+    exit_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return exit_;
+  }
+  bool running() {
+    int status = 0;
+    if (reaped_) return false;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      exit_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int exit_ = -1;
+};
+
+// Polls pred every 10 ms until it holds or timeout_s passes; returns whether it held.
+template <class Pred>
+bool wait_until(Pred pred, double timeout_s) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+}  // namespace codistill::test

@@ -1,0 +1,117 @@
+#include "codistill/engine/checkpointing.hpp"
+
+#include <chrono>
+
+#include "codistill/engine/run_dir.hpp"
+
+namespace codistill {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
+CheckpointManager::CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log)
+    : cfg_(cfg), log_(std::move(log)), store_(cfg.run.dir) {
+  if (cfg.checkpoint.async) writer_ = std::make_unique<checkpoint::AsyncWriter>();
+}
+
+CheckpointManager::~CheckpointManager() = default;
+
+std::optional<checkpoint::LoadedCheckpoint> CheckpointManager::find_resume_point(bool resume,
+                                                                                const std::string& fingerprint) {
+  const int w = cfg_.run.worker;
+  for (const auto& path : store_.cleanup_temp_files(w)) log_->info("removed a dead writer's temp file {}", path);
+  auto files = store_.checkpoints(w);
+  if (files.empty()) return std::nullopt;
+  if (!resume)
+    throw RunDirError("worker directory " + store_.worker_dir(w) + " already holds " + std::to_string(files.size()) +
+                      " checkpoint(s) (newest " + files.back().path +
+                      "); --no-resume never overwrites: choose another --run-dir or resume");
+  checkpoint::ReadOptions opts;
+  opts.expected_fingerprint = fingerprint;
+  auto loaded = store_.load_freshest(w, opts);
+  if (!loaded) {
+    std::string why;
+    for (const auto& f : files) {
+      auto v = checkpoint::verify(f.path, fingerprint);
+      why += "\n  " + f.path + ": " + (v.valid ? "valid" : v.reason);
+    }
+    throw std::runtime_error("worker directory " + store_.worker_dir(w) +
+                             " holds checkpoints but none can be resumed from:" + why);
+  }
+  for (const auto& s : loaded->skipped) log_->warn("skipped checkpoint {}", s);
+  last_saved_step_ = loaded->file.step;
+  return loaded;
+}
+
+void CheckpointManager::save(const WorkerState& w) {
+  if (w.step == last_saved_step_) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string path = store_.checkpoint_path(cfg_.run.worker, w.step);
+  StateView sv = make_state_view(w);
+  last_saved_step_ = w.step;
+  if (!writer_) {
+    checkpoint::WriteOutcome o;
+    o.path = path;
+    o.step = w.step;
+    try {
+      o.result = checkpoint::write(path, sv.view);
+      o.ok = true;
+      store_.retain(cfg_.run.worker, cfg_.checkpoint.keep, w.step);
+    } catch (const std::exception& e) {
+      o.error = e.what();
+    }
+    o.write_ms = ms_since(t0);
+    stall_ms_[w.step] = o.write_ms;
+    report(o);
+    return;
+  }
+  checkpoint::WriteJob job;
+  job.path = path;
+  job.snapshot = checkpoint::snapshot(sv.view);
+  const int worker = cfg_.run.worker, keep = cfg_.checkpoint.keep;
+  const std::int64_t step = w.step;
+  job.after_publish = [this, worker, keep, step](const checkpoint::WriteResult&) { store_.retain(worker, keep, step); };
+  const bool wait = cfg_.checkpoint.on_busy == "wait";
+  if (!wait && writer_->busy()) {
+    log_->warn("checkpoint at step {} skipped: the previous write is still in flight (checkpoint.on_busy: skip)", step);
+    last_saved_step_ = -1;
+    return;
+  }
+  if (wait && writer_->busy())
+    log_->info("checkpoint at step {} waits for the previous write (checkpoint.on_busy: wait)", step);
+  writer_->submit(std::move(job), wait);
+  stall_ms_[step] = ms_since(t0);
+  poll();
+}
+
+void CheckpointManager::poll() {
+  if (!writer_) return;
+  for (const auto& o : writer_->poll()) report(o);
+}
+
+void CheckpointManager::finish() {
+  if (!writer_) return;
+  for (const auto& o : writer_->wait()) report(o);
+}
+
+void CheckpointManager::report(const checkpoint::WriteOutcome& o) {
+  double stall = stall_ms_.count(o.step) ? stall_ms_[o.step] : 0.0;
+  stall_ms_.erase(o.step);
+  if (!o.ok) {
+    log_->error("checkpoint at step {} failed: {}; earlier checkpoints are kept and training goes on", o.step,
+                o.error);
+    if (last_saved_step_ == o.step) last_saved_step_ = -1;
+    return;
+  }
+  if (!o.after_error.empty()) log_->warn("checkpoint retention after step {}: {}", o.step, o.after_error);
+  if (metrics_)
+    metrics_->emit("checkpoint", o.step,
+                   {{"path", o.path}, {"bytes", o.result.bytes}, {"write_ms", o.write_ms}, {"stall_ms", stall}});
+  log_->info("checkpoint {} ({:.1f} MB, write {:.0f} ms, training stalled {:.1f} ms)", o.path,
+             static_cast<double>(o.result.bytes) / 1e6, o.write_ms, stall);
+}
+
+}  // namespace codistill

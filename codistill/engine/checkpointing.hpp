@@ -1,0 +1,56 @@
+#pragma once
+// A worker's checkpoints during training (DESIGN.md sections 3 and 5): finding the point
+// to resume from, publishing every checkpoint.every steps (on a background thread when
+// checkpoint.async), retention, and the `checkpoint` metrics events.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <spdlog/logger.h>
+
+#include "checkpoint/async_writer.hpp"
+#include "checkpoint/store.hpp"
+#include "codistill/config/config.hpp"
+#include "codistill/engine/metrics.hpp"
+#include "codistill/engine/snapshot.hpp"
+
+namespace codistill {
+
+class CheckpointManager {
+ public:
+  CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log);
+  ~CheckpointManager();
+
+  // Removes temp files of this worker's dead writers, then returns the freshest checkpoint
+  // that reads back valid with this model fingerprint, or nullopt when the worker has none.
+  // Throws RunDirError (exit 2) under --no-resume when checkpoints exist, and
+  // std::runtime_error when checkpoints exist but none of them is valid.
+  std::optional<checkpoint::LoadedCheckpoint> find_resume_point(bool resume, const std::string& fingerprint);
+
+  // Metrics go here once the run directory is prepared.
+  void set_metrics(MetricsWriter* metrics) { metrics_ = metrics; }
+
+  // Publishes the state at w.step (unless that step is already published). Asynchronous
+  // mode returns after the snapshot; failures are logged and training goes on.
+  void save(const WorkerState& w);
+  // Reports finished writes (metrics event, log); never blocks.
+  void poll();
+  // Waits for the write in flight and reports it.
+  void finish();
+  std::int64_t last_saved_step() const { return last_saved_step_; }
+
+ private:
+  void report(const checkpoint::WriteOutcome& o);
+
+  const Config& cfg_;
+  std::shared_ptr<spdlog::logger> log_;
+  MetricsWriter* metrics_ = nullptr;
+  checkpoint::RunStore store_;
+  std::unique_ptr<checkpoint::AsyncWriter> writer_;
+  std::map<std::int64_t, double> stall_ms_;  // by step, until the write is reported
+  std::int64_t last_saved_step_ = -1;
+};
+
+}  // namespace codistill

@@ -1,0 +1,143 @@
+// Process-level checkpoint tests: kill -9 and resume bit-exactly, SIGTERM publishes and
+// exits 0, --no-resume never overwrites.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/store.hpp"
+#include "support/process.hpp"
+
+using namespace codistill::test;
+namespace ckpt = codistill::checkpoint;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Large enough that a run takes a few seconds (so it can be killed mid-way), with dropout
+// so that generator state must come back too.
+const char* kConfig = R"(run:
+  seed: 5
+  threads: 2
+data:
+  kind: synthetic
+  batch_size: 64
+  synthetic_train: 8192
+  synthetic_test: 512
+  synthetic_shape: [1, 16, 16]
+model:
+  kind: mlp
+  hidden: [256, 256]
+  dropout: 0.1
+optimizer:
+  kind: adamw
+  lr: 0.001
+  weight_decay: 0.01
+  schedule:
+    kind: cosine
+    warmup_steps: 50
+train:
+  steps: 1500
+  eval_every: 500
+  log_every: 100
+checkpoint:
+  every: 100
+  keep: 3
+)";
+
+std::string cmd(const TempDir& dir, const std::string& run, const std::string& extra = "") {
+  return train_exe() + " --config " + dir.str("c.yaml") + " --run-dir " + dir.str(run) + " " + extra;
+}
+
+ckpt::RunStore store(const TempDir& dir, const std::string& run) { return ckpt::RunStore(dir.str(run)); }
+
+// Every parameter, optimizer slot and state entry of two checkpoints is bit-identical.
+void require_identical(const std::string& a, const std::string& b) {
+  auto x = ckpt::read(a), y = ckpt::read(b);
+  CHECK(x.meta.step == y.meta.step);
+  CHECK(x.meta.content_digest == y.meta.content_digest);
+  for (auto section : {ckpt::Section::params, ckpt::Section::optimizer, ckpt::Section::state}) {
+    const auto& xs = x.section(section);
+    const auto& ys = y.section(section);
+    REQUIRE(xs.size() == ys.size());
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      INFO(xs[i].name);
+      REQUIRE(xs[i].name == ys[i].name);
+      REQUIRE(xs[i].nbytes() == ys[i].nbytes());
+      CHECK(std::memcmp(xs[i].ref().data, ys[i].ref().data, xs[i].nbytes()) == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a worker killed with SIGKILL and restarted ends bit-identical to an uninterrupted run", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  auto whole = run_command(cmd(dir, "whole"), dir);
+  INFO(whole.err);
+  REQUIRE(whole.exit_code == 0);
+
+  {
+    Child victim(cmd(dir, "killed"), dir, "victim");
+    auto s = store(dir, "killed");
+    // Kill it once a few checkpoints exist, wherever it happens to be.
+    REQUIRE(wait_until([&] { return s.checkpoints(0).size() >= 2 || !victim.running(); }, 120));
+    REQUIRE(victim.running());
+    victim.signal(SIGKILL);
+    CHECK(victim.wait() == 128 + SIGKILL);
+  }
+  auto before = store(dir, "killed").checkpoints(0);
+  REQUIRE(!before.empty());
+  CHECK(before.back().step < 1500);
+
+  auto resumed = run_command(cmd(dir, "killed"), dir);
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.out.find("resuming from") != std::string::npos);
+  require_identical(store(dir, "whole").checkpoint_path(0, 1500), store(dir, "killed").checkpoint_path(0, 1500));
+  // Retention kept the newest three.
+  CHECK(store(dir, "killed").checkpoints(0).size() == 3);
+}
+
+TEST_CASE("SIGTERM finishes the step, publishes a checkpoint and exits 0; the run then resumes", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  Child child(cmd(dir, "run"), dir, "child");
+  auto s = store(dir, "run");
+  REQUIRE(wait_until([&] { return !s.checkpoints(0).empty() || !child.running(); }, 120));
+  REQUIRE(child.running());
+  child.signal(SIGTERM);
+  CHECK(child.wait() == 0);
+  auto files = s.checkpoints(0);
+  REQUIRE(!files.empty());
+  auto done = read_events(dir.path() / "run" / "worker-000" / "metrics.jsonl", "done");
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].at("interrupted") == true);
+  // The checkpoint published on the way out is of the step the worker stopped at.
+  CHECK(files.back().step == done[0].at("step").get<std::int64_t>());
+  CHECK(ckpt::verify(files.back().path).valid);
+
+  auto again = run_command(cmd(dir, "run"), dir);
+  INFO(again.err);
+  CHECK(again.exit_code == 0);
+  CHECK(s.checkpoints(0).back().step == 1500);
+}
+
+TEST_CASE("--no-resume refuses a worker that has checkpoints and changes nothing", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  REQUIRE(run_command(cmd(dir, "run", "--set train.steps=200"), dir).exit_code == 0);
+  auto files = store(dir, "run").checkpoints(0);
+  REQUIRE(files.size() == 2);
+  auto r = run_command(cmd(dir, "run", "--set train.steps=200 --no-resume"), dir);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--no-resume") != std::string::npos);
+  CHECK(store(dir, "run").checkpoints(0) == files);
+  // Resuming a finished run is a no-op that says so and keeps its checkpoints.
+  auto again = run_command(cmd(dir, "run", "--set train.steps=200"), dir);
+  CHECK(again.exit_code == 0);
+  CHECK(store(dir, "run").checkpoints(0) == files);
+}
