@@ -1,12 +1,25 @@
 #include "codistill/engine/checkpointing.hpp"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "codistill/engine/run_dir.hpp"
 
 namespace codistill {
 
 namespace {
+
+// Fault injection for process-level tests: CODISTILL_FAULT_CHECKPOINT_STEPS="300,400" makes
+// the writes of those steps fail part-way, as a full disk would.
+checkpoint::WriteOptions write_options(std::int64_t step) {
+  checkpoint::WriteOptions o;
+  if (const char* env = std::getenv("CODISTILL_FAULT_CHECKPOINT_STEPS")) {
+    std::string list = std::string(",") + env + ",";
+    if (list.find("," + std::to_string(step) + ",") != std::string::npos) o.fail_after_bytes = 4096;
+  }
+  return o;
+}
+
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -57,7 +70,7 @@ void CheckpointManager::save(const WorkerState& w) {
     o.path = path;
     o.step = w.step;
     try {
-      o.result = checkpoint::write(path, sv.view);
+      o.result = checkpoint::write(path, sv.view, write_options(w.step));
       o.ok = true;
       store_.retain(cfg_.run.worker, cfg_.checkpoint.keep, w.step);
     } catch (const std::exception& e) {
@@ -71,6 +84,7 @@ void CheckpointManager::save(const WorkerState& w) {
   checkpoint::WriteJob job;
   job.path = path;
   job.snapshot = checkpoint::snapshot(sv.view);
+  job.options = write_options(w.step);
   const int worker = cfg_.run.worker, keep = cfg_.checkpoint.keep;
   const std::int64_t step = w.step;
   job.after_publish = [this, worker, keep, step](const checkpoint::WriteResult&) { store_.retain(worker, keep, step); };
