@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <future>
 
 #include "codistill/engine/run_dir.hpp"
 
@@ -25,12 +26,22 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
+struct CheckpointManager::Pending {
+  StateView view;  // borrowed parameters plus copies of the small state, taken at the step
+  std::int64_t step = 0;
+  std::string path;
+  std::future<checkpoint::CheckpointData> copy;
+  double stall_ms = 0;
+};
+
 CheckpointManager::CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log)
     : cfg_(cfg), log_(std::move(log)), store_(cfg.run.dir) {
   if (cfg.checkpoint.async) writer_ = std::make_unique<checkpoint::AsyncWriter>();
 }
 
-CheckpointManager::~CheckpointManager() = default;
+CheckpointManager::~CheckpointManager() {
+  if (pending_ && pending_->copy.valid()) pending_->copy.wait();
+}
 
 std::optional<checkpoint::LoadedCheckpoint> CheckpointManager::find_resume_point(bool resume,
                                                                                 const std::string& fingerprint) {
@@ -59,7 +70,7 @@ std::optional<checkpoint::LoadedCheckpoint> CheckpointManager::find_resume_point
   return loaded;
 }
 
-void CheckpointManager::save(const WorkerState& w) {
+void CheckpointManager::save(const WorkerState& w, bool overlap) {
   if (w.step == last_saved_step_) return;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string path = store_.checkpoint_path(cfg_.run.worker, w.step);
@@ -81,23 +92,53 @@ void CheckpointManager::save(const WorkerState& w) {
     report(o);
     return;
   }
-  checkpoint::WriteJob job;
-  job.path = path;
-  job.snapshot = checkpoint::snapshot(sv.view);
-  job.options = write_options(w.step);
-  const int worker = cfg_.run.worker, keep = cfg_.checkpoint.keep;
-  const std::int64_t step = w.step;
-  job.after_publish = [this, worker, keep, step](const checkpoint::WriteResult&) { store_.retain(worker, keep, step); };
   const bool wait = cfg_.checkpoint.on_busy == "wait";
   if (!wait && writer_->busy()) {
-    log_->warn("checkpoint at step {} skipped: the previous write is still in flight (checkpoint.on_busy: skip)", step);
+    log_->warn("checkpoint at step {} skipped: the previous write is still in flight (checkpoint.on_busy: skip)",
+               w.step);
     last_saved_step_ = -1;
     return;
   }
+  before_update();  // at most one snapshot in the making
+  pending_ = std::make_unique<Pending>();
+  pending_->view = std::move(sv);
+  pending_->step = w.step;
+  pending_->path = path;
+  const checkpoint::CheckpointView* view = &pending_->view.view;
+  pending_->copy = std::async(std::launch::async, [view] { return checkpoint::snapshot(*view); });
+  pending_->stall_ms = ms_since(t0);
+  if (!overlap) before_update();
+}
+
+void CheckpointManager::before_update() {
+  if (!pending_) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  checkpoint::WriteJob job;
+  job.path = pending_->path;
+  try {
+    job.snapshot = pending_->copy.get();
+  } catch (const std::exception& e) {  // e.g. out of host memory for the copy
+    log_->error("checkpoint at step {} failed while copying the state: {}", pending_->step, e.what());
+    if (last_saved_step_ == pending_->step) last_saved_step_ = -1;
+    pending_.reset();
+    return;
+  }
+  job.options = write_options(pending_->step);
+  const int worker = cfg_.run.worker, keep = cfg_.checkpoint.keep;
+  const std::int64_t step = pending_->step;
+  job.after_publish = [this, worker, keep, step](const checkpoint::WriteResult&) { store_.retain(worker, keep, step); };
+  const bool wait = cfg_.checkpoint.on_busy == "wait";
   if (wait && writer_->busy())
     log_->info("checkpoint at step {} waits for the previous write (checkpoint.on_busy: wait)", step);
-  writer_->submit(std::move(job), wait);
-  stall_ms_[step] = ms_since(t0);
+  const bool accepted = writer_->submit(std::move(job), wait);
+  stall_ms_[step] = pending_->stall_ms + ms_since(t0);
+  pending_.reset();
+  if (!accepted) {
+    log_->warn("checkpoint at step {} skipped: the previous write is still in flight (checkpoint.on_busy: skip)",
+               step);
+    stall_ms_.erase(step);
+    if (last_saved_step_ == step) last_saved_step_ = -1;
+  }
   poll();
 }
 
@@ -108,6 +149,7 @@ void CheckpointManager::poll() {
 
 void CheckpointManager::finish() {
   if (!writer_) return;
+  before_update();
   for (const auto& o : writer_->wait()) report(o);
 }
 

@@ -32,9 +32,16 @@ class CheckpointManager {
   // Metrics go here once the run directory is prepared.
   void set_metrics(MetricsWriter* metrics) { metrics_ = metrics; }
 
-  // Publishes the state at w.step (unless that step is already published). Asynchronous
-  // mode returns after the snapshot; failures are logged and training goes on.
-  void save(const WorkerState& w);
+  // Publishes the state at w.step (unless that step is already published); failures are
+  // logged and training goes on. Synchronous mode writes before returning. Asynchronous
+  // mode starts copying the state on a helper thread and returns at once: the caller may
+  // run the next step's forward and backward passes (which only read parameters) but must
+  // call before_update() before the optimizer changes anything. With overlap = false
+  // (the last step, a stop) the copy is finished before save() returns.
+  void save(const WorkerState& w, bool overlap = true);
+  // Waits for a copy started by save() and hands it to the writer thread. The time spent
+  // waiting here and in save() is the training stall reported as stall_ms.
+  void before_update();
   // Reports finished writes (metrics event, log); never blocks.
   void poll();
   // Waits for the write in flight and reports it.
@@ -49,6 +56,8 @@ class CheckpointManager {
   MetricsWriter* metrics_ = nullptr;
   checkpoint::RunStore store_;
   std::unique_ptr<checkpoint::AsyncWriter> writer_;
+  struct Pending;  // a snapshot being copied behind the next step's passes
+  std::unique_ptr<Pending> pending_;
   std::map<std::int64_t, double> stall_ms_;  // by step, until the write is reported
   std::int64_t last_saved_step_ = -1;
 };

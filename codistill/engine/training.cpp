@@ -218,6 +218,7 @@ TrainSummary Trainer::run() {
                                       "lower optimizer.lr or check the data",
                                       res.loss, s.worker.step + 1));
     s.model.backward(dlogits);
+    s.checkpoints->before_update();  // a checkpoint snapshot copied behind this step's passes
     s.optimizer->step(lr);
     ++s.worker.step;
     s.worker.examples_seen += B;
@@ -262,7 +263,7 @@ TrainSummary Trainer::run() {
   sum.steps = s.worker.step;
   sum.interrupted = interrupted;
   if (interrupted) info("stop requested: finished step {}, publishing a checkpoint and stopping", s.worker.step);
-  s.checkpoints->save(s.worker);  // the final state (a no-op when this step is published already)
+  s.checkpoints->save(s.worker, /*overlap=*/false);  // the final state (no-op if published already)
   s.checkpoints->finish();
   if (!evaluated_last) last_eval = run_eval(s.worker.step);
   sum.wall_s = s.metrics->elapsed_s();  // the whole run, data loading included

@@ -3,7 +3,10 @@
 //   forward:  y[B,O,OH,OW] = conv(x[B,C,H,W], w) + b[O]   (b may be null)
 //   backward: dx (skipped when null), dw (+)= , db (+)=  (db may be null)
 // OH = (H + 2*pad_h - KH) / stride_h + 1, likewise OW.
-// fast: per image im2col + GEMM, images spread over OpenMP threads.
+// fast: per image im2col + GEMM, images spread over OpenMP threads (small maps: several
+// images per GEMM). Each thread keeps its im2col scratch between calls (thread_local).
+// A batch smaller than the thread count runs on that many threads. The weight gradient is
+// reduced over threads in a fixed order: bit-identical run to run for a given thread count.
 #include <cstdint>
 
 #include "kernels/cpu/impl.hpp"

@@ -1,0 +1,89 @@
+#include "kernels/cpu/linear.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/bias.hpp"
+#include "kernels/cpu/gemm.hpp"
+
+namespace codistill::kernels::cpu {
+namespace {
+
+void check(const char* op, std::int64_t M, std::int64_t N, std::int64_t K) {
+  if (M < 0 || N < 1 || K < 1)
+    throw std::invalid_argument(std::string(op) + ": bad sizes batch=" + std::to_string(M) +
+                                " out=" + std::to_string(N) + " in=" + std::to_string(K) +
+                                " (need batch >= 0, out >= 1, in >= 1)");
+}
+
+template <class T>
+void forward_reference(const T* x, const T* w, const T* b, T* y, std::int64_t M, std::int64_t N,
+                       std::int64_t K) {
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t n = 0; n < N; ++n) {
+      double acc = b ? static_cast<double>(b[n]) : 0.0;
+      for (std::int64_t k = 0; k < K; ++k)
+        acc += static_cast<double>(x[m * K + k]) * static_cast<double>(w[n * K + k]);
+      y[m * N + n] = static_cast<T>(acc);
+    }
+}
+
+template <class T>
+void backward_reference(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::int64_t M,
+                        std::int64_t N, std::int64_t K, bool accumulate) {
+  if (dx)
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t k = 0; k < K; ++k) {
+        double acc = 0;
+        for (std::int64_t n = 0; n < N; ++n)
+          acc += static_cast<double>(dy[m * N + n]) * static_cast<double>(w[n * K + k]);
+        dx[m * K + k] = static_cast<T>(acc);
+      }
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t k = 0; k < K; ++k) {
+      double acc = accumulate ? static_cast<double>(dw[n * K + k]) : 0.0;
+      for (std::int64_t m = 0; m < M; ++m)
+        acc += static_cast<double>(dy[m * N + n]) * static_cast<double>(x[m * K + k]);
+      dw[n * K + k] = static_cast<T>(acc);
+    }
+  if (db) bias_grad_rows(dy, db, M, N, accumulate, Impl::reference);
+}
+
+}  // namespace
+
+template <class T>
+void linear_forward(const T* x, const T* w, const T* b, T* y, std::int64_t M, std::int64_t N,
+                    std::int64_t K, Impl impl) {
+  check("linear_forward", M, N, K);
+  if (impl == Impl::reference) {
+    forward_reference(x, w, b, y, M, N, K);
+    return;
+  }
+  // y = x * w^T: the transpose is a BLAS flag, no copy of w.
+  gemm<T>(false, true, M, N, K, T(1), x, w, T(0), y, Impl::fast);
+  if (b) bias_add_rows(y, b, M, N, Impl::fast);
+}
+
+template <class T>
+void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::int64_t M,
+                     std::int64_t N, std::int64_t K, bool accumulate, Impl impl) {
+  check("linear_backward", M, N, K);
+  if (impl == Impl::reference) {
+    backward_reference(x, w, dy, dx, dw, db, M, N, K, accumulate);
+    return;
+  }
+  if (dx) gemm<T>(false, false, M, K, N, T(1), dy, w, T(0), dx, Impl::fast);   // dy * w
+  gemm<T>(true, false, N, K, M, T(1), dy, x, accumulate ? T(1) : T(0), dw, Impl::fast);  // dy^T x
+  if (db) bias_grad_rows(dy, db, M, N, accumulate, Impl::fast);
+}
+
+#define CODISTILL_LINEAR(T)                                                                  \
+  template void linear_forward<T>(const T*, const T*, const T*, T*, std::int64_t,            \
+                                  std::int64_t, std::int64_t, Impl);                         \
+  template void linear_backward<T>(const T*, const T*, const T*, T*, T*, T*, std::int64_t,   \
+                                   std::int64_t, std::int64_t, bool, Impl);
+CODISTILL_LINEAR(float)
+CODISTILL_LINEAR(double)
+#undef CODISTILL_LINEAR
+
+}  // namespace codistill::kernels::cpu

@@ -1,0 +1,129 @@
+// Bias broadcasts (rows and NCHW channels) and their gradients.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cpu/bias.hpp"
+#include "support/test_util.hpp"
+
+using namespace codistill::kernels::cpu;
+using codistill::test::fresh_seed;
+using codistill::test::max_rel_error;
+using codistill::test::numeric_gradient;
+using codistill::test::poisoned;
+using codistill::test::random_vector;
+
+namespace {
+
+// Finite differences (h = 1e-6) carry an absolute noise of about 1e-10 * |f|: gradients
+// are compared relative to max(|g|, 1e-2), so a near-zero entry is judged on that scale.
+constexpr double kGradFloor = 1e-2;
+constexpr double kGradTolerance = 1e-5;
+
+template <class T>
+double tolerance() {
+  return sizeof(T) == 4 ? 1e-4 : 1e-11;
+}
+
+template <class T>
+double rel_error(const std::vector<T>& got, const std::vector<T>& want) {
+  double ss = 0;
+  for (T v : want) ss += static_cast<double>(v) * v;
+  const double rms = want.empty() ? 1.0 : std::sqrt(ss / want.size());
+  return max_rel_error(got, want, std::max(1e-3, rms));
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("fast row bias matches reference", "[bias]", float, double) {
+  using T = TestType;
+  const auto seed = fresh_seed();
+  INFO("seed " << seed);
+  set_num_threads(GENERATE(1, 2));
+  // 1100 columns crosses the fast path's column block; 300 x 257 crosses its thread cutoff.
+  const auto [M, N] = GENERATE(table<int, int>({{1, 1}, {3, 17}, {33, 10}, {300, 257}, {45, 1100}}));
+  INFO("M " << M << " N " << N);
+  const auto y0 = random_vector<T>(M * N, seed), b = random_vector<T>(N, seed + 1);
+  auto y_ref = y0, y_fast = y0;
+  bias_add_rows<T>(y_ref.data(), b.data(), M, N, Impl::reference);
+  bias_add_rows<T>(y_fast.data(), b.data(), M, N, Impl::fast);
+  CHECK(rel_error(y_fast, y_ref) < tolerance<T>());
+  CHECK(y_ref[N - 1] == y0[N - 1] + b[N - 1]);  // the reference itself adds the right entry
+
+  for (bool acc : {false, true}) {
+    INFO("accumulate " << acc);
+    const auto start = random_vector<T>(N, seed + 2);
+    auto db_ref = acc ? start : poisoned<T>(N), db_fast = acc ? start : poisoned<T>(N);
+    bias_grad_rows<T>(y0.data(), db_ref.data(), M, N, acc, Impl::reference);
+    bias_grad_rows<T>(y0.data(), db_fast.data(), M, N, acc, Impl::fast);
+    CHECK(rel_error(db_fast, db_ref) < tolerance<T>());
+  }
+}
+
+TEMPLATE_TEST_CASE("fast channel bias matches reference", "[bias]", float, double) {
+  using T = TestType;
+  const auto seed = fresh_seed();
+  INFO("seed " << seed);
+  set_num_threads(GENERATE(1, 2));
+  const auto [B, C, S] = GENERATE(table<int, int, int>({{1, 1, 1}, {3, 5, 17}, {2, 33, 49}, {16, 32, 196}, {7, 1, 3000}}));
+  INFO("B " << B << " C " << C << " S " << S);
+  const auto y0 = random_vector<T>(B * C * S, seed), b = random_vector<T>(C, seed + 1);
+  auto y_ref = y0, y_fast = y0;
+  bias_add_channels<T>(y_ref.data(), b.data(), B, C, S, Impl::reference);
+  bias_add_channels<T>(y_fast.data(), b.data(), B, C, S, Impl::fast);
+  CHECK(rel_error(y_fast, y_ref) < tolerance<T>());
+  // Last element of image 0, channel C-1 gets b[C-1].
+  CHECK(y_ref[C * S - 1] == y0[C * S - 1] + b[C - 1]);
+
+  for (bool acc : {false, true}) {
+    INFO("accumulate " << acc);
+    const auto start = random_vector<T>(C, seed + 2);
+    auto db_ref = acc ? start : poisoned<T>(C), db_fast = acc ? start : poisoned<T>(C);
+    bias_grad_channels<T>(y0.data(), db_ref.data(), B, C, S, acc, Impl::reference);
+    bias_grad_channels<T>(y0.data(), db_fast.data(), B, C, S, acc, Impl::fast);
+    CHECK(rel_error(db_fast, db_ref) < tolerance<T>());
+  }
+}
+
+TEST_CASE("bias gradients match finite differences", "[bias][gradcheck]") {
+  const auto seed = fresh_seed();
+  INFO("seed " << seed);
+  const Impl impl = GENERATE(Impl::reference, Impl::fast);
+  const int B = 3, C = 4, S = 5;
+  auto b = random_vector<double>(C, seed);
+  const auto y0 = random_vector<double>(B * C * S, seed + 1), r = random_vector<double>(B * C * S, seed + 2);
+  std::vector<double*> params;
+  for (auto& v : b) params.push_back(&v);
+  // The same B*C*S values seen as a [B*S, C] matrix (rows) and as NCHW planes (channels).
+  auto rows_f = [&] {
+    auto y = y0;
+    bias_add_rows<double>(y.data(), b.data(), B * S, C, impl);
+    double s = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) s += y[i] * r[i];
+    return s;
+  };
+  auto chan_f = [&] {
+    auto y = y0;
+    bias_add_channels<double>(y.data(), b.data(), B, C, S, impl);
+    double s = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) s += y[i] * r[i];
+    return s;
+  };
+  auto db = poisoned<double>(C);
+  bias_grad_rows<double>(r.data(), db.data(), B * S, C, false, impl);
+  CHECK(max_rel_error(db, numeric_gradient(rows_f, params), kGradFloor) < kGradTolerance);
+  db = poisoned<double>(C);
+  bias_grad_channels<double>(r.data(), db.data(), B, C, S, false, impl);
+  CHECK(max_rel_error(db, numeric_gradient(chan_f, params), kGradFloor) < kGradTolerance);
+}
+
+TEST_CASE("bias ops reject negative sizes", "[bias]") {
+  std::vector<float> v(4);
+  for (Impl impl : {Impl::reference, Impl::fast}) {
+    CHECK_THROWS_AS(bias_add_rows<float>(v.data(), v.data(), -1, 2, impl), std::invalid_argument);
+    CHECK_THROWS_AS(bias_grad_channels<float>(v.data(), v.data(), 1, -2, 2, false, impl),
+                    std::invalid_argument);
+  }
+}
