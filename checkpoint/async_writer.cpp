@@ -69,7 +69,8 @@ void AsyncWriter::run() {
         out.after_error = e.what();
       }
     }
-    job = WriteJob();  // release the snapshot's memory before reporting done
+    out.snapshot = std::move(job.snapshot);  // back to the caller, who may reuse its buffers
+    job = WriteJob();
 
     lock.lock();
     writing_ = false;

@@ -35,6 +35,7 @@ struct WriteOutcome {
   std::string after_error;  // why after_publish failed, if it did
   WriteResult result;
   double write_ms = 0;      // time from start of write to publish
+  CheckpointData snapshot;  // the job's snapshot, handed back for reuse (snapshot_into)
 };
 
 class AsyncWriter {

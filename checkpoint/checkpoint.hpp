@@ -66,6 +66,9 @@ struct CheckpointData {
 // Owned deep copies of everything in a view (for an asynchronous write: the caller's
 // tensors may change as soon as this returns).
 CheckpointData snapshot(const CheckpointView& view);
+// The same into an earlier snapshot's buffers when the layout matches (no allocation, no
+// page faults: what makes a periodic snapshot cheap), else into new ones.
+void snapshot_into(const CheckpointView& view, CheckpointData& reuse);
 
 struct WriteOptions {
   // Upper bound on the elements of one chunk (4 MiB of float32 by default).

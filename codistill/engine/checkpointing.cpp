@@ -105,7 +105,15 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
   pending_->step = w.step;
   pending_->path = path;
   const checkpoint::CheckpointView* view = &pending_->view.view;
-  pending_->copy = std::async(std::launch::async, [view] { return checkpoint::snapshot(*view); });
+  checkpoint::CheckpointData buffer;
+  if (!spare_.empty()) {
+    buffer = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  pending_->copy = std::async(std::launch::async, [view, b = std::move(buffer)]() mutable {
+    checkpoint::snapshot_into(*view, b);
+    return std::move(b);
+  });
   pending_->stall_ms = ms_since(t0);
   if (!overlap) before_update();
 }
@@ -142,18 +150,25 @@ void CheckpointManager::before_update() {
   poll();
 }
 
+void CheckpointManager::prepare(const WorkerState& w) {
+  if (!writer_ || cfg_.checkpoint.every <= 0 || !spare_.empty()) return;
+  StateView sv = make_state_view(w);
+  spare_.push_back(checkpoint::snapshot(sv.view));
+}
+
 void CheckpointManager::poll() {
   if (!writer_) return;
-  for (const auto& o : writer_->poll()) report(o);
+  for (auto& o : writer_->poll()) report(o);
 }
 
 void CheckpointManager::finish() {
   if (!writer_) return;
   before_update();
-  for (const auto& o : writer_->wait()) report(o);
+  for (auto& o : writer_->wait()) report(o);
 }
 
-void CheckpointManager::report(const checkpoint::WriteOutcome& o) {
+void CheckpointManager::report(checkpoint::WriteOutcome& o) {
+  if (!o.snapshot.params.empty() && spare_.empty()) spare_.push_back(std::move(o.snapshot));
   double stall = stall_ms_.count(o.step) ? stall_ms_[o.step] : 0.0;
   stall_ms_.erase(o.step);
   if (!o.ok) {

@@ -42,6 +42,8 @@ class CheckpointManager {
   // Waits for a copy started by save() and hands it to the writer thread. The time spent
   // waiting here and in save() is the training stall reported as stall_ms.
   void before_update();
+  // Allocates a snapshot buffer for this state ahead of the first checkpoint (async mode).
+  void prepare(const WorkerState& w);
   // Reports finished writes (metrics event, log); never blocks.
   void poll();
   // Waits for the write in flight and reports it.
@@ -49,7 +51,7 @@ class CheckpointManager {
   std::int64_t last_saved_step() const { return last_saved_step_; }
 
  private:
-  void report(const checkpoint::WriteOutcome& o);
+  void report(checkpoint::WriteOutcome& o);
 
   const Config& cfg_;
   std::shared_ptr<spdlog::logger> log_;
@@ -58,6 +60,9 @@ class CheckpointManager {
   std::unique_ptr<checkpoint::AsyncWriter> writer_;
   struct Pending;  // a snapshot being copied behind the next step's passes
   std::unique_ptr<Pending> pending_;
+  // Snapshot buffers back from the writer, reused by the next snapshot: copying into memory
+  // already touched costs a memcpy, fresh memory costs page faults as well.
+  std::vector<checkpoint::CheckpointData> spare_;
   std::map<std::int64_t, double> stall_ms_;  // by step, until the write is reported
   std::int64_t last_saved_step_ = -1;
 };

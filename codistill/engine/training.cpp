@@ -150,6 +150,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
     restore_state(w, resume_from->data);
     s.log->info("resuming from {} at step {}", resume_from->file.path, w.step);
   }
+  s.checkpoints->prepare(w);
 }
 
 Trainer::~Trainer() = default;
