@@ -16,8 +16,8 @@ run: {seed: 1, threads: 2}
 data: {kind: synthetic, batch_size: 16, synthetic_train: 512, synthetic_test: 256, synthetic_shape: [1, 100, 100]}
 model: {kind: mlp, hidden: [10000]}         # 10000*10000 + 10000*10 + biases = 100.11M parameters
 optimizer: {kind: sgd, lr: 0.001, momentum: 0.9}   # + 100.11M momentum values in the checkpoint
-train: {steps: 25, eval_every: 0, log_every: 5}
-checkpoint: {every: 6, keep: 1}
+train: {steps: 61, eval_every: 0, log_every: 10}
+checkpoint: {every: 20, keep: 1}     # far enough apart that writes do not queue
 YAML
 raw="$root/bench/results/checkpoint_stall.txt"
 {
