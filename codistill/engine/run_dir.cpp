@@ -58,7 +58,7 @@ void write_file_exclusive(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-RunPaths prepare_run_dir(const Config& cfg, bool resuming) {
+RunPaths prepare_run_dir(const Config& cfg, bool resume) {
   RunPaths p = run_paths(cfg);
   boost::system::error_code ec;
   fs::create_directories(p.worker_dir, ec);
@@ -77,10 +77,10 @@ RunPaths prepare_run_dir(const Config& cfg, bool resuming) {
                       " already holds a different run (its config.yaml differs from this "
                       "config); choose another --run-dir");
 
-  if (!resuming && fs::exists(p.metrics))
+  if (!resume && fs::exists(p.metrics))
     throw RunDirError("worker directory " + p.worker_dir +
-                      " already holds a run (metrics.jsonl exists); nothing is overwritten: "
-                      "choose another --run-dir or --worker");
+                      " already holds a run (metrics.jsonl exists) and --no-resume never "
+                      "overwrites: choose another --run-dir or --worker");
   return p;
 }
 

@@ -22,12 +22,13 @@ RunPaths run_paths(const Config& cfg);
 
 // Creates the folders and publishes RUN_DIR/config.yaml (atomically, once; a worker that
 // finds it already there checks that it describes the same run apart from run.worker and
-// refuses otherwise). Refuses a worker folder that already holds a run (metrics.jsonl)
-// unless the caller resumes it. Throws RunDirError (exit code 2) with the path.
+// refuses otherwise). With resume = false (--no-resume) it refuses a worker folder that
+// already holds a run (metrics.jsonl); a resumed worker appends to its files. Throws
+// RunDirError (exit code 2) with the path.
 class RunDirError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-RunPaths prepare_run_dir(const Config& cfg, bool resuming);
+RunPaths prepare_run_dir(const Config& cfg, bool resume);
 
 }  // namespace codistill

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 
+#include <boost/filesystem/operations.hpp>
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -121,7 +122,8 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
 
   s.checkpoints = std::make_unique<CheckpointManager>(c, s.log);
   auto resume_from = s.checkpoints->find_resume_point(opts.resume, s.model.fingerprint());
-  s.paths = prepare_run_dir(c, /*resuming=*/resume_from.has_value());
+  const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
+  s.paths = prepare_run_dir(c, opts.resume);
   s.log->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));
   s.metrics = std::make_unique<MetricsWriter>(s.paths.metrics);
   s.checkpoints->set_metrics(s.metrics.get());
@@ -150,6 +152,9 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
     restore_state(w, resume_from->data);
     s.log->info("resuming from {} at step {}", resume_from->file.path, w.step);
   }
+  else if (had_metrics)
+    s.log->warn("{} holds an earlier start of this worker but no checkpoint: starting from step 0, "
+                "appending to its metrics.jsonl", s.paths.worker_dir);
   s.checkpoints->prepare(w);
 }
 

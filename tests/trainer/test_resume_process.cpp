@@ -126,7 +126,7 @@ TEST_CASE("SIGTERM finishes the step, publishes a checkpoint and exits 0; the ru
   CHECK(s.checkpoints(0).back().step == 1500);
 }
 
-TEST_CASE("--no-resume refuses a worker that has checkpoints and changes nothing", "[process]") {
+TEST_CASE("no-resume refuses a worker that has checkpoints and changes nothing", "[process]") {
   TempDir dir;
   write_text(dir.path() / "c.yaml", kConfig);
   REQUIRE(run_command(cmd(dir, "run", "--set train.steps=200"), dir).exit_code == 0);

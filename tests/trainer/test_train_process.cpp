@@ -79,17 +79,24 @@ TEST_CASE("codistill-train learns a synthetic task: loss falls, accuracy far abo
   CHECK(r.out.find("summary: steps 300") != std::string::npos);
 }
 
-TEST_CASE("codistill-train refuses to overwrite an existing run", "[process]") {
+TEST_CASE("codistill-train never overwrites an existing run", "[process]") {
   TempDir dir;
   write_text(dir.path() / "c.yaml", kSyntheticConfig);
   REQUIRE(run_command(train_cmd(dir, "c.yaml", "--set train.steps=20"), dir).exit_code == 0);
   fs::path metrics = dir.path() / "run" / "worker-000" / "metrics.jsonl";
   std::string before = read_text(metrics);
 
-  auto again = run_command(train_cmd(dir, "c.yaml", "--set train.steps=20"), dir);
-  CHECK(again.exit_code == 2);
-  CHECK(again.err.find("already holds a run") != std::string::npos);
+  // no-resume refuses the worker folder as it is.
+  auto refused = run_command(train_cmd(dir, "c.yaml", "--set train.steps=20 --no-resume"), dir);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("never overwrites") != std::string::npos);
   CHECK(read_text(metrics) == before);
+
+  // The default resumes the finished run from its last checkpoint and only appends.
+  auto again = run_command(train_cmd(dir, "c.yaml", "--set train.steps=20"), dir);
+  CHECK(again.exit_code == 0);
+  CHECK(again.out.find("resuming from") != std::string::npos);
+  CHECK(read_text(metrics).starts_with(before));
 
   // A different config in the same run directory is refused as another run.
   auto other = run_command(train_cmd(dir, "c.yaml", "--worker 1 --workers 2 --set train.steps=20"), dir);
