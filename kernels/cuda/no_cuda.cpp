@@ -1,14 +1,15 @@
 // CPU-only build: the device entry points exist and say clearly why they cannot work.
 #include <stdexcept>
 
+#include "kernels/cuda/distill_loss.hpp"
 #include "kernels/cuda/memory.hpp"
 
 namespace codistill::kernels::cuda {
 
 namespace {
 [[noreturn]] void no_cuda() {
-  throw std::runtime_error("this build of codistill has no CUDA backend (configure with "
-                           "CODISTILL_CUDA=ON on a machine with nvcc)");
+  throw std::runtime_error("codistill was built without CUDA: this build has no CUDA backend "
+                           "(configure with CODISTILL_CUDA=ON on a machine with nvcc)");
 }
 }  // namespace
 
@@ -21,5 +22,11 @@ void memcpy_device_to_host(void*, const void*, std::size_t, int) { no_cuda(); }
 void memcpy_device_to_device(void*, const void*, std::size_t, int) { no_cuda(); }
 void memset_zero(void*, std::size_t, int) { no_cuda(); }
 void synchronize(int) { no_cuda(); }
+
+cpu::DistillLossResult distill_loss(const float*, const float* const*, int, const std::int32_t*,
+                                    float*, std::int64_t, std::int64_t,
+                                    const cpu::DistillLossParams&, int, void*) {
+  no_cuda();
+}
 
 }  // namespace codistill::kernels::cuda

@@ -1,0 +1,24 @@
+#pragma once
+// The fused distillation loss of DESIGN.md section 6 on a CUDA device, forward and
+// backward in one kernel launch: the semantics of kernels/cpu/distill_loss.hpp (which the
+// tests use as its reference), on float32 logits with float32 accumulation inside a row.
+// No CUDA type appears here: device memory is passed as plain pointers, the stream as an
+// opaque cudaStream_t (null: the legacy default stream).
+#include <cstdint>
+
+#include "kernels/cpu/distill_loss.hpp"
+
+namespace codistill::kernels::cuda {
+
+// student, grad: device [N, V]; teachers: a host array of K device pointers to [N, V];
+// labels: device [N]. grad may alias student (in place) or be null (forward only).
+// Synchronizes the stream: the result is on the host when this returns.
+// Throws std::out_of_range for a label outside [-1, V) (naming the row and the label,
+// before anything is written), std::invalid_argument for bad sizes or temperature, and
+// std::runtime_error for CUDA failures or in a build without CUDA ("built without CUDA").
+cpu::DistillLossResult distill_loss(const float* student, const float* const* teachers, int K,
+                                    const std::int32_t* labels, float* grad, std::int64_t N,
+                                    std::int64_t V, const cpu::DistillLossParams& p,
+                                    int device = 0, void* stream = nullptr);
+
+}  // namespace codistill::kernels::cuda
