@@ -102,7 +102,17 @@ int main(int argc, char** argv) {
   sink = sink + ck::fletcher32(w1.data(), w1.size() * 4);
   double fletcher_gbs = w1.size() * 4 / (now_s() - t0) / 1e9;
 
-  std::vector<double> dd_w, ck_w, dd_r, ck_r, ck_r2;
+  std::vector<double> dd_w, ck_w, dd_r, ck_r, ck_r2, dd_cold, ck_cold;
+  // Cold reads (what a peer loading a teacher from shared storage sees) need the page cache
+  // dropped, which needs root; without it only warm reads are measured.
+  auto drop_caches = [] {
+    ::sync();
+    std::ofstream f("/proc/sys/vm/drop_caches");
+    f << "3\n";
+    f.flush();
+    return static_cast<bool>(f);
+  };
+  const bool cold = drop_caches();
   std::uint64_t file_bytes = 0;
   // Before each timed step, sync(2) (untimed) so that no write-back or journal commit of
   // the previous step (or of deleting the last repeat's files) lands in its window; and
@@ -131,6 +141,14 @@ int main(int argc, char** argv) {
     t0 = now_s();
     ck::read_into(ck_file, data);
     ck_r2.push_back(now_s() - t0);
+    if (cold) {
+      drop_caches();
+      dd_cold.push_back(timed_system("dd if=" + dd_file + " of=/dev/null bs=4M status=none"));
+      drop_caches();
+      t0 = now_s();
+      ck::read_into(ck_file, data);
+      ck_cold.push_back(now_s() - t0);
+    }
     if (data.params.size() != 2) throw std::runtime_error("read back the wrong checkpoint");
   }
   fs::remove(dd_file);
@@ -140,6 +158,7 @@ int main(int argc, char** argv) {
   auto gbs = [](double b, double s) { return b / s / 1e9; };
   double dw = gbs(dd_bytes, median(dd_w)), cw = gbs(bytes, median(ck_w));
   double dr = gbs(dd_bytes, median(dd_r)), cr = gbs(bytes, median(ck_r)), cr2 = gbs(bytes, median(ck_r2));
+  double drc = cold ? gbs(dd_bytes, median(dd_cold)) : 0, crc = cold ? gbs(bytes, median(ck_cold)) : 0;
   utsname u{};
   ::uname(&u);
   std::string cpu = shell_out("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'");
@@ -162,6 +181,11 @@ int main(int argc, char** argv) {
   txt << line;
   std::snprintf(line, sizeof line, "%-34s %9.2f %9.2f %7.2f\n", "read_into reused tensors", cr2, dr, cr2 / dr);
   txt << line;
+  if (cold) {
+    std::snprintf(line, sizeof line, "%-34s %9.2f %9.2f %7.2f\n", "read_into, cold cache (dropped)", crc, drc,
+                  crc / drc);
+    txt << line;
+  }
   std::snprintf(line, sizeof line, "\nsingle-thread checksums: xxh64 %.1f GB/s, fletcher32 %.1f GB/s\n", xxh_gbs,
                 fletcher_gbs);
   txt << line;
@@ -185,10 +209,13 @@ int main(int argc, char** argv) {
        << ",\n  \"repeats\": " << repeats << ",\n  \"write_gbs\": " << cw << ",\n  \"dd_write_gbs\": " << dw
        << ",\n  \"write_ratio\": " << cw / dw << ",\n  \"read_gbs\": " << cr << ",\n  \"dd_read_gbs\": " << dr
        << ",\n  \"read_ratio\": " << cr / dr << ",\n  \"read_into_gbs\": " << cr2
-       << ",\n  \"read_into_ratio\": " << cr2 / dr << ",\n  \"xxh64_gbs\": " << xxh_gbs
+       << ",\n  \"read_into_ratio\": " << cr2 / dr << ",\n  \"cold_read_into_gbs\": " << crc
+       << ",\n  \"dd_cold_read_gbs\": " << drc << ",\n  \"cold_read_ratio\": " << (cold ? crc / drc : 0)
+       << ",\n  \"xxh64_gbs\": " << xxh_gbs
        << ",\n  \"fletcher32_gbs\": " << fletcher_gbs << ",\n  \"seconds\": {\"dd_write\": " << list(dd_w)
        << ", \"ckpt_write\": " << list(ck_w) << ", \"dd_read\": " << list(dd_r) << ", \"ckpt_read\": " << list(ck_r)
-       << ", \"ckpt_read_into\": " << list(ck_r2) << "}\n}\n";
+       << ", \"ckpt_read_into\": " << list(ck_r2) << ", \"dd_cold_read\": " << list(dd_cold)
+       << ", \"ckpt_cold_read_into\": " << list(ck_cold) << "}\n}\n";
   std::ofstream(out + ".txt") << txt.str();
   return 0;
 }

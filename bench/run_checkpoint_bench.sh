@@ -5,8 +5,8 @@
 #   bench/run_checkpoint_bench.sh [DIR]      (default: a fresh folder under bench/out/;
 #                                             give the run directory's file system, e.g. NFS)
 # Environment: REPEATS (default 7), PARAMS (default 104857600).
-# Reads are measured right after the writes (warm page cache, as for dd): dropping the
-# cache needs root on the host. See bench/bench_checkpoint.cpp.
+# Reads are measured right after the writes (warm page cache, as for dd) and, where this
+# process may drop the page cache (root), cold as well. See bench/bench_checkpoint.cpp.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
