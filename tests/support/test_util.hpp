@@ -48,6 +48,27 @@ double max_rel_error(const std::vector<T>& a, const std::vector<T>& b, double fl
   return worst;
 }
 
+// Finite differences (h = 1e-6) carry an absolute noise of about 1e-10 * |f|: gradients
+// are compared relative to max(|g|, 1e-2), so a near-zero entry is judged on that scale.
+constexpr double kGradFloor = 1e-2;
+constexpr double kGradTolerance = 1e-5;
+
+// Fast path vs reference bound: float32 1e-4, float64 1e-11 (DESIGN.md section 9).
+template <class T>
+double tolerance() {
+  return sizeof(T) == 4 ? 1e-4 : 1e-11;
+}
+
+// max_rel_error with the floor at the reference's RMS: elements near zero in a vector of
+// large values are judged on the vector's scale, not on their own.
+template <class T>
+double rel_error(const std::vector<T>& got, const std::vector<T>& want) {
+  double ss = 0;
+  for (T v : want) ss += static_cast<double>(v) * v;
+  const double rms = want.empty() ? 1.0 : std::sqrt(ss / static_cast<double>(want.size()));
+  return max_rel_error(got, want, std::max(1e-3, rms));
+}
+
 // Central differences of a scalar function f(params) with respect to params[i].
 inline std::vector<double> numeric_gradient(const std::function<double()>& f, std::vector<double*> params,
                                             double h = 1e-6) {

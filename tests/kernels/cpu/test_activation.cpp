@@ -15,13 +15,11 @@ using codistill::test::max_rel_error;
 using codistill::test::numeric_gradient;
 using codistill::test::poisoned;
 using codistill::test::random_vector;
+using codistill::test::kGradFloor;
+using codistill::test::kGradTolerance;
+using codistill::test::rel_error;
 
 namespace {
-
-// Finite differences (h = 1e-6) carry an absolute noise of about 1e-10 * |f|: gradients
-// are compared relative to max(|g|, 1e-2), so a near-zero entry is judged on that scale.
-constexpr double kGradFloor = 1e-2;
-constexpr double kGradTolerance = 1e-5;
 
 template <class T>
 double tolerance() {

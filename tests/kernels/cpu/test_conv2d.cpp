@@ -18,13 +18,12 @@ using codistill::test::max_rel_error;
 using codistill::test::numeric_gradient;
 using codistill::test::poisoned;
 using codistill::test::random_vector;
+using codistill::test::kGradFloor;
+using codistill::test::kGradTolerance;
+using codistill::test::tolerance;
+using codistill::test::rel_error;
 
 namespace {
-
-// Finite differences (h = 1e-6) carry an absolute noise of about 1e-10 * |f|: gradients
-// are compared relative to max(|g|, 1e-2), so a near-zero entry is judged on that scale.
-constexpr double kGradFloor = 1e-2;
-constexpr double kGradTolerance = 1e-5;
 
 struct Case {
   std::int64_t B, C, H, W, O, KH, KW, SH, SW, PH, PW;
@@ -52,19 +51,6 @@ std::size_t out_size(const Conv2dShape& s) {
 }
 std::size_t w_size(const Conv2dShape& s) {
   return s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
-}
-
-template <class T>
-double tolerance() {
-  return sizeof(T) == 4 ? 1e-4 : 1e-11;
-}
-
-template <class T>
-double rel_error(const std::vector<T>& got, const std::vector<T>& want) {
-  double ss = 0;
-  for (T v : want) ss += static_cast<double>(v) * v;
-  const double rms = want.empty() ? 1.0 : std::sqrt(ss / want.size());
-  return max_rel_error(got, want, std::max(1e-3, rms));
 }
 
 std::string describe(const Case& c) {

@@ -15,24 +15,13 @@ using codistill::test::fresh_seed;
 using codistill::test::max_rel_error;
 using codistill::test::poisoned;
 using codistill::test::random_vector;
+using codistill::test::tolerance;
+using codistill::test::rel_error;
 
 namespace {
 
-template <class T>
-double tolerance() {
-  return sizeof(T) == 4 ? 1e-4 : 1e-11;
-}
-
 // Relative error against the scale of the reference: an element that cancels to ~0 is
 // judged against the output's RMS, not against itself.
-template <class T>
-double rel_error(const std::vector<T>& got, const std::vector<T>& want) {
-  double ss = 0;
-  for (T v : want) ss += static_cast<double>(v) * v;
-  const double rms = want.empty() ? 1.0 : std::sqrt(ss / want.size());
-  return max_rel_error(got, want, std::max(1e-3, rms));
-}
-
 }  // namespace
 
 TEST_CASE("reference gemm matches a hand-computed product", "[gemm]") {
