@@ -46,8 +46,8 @@ TEMPLATE_TEST_CASE("fast softmax matches reference", "[softmax]", float, double)
   auto dx_ref = poisoned<T>(M * N), dx_fast = poisoned<T>(M * N);
   softmax_backward<T>(y_ref.data(), dy.data(), dx_ref.data(), M, N, Impl::reference);
   softmax_backward<T>(y_ref.data(), dy.data(), dx_fast.data(), M, N, Impl::fast);
-  // dx sums to ~0 per row, so judge it against the scale of dy*y.
-  CHECK(max_rel_error(dx_fast, dx_ref, 1e-3) < tolerance<T>() * 10);
+  // dx sums to ~0 per row (cancellation), so judge it against the RMS of dx itself.
+  CHECK(rel_error(dx_fast, dx_ref) < tolerance<T>() * 10);
 }
 
 TEMPLATE_TEST_CASE("softmax is stable for large logits and works in place", "[softmax]", float,
