@@ -7,6 +7,7 @@
 
 #include <boost/filesystem/operations.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -14,6 +15,7 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/checkpointing.hpp"
+#include "codistill/engine/teachers.hpp"
 #include "codistill/engine/metrics.hpp"
 #include "codistill/engine/progress.hpp"
 #include "codistill/engine/run_dir.hpp"
@@ -89,6 +91,7 @@ struct Trainer::State {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<data::BatchSampler> sampler;
   std::unique_ptr<CheckpointManager> checkpoints;
+  std::unique_ptr<TeacherPool> teachers;  // codistillation with peers' checkpoints
   WorkerState worker;  // what a checkpoint holds; worker.step counts completed steps
 };
 
@@ -156,6 +159,13 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
     s.log->warn("{} holds an earlier start of this worker but no checkpoint: starting from step 0, "
                 "appending to its metrics.jsonl", s.paths.worker_dir);
   s.checkpoints->prepare(w);
+  if (c.codistill.enabled) {
+    s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.model.fingerprint(), s.log);
+    s.log->info("codistillation ({} mode) with peers [{}], burn-in {} steps, reload every {}, weight {}, "
+                "temperature {}",
+                c.codistill.mode, fmt::join(s.teachers->peers(), ", "), c.codistill.burn_in,
+                c.codistill.reload_every, c.codistill.weight, c.codistill.temperature);
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -172,6 +182,9 @@ TrainSummary Trainer::run() {
   Tensor x = Tensor::empty(xshape);
   Tensor dlogits = Tensor::empty({B, V});
   std::vector<std::int32_t> labels;
+  std::vector<Tensor> teacher_logits;
+  std::vector<const float*> teacher_ptrs;
+  int window_teachers = 0;
 
   kernels::cpu::DistillLossParams loss_params;
   loss_params.temperature = c.codistill.temperature;
@@ -190,13 +203,30 @@ TrainSummary Trainer::run() {
   double eval_s = 0;  // kept out of the training throughput
   auto run_eval = [&](std::int64_t step) {
     auto t = Clock::now();
-    EvalResult r = evaluate(s.model, s.data.test, c.train.eval_batch_size);
+    std::vector<std::int32_t> mine, theirs;
+    EvalResult r = evaluate(s.model, s.data.test, c.train.eval_batch_size, &mine);
+    // Churn against every teacher in use: the fraction of test examples whose predicted
+    // class differs (DESIGN.md section 7).
+    nlohmann::json churn = nlohmann::json::object();
+    if (s.teachers)
+      for (const auto& teacher : s.teachers->teachers()) {
+        evaluate(teacher->model, s.data.test, c.train.eval_batch_size, &theirs);
+        std::int64_t differ = 0;
+        for (std::size_t i = 0; i < mine.size(); ++i) differ += mine[i] != theirs[i];
+        churn[std::to_string(teacher->peer)] = static_cast<double>(differ) / static_cast<double>(mine.size());
+      }
     s.metrics->emit("eval", step, {{"split", "test"}, {"loss", r.loss}, {"accuracy", r.accuracy},
-                                   {"churn", nlohmann::json::object()}});
+                                   {"churn", churn}});
     info("eval  step {:>7}  test loss {:.4f}  accuracy {:.2f}%  ({:.1f} s)", step, r.loss,
          100 * r.accuracy, seconds_since(t));
     eval_s += seconds_since(t);
     return r;
+  };
+
+  auto staleness_json = [&]() -> nlohmann::json {
+    if (!s.teachers || window_teachers == 0) return nullptr;
+    auto st = s.teachers->staleness(s.worker.step);
+    return st ? nlohmann::json(*st) : nlohmann::json(nullptr);
   };
 
   const auto started = Clock::now();
@@ -213,12 +243,27 @@ TrainSummary Trainer::run() {
       interrupted = true;
       break;
     }
+    if (s.teachers) {
+      s.teachers->at_step(s.worker.step, s.metrics.get());
+      s.worker.teacher_steps.clear();
+      for (const auto& t : s.teachers->teachers()) s.worker.teacher_steps.push_back({t->peer, t->step});
+    }
     s.sampler->next_batch(x, labels);
     const double lr = learning_rate(c.optimizer, s.worker.step, c.train.steps);
     s.model.zero_grad();
     Tensor logits = s.model.forward(x, /*training=*/true);
-    auto res = kernels::cpu::distill_loss<float>(logits.data<float>(), nullptr, 0, labels.data(),
+    // Teachers (forward only, on the same batch) join after burn-in.
+    teacher_logits.clear();
+    teacher_ptrs.clear();
+    if (s.teachers && s.worker.step >= c.codistill.burn_in)
+      for (const auto& t : s.teachers->teachers()) {
+        teacher_logits.push_back(t->model.forward(x, /*training=*/false));
+        teacher_ptrs.push_back(teacher_logits.back().data<float>());
+      }
+    auto res = kernels::cpu::distill_loss<float>(logits.data<float>(), teacher_ptrs.data(),
+                                                 static_cast<int>(teacher_ptrs.size()), labels.data(),
                                                  dlogits.data<float>(), B, V, loss_params);
+    window_teachers = static_cast<int>(teacher_ptrs.size());
     if (!std::isfinite(res.loss))
       throw TrainingError(fmt::format("non-finite loss ({}) at step {}: training diverged; "
                                       "lower optimizer.lr or check the data",
@@ -243,10 +288,10 @@ TrainSummary Trainer::run() {
       s.metrics->emit("train", s.worker.step,
                       {{"loss", window_loss / n}, {"ce", window_ce / n},
                        {"distill", window_distill / n}, {"lr", lr}, {"examples_per_s", rate},
-                       {"teachers", 0}, {"staleness", nullptr}});
+                       {"teachers", window_teachers}, {"staleness", staleness_json()}});
       if (!s.opts.interactive)
-        info("train step {:>7}/{}  loss {:.4f}  lr {:.4g}  {:.0f} ex/s", s.worker.step, c.train.steps,
-             window_loss / n, lr, rate);
+        info("train step {:>7}/{}  loss {:.4f}  distill {:.4f}  teachers {}  lr {:.4g}  {:.0f} ex/s",
+             s.worker.step, c.train.steps, window_loss / n, window_distill / n, window_teachers, lr, rate);
       window_loss = window_ce = window_distill = 0;
       window_steps = 0;
       window_start = Clock::now();

@@ -1,0 +1,199 @@
+#include "codistill/engine/teachers.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "codistill/engine/snapshot.hpp"
+#include "codistill/engine/training.hpp"
+
+namespace codistill {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+checkpoint::ReadOptions teacher_read_options(const std::string& fingerprint) {
+  checkpoint::ReadOptions o;
+  o.expected_fingerprint = fingerprint;
+  o.optimizer = false;  // a teacher only runs forward
+  o.state = false;
+  return o;
+}
+}  // namespace
+
+TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::string fingerprint,
+                         std::shared_ptr<spdlog::logger> log)
+    : cfg_(cfg), model_cfg_(std::move(model_cfg)), fingerprint_(std::move(fingerprint)), log_(std::move(log)),
+      store_(cfg.run.dir) {
+  for (int p = 0; p < cfg.run.workers; ++p) {
+    if (p == cfg.run.worker) continue;
+    if (cfg.codistill.teachers > 0 && static_cast<int>(peers_.size()) >= cfg.codistill.teachers) break;
+    peers_.push_back(p);
+  }
+  held_steps_.assign(peers_.size(), -1);
+  if (cfg.codistill.enabled && cfg.codistill.mode == "async" && !peers_.empty())
+    thread_ = std::thread([this] { watch(); });
+}
+
+TeacherPool::~TeacherPool() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<std::int64_t> TeacherPool::staleness(std::int64_t step) const {
+  if (teachers_.empty()) return std::nullopt;
+  std::int64_t oldest = teachers_.front()->step;
+  for (const auto& t : teachers_) oldest = std::min(oldest, t->step);
+  return step - oldest;
+}
+
+void TeacherPool::check_fingerprint(int peer, const std::string& path) {
+  checkpoint::CheckpointMeta meta;
+  try {
+    meta = checkpoint::read_meta(path);
+  } catch (const std::exception&) {
+    return;  // vanished or unreadable: the load below skips it with a reason
+  }
+  if (meta.model_fingerprint != fingerprint_)
+    throw TrainingError(fmt::format("peer worker {} trains another model: its checkpoint {} has model fingerprint "
+                                    "{}, this worker's model has {} (same model section needed for codistillation)",
+                                    peer, path, meta.model_fingerprint, fingerprint_));
+}
+
+std::unique_ptr<Teacher> TeacherPool::make_teacher(int peer, const checkpoint::CheckpointData& data,
+                                                   const std::string& path, double load_ms) {
+  auto t = std::make_unique<Teacher>();
+  t->peer = peer;
+  t->step = data.meta.step;
+  t->path = path;
+  t->model = model_from_checkpoint(data);
+  t->load_ms = load_ms;
+  return t;
+}
+
+std::unique_ptr<Teacher> TeacherPool::load_async(int peer, std::int64_t held_step, std::int64_t own_step) {
+  auto files = store_.checkpoints(peer);
+  if (files.empty() || files.back().step <= held_step) return nullptr;
+  check_fingerprint(peer, files.back().path);
+  auto t0 = Clock::now();
+  auto loaded = store_.load_freshest(peer, teacher_read_options(fingerprint_));
+  std::lock_guard lock(mu_);
+  if (loaded)
+    for (const auto& s : loaded->skipped) warnings_.push_back(fmt::format("peer {}: skipped {}", peer, s));
+  if (!loaded) {
+    warnings_.push_back(fmt::format("peer {}: no valid checkpoint among {} file(s); going on without it", peer,
+                                    files.size()));
+    return nullptr;
+  }
+  if (loaded->file.step <= held_step) return nullptr;
+  const std::int64_t lag = own_step - loaded->file.step;
+  if (cfg_.codistill.max_staleness > 0 && lag > cfg_.codistill.max_staleness) {
+    warnings_.push_back(fmt::format("peer {} lags: its freshest checkpoint (step {}) is {} steps behind, more "
+                                    "than codistill.max_staleness {}; not used",
+                                    peer, loaded->file.step, lag, cfg_.codistill.max_staleness));
+    return nullptr;
+  }
+  return make_teacher(peer, loaded->data, loaded->file.path, ms_since(t0));
+}
+
+std::unique_ptr<Teacher> TeacherPool::load_exact(int peer, std::int64_t peer_step) {
+  const std::string path = store_.checkpoint_path(peer, peer_step);
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration<double>(cfg_.codistill.sync_timeout_s);
+  std::string last_error = "not published yet";
+  for (;;) {
+    try {
+      check_fingerprint(peer, path);
+      auto data = checkpoint::read(path, teacher_read_options(fingerprint_));
+      return make_teacher(peer, data, path, ms_since(t0));
+    } catch (const TrainingError&) {
+      throw;
+    } catch (const std::exception& e) {
+      last_error = e.what();
+    }
+    if (Clock::now() > deadline)
+      throw TrainingError(fmt::format("codistill.mode sync: waited {} s (codistill.sync_timeout_s) for peer {}'s "
+                                      "checkpoint of step {} ({}): {}",
+                                      cfg_.codistill.sync_timeout_s, peer, peer_step, path, last_error));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void TeacherPool::watch() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || request_.has_value(); });
+    if (stop_) return;
+    const std::int64_t own = *request_;
+    request_.reset();
+    const std::vector<std::int64_t> held = held_steps_;
+    busy_ = true;
+    lock.unlock();
+    std::vector<std::unique_ptr<Teacher>> loaded;
+    std::string fatal;
+    for (std::size_t i = 0; i < peers_.size() && fatal.empty(); ++i) {
+      try {
+        if (auto t = load_async(peers_[i], held[i], own)) loaded.push_back(std::move(t));
+      } catch (const TrainingError& e) {
+        fatal = e.what();
+      } catch (const std::exception& e) {  // a broken model attribute, out of memory...
+        std::lock_guard g(mu_);
+        warnings_.push_back(fmt::format("peer {}: {}", peers_[i], e.what()));
+      }
+    }
+    lock.lock();
+    for (auto& t : loaded) {
+      auto i = static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), t->peer) - peers_.begin());
+      held_steps_[i] = t->step;
+      ready_.push_back(std::move(t));
+    }
+    if (!fatal.empty()) fatal_ = fatal;
+    busy_ = false;
+  }
+}
+
+void TeacherPool::at_step(std::int64_t step, MetricsWriter* metrics) {
+  const auto& c = cfg_.codistill;
+  if (!c.enabled || peers_.empty()) return;
+  const std::int64_t R = c.reload_every;
+  const bool reload_now = step % R == 0 && step + R > c.burn_in;
+  std::vector<std::unique_ptr<Teacher>> adopted;
+  if (c.mode == "sync") {
+    // The checkpoints of step - R exist from the second exchange on (none at step 0).
+    if (reload_now && step >= 2 * R)
+      for (int peer : peers_) adopted.push_back(load_exact(peer, step - R));
+  } else {
+    std::vector<std::string> warnings;
+    {
+      std::lock_guard lock(mu_);
+      if (!fatal_.empty()) throw TrainingError(fatal_);
+      if (reload_now && step >= R && !busy_) {
+        request_ = step;
+        cv_.notify_all();
+      }
+      for (auto& t : ready_) adopted.push_back(std::move(t));
+      ready_.clear();
+      warnings.swap(warnings_);
+    }
+    for (const auto& w : warnings) log_->warn("{}", w);
+  }
+  for (auto& t : adopted) {
+    if (metrics) metrics->emit("teacher", step, {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}});
+    log_->info("teacher: peer {} at step {} ({}, loaded in {:.0f} ms)", t->peer, t->step, t->path, t->load_ms);
+    auto same = std::find_if(teachers_.begin(), teachers_.end(), [&](const auto& u) { return u->peer == t->peer; });
+    if (same != teachers_.end()) *same = std::move(t);
+    else teachers_.push_back(std::move(t));
+  }
+  std::sort(teachers_.begin(), teachers_.end(), [](const auto& a, const auto& b) { return a->peer < b->peer; });
+}
+
+}  // namespace codistill

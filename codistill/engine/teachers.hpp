@@ -1,0 +1,89 @@
+#pragma once
+// The teacher pool and peer watcher of online codistillation (DESIGN.md sections 1, 6, 8).
+// A background thread finds each peer's freshest valid checkpoint, loads and verifies it
+// into a forward-only copy of the model, and hands it over; the trainer swaps new teachers
+// in at a step boundary (adopt()), so loading never stalls a step.
+//   async mode: every reload_every steps, each peer's freshest valid checkpoint that is
+//               newer than the one held and not more than max_staleness steps behind;
+//   sync mode:  at step s (a multiple of reload_every), each peer's checkpoint of exactly
+//               step s - reload_every, waited for up to sync_timeout_s: runs are
+//               reproducible bit for bit.
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/logger.h>
+
+#include "checkpoint/store.hpp"
+#include "codistill/config/config.hpp"
+#include "codistill/engine/metrics.hpp"
+#include "codistill/models/model.hpp"
+
+namespace codistill {
+
+struct Teacher {
+  int peer = 0;
+  std::int64_t step = 0;  // the peer's step when it published this checkpoint
+  std::string path;
+  double load_ms = 0;
+  Model model;
+};
+
+class TeacherPool {
+ public:
+  // model_cfg: the model section with input_shape and classes filled; fingerprint: ours.
+  TeacherPool(const Config& cfg, ModelConfig model_cfg, std::string fingerprint,
+              std::shared_ptr<spdlog::logger> log);
+  ~TeacherPool();
+  TeacherPool(const TeacherPool&) = delete;
+  TeacherPool& operator=(const TeacherPool&) = delete;
+
+  // The peers this worker learns from: the others, up to codistill.teachers of them.
+  const std::vector<int>& peers() const { return peers_; }
+
+  // Called by the trainer at the start of every step (own completed steps). Async mode:
+  // asks the watcher for a reload every reload_every steps. Sync mode: at a reload step,
+  // blocks until the exact checkpoints are loaded (or throws after the timeout).
+  // Then swaps in whatever the watcher has finished loading and emits `teacher` events.
+  // Rethrows a fatal watcher error (another model's fingerprint, a sync timeout).
+  void at_step(std::int64_t step, MetricsWriter* metrics);
+
+  // Teachers in use, by peer id ascending (never more than one per peer).
+  const std::vector<std::unique_ptr<Teacher>>& teachers() const { return teachers_; }
+  // Own step minus the oldest teacher step in use; nullopt without teachers.
+  std::optional<std::int64_t> staleness(std::int64_t step) const;
+
+ private:
+  void watch();
+  std::unique_ptr<Teacher> load_async(int peer, std::int64_t held_step, std::int64_t own_step);
+  std::unique_ptr<Teacher> load_exact(int peer, std::int64_t peer_step);
+  std::unique_ptr<Teacher> make_teacher(int peer, const checkpoint::CheckpointData& data, const std::string& path,
+                                        double load_ms);
+  void check_fingerprint(int peer, const std::string& path);
+
+  const Config& cfg_;
+  ModelConfig model_cfg_;
+  std::string fingerprint_;
+  std::shared_ptr<spdlog::logger> log_;
+  checkpoint::RunStore store_;
+  std::vector<int> peers_;
+  std::vector<std::unique_ptr<Teacher>> teachers_;
+
+  // Shared with the watcher thread.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<std::int64_t> request_;  // own step of a pending reload request
+  std::vector<std::int64_t> held_steps_;  // by peer index: the step held or being adopted
+  std::vector<std::unique_ptr<Teacher>> ready_;
+  std::vector<std::string> warnings_;
+  std::string fatal_;
+  bool busy_ = false, stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace codistill
