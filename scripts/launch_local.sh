@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Starts N codistill-train workers of one run on this machine (DESIGN.md section 3):
+#   scripts/launch_local.sh CONFIG N [train args...]
+# Worker i gets --worker i --workers N and the train args (e.g. --run-dir DIR, --set ...).
+# With several GPUs and --device cuda, workers get cuda:0, cuda:1, ... round-robin.
+# Each worker's output goes to RUN_DIR/worker-XXX/stdout.txt (the run directory is read
+# from the train args, else from the config) and is summarized here. Ctrl-C / SIGTERM are
+# forwarded to every worker (each publishes a checkpoint and stops). Exits non-zero if
+# any worker failed.
+set -uo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: scripts/launch_local.sh CONFIG N [codistill-train args...]" >&2
+  exit 2
+fi
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+config="$1"; n="$2"; shift 2
+case "$n" in ''|*[!0-9]*) echo "launch_local.sh: N must be a positive integer, got '$n'" >&2; exit 2 ;; esac
+[ "$n" -ge 1 ] || { echo "launch_local.sh: N must be >= 1" >&2; exit 2; }
+[ -f "$config" ] || { echo "launch_local.sh: no config file '$config'" >&2; exit 2; }
+exe="${CODISTILL_TRAIN:-${BUILD_DIR:-$root/build}/trainer/codistill-train}"
+[ -x "$exe" ] || { echo "launch_local.sh: $exe not built (run scripts/build.sh)" >&2; exit 2; }
+
+# The run directory, for the workers' output files: --run-dir, or run.dir of --set, or the config's.
+run_dir=""
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[$i]}" in
+    --run-dir) run_dir="${args[$((i + 1))]:-}" ;;
+    --run-dir=*) run_dir="${args[$i]#--run-dir=}" ;;
+    run.dir=*) run_dir="${args[$i]#run.dir=}" ;;
+  esac
+done
+if [ -z "$run_dir" ]; then
+  run_dir="$(sed -n 's/^[[:space:]]*dir:[[:space:]]*//p' "$config" | head -n 1)"
+  run_dir="${run_dir:-runs/run}"
+fi
+
+gpus=0
+if printf '%s\n' "$@" | grep -q '^cuda' && command -v nvidia-smi >/dev/null 2>&1; then
+  gpus="$(nvidia-smi -L 2>/dev/null | wc -l)"
+fi
+
+pids=()
+stop() {
+  echo "launch_local.sh: stopping ${#pids[@]} worker(s)" >&2
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+}
+trap stop INT TERM
+
+for ((w = 0; w < n; w++)); do
+  out_dir="$run_dir/$(printf 'worker-%03d' "$w")"
+  mkdir -p "$out_dir"
+  device=()
+  [ "$gpus" -gt 1 ] && device=(--device "cuda:$((w % gpus))")
+  "$exe" --config "$config" --worker "$w" --workers "$n" "$@" "${device[@]}" >"$out_dir/stdout.txt" 2>&1 &
+  pids+=($!)
+done
+echo "launch_local.sh: $n worker(s) of $config running in $run_dir (pids ${pids[*]})"
+
+failed=0
+for ((w = 0; w < n; w++)); do
+  wait "${pids[$w]}"
+  rc=$?
+  # A signal interrupts wait; wait again for the worker's own exit status.
+  while kill -0 "${pids[$w]}" 2>/dev/null; do wait "${pids[$w]}"; rc=$?; done
+  out_dir="$run_dir/$(printf 'worker-%03d' "$w")"
+  if [ "$rc" -ne 0 ]; then
+    failed=1
+    echo "launch_local.sh: worker $w failed (exit $rc):" >&2
+    tail -n 5 "$out_dir/stdout.txt" >&2
+  else
+    grep -h '^summary:' "$out_dir/stdout.txt" | sed "s/^/worker $w: /"
+  fi
+done
+exit "$failed"
