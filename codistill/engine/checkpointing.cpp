@@ -1,5 +1,6 @@
 #include "codistill/engine/checkpointing.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <future>
@@ -37,6 +38,12 @@ struct CheckpointManager::Pending {
 CheckpointManager::CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log)
     : cfg_(cfg), log_(std::move(log)), store_(cfg.run.dir) {
   if (cfg.checkpoint.async) writer_ = std::make_unique<checkpoint::AsyncWriter>();
+  // Sync codistillation: a peer up to reload_every steps behind still needs this worker's
+  // checkpoints back to step s - 2 * reload_every; retention must not delete them.
+  keep_ = cfg.checkpoint.keep;
+  const auto& cd = cfg.codistill;
+  if (cd.enabled && cd.mode == "sync" && cfg.checkpoint.every > 0)
+    keep_ = std::max<int>(keep_, static_cast<int>(2 * cd.reload_every / cfg.checkpoint.every + 1));
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -83,7 +90,7 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
     try {
       o.result = checkpoint::write(path, sv.view, write_options(w.step));
       o.ok = true;
-      store_.retain(cfg_.run.worker, cfg_.checkpoint.keep, w.step);
+      store_.retain(cfg_.run.worker, keep_, w.step);
     } catch (const std::exception& e) {
       o.error = e.what();
     }
@@ -132,7 +139,7 @@ void CheckpointManager::before_update() {
     return;
   }
   job.options = write_options(pending_->step);
-  const int worker = cfg_.run.worker, keep = cfg_.checkpoint.keep;
+  const int worker = cfg_.run.worker, keep = keep_;
   const std::int64_t step = pending_->step;
   job.after_publish = [this, worker, keep, step](const checkpoint::WriteResult&) { store_.retain(worker, keep, step); };
   const bool wait = cfg_.checkpoint.on_busy == "wait";

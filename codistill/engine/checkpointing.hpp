@@ -65,6 +65,7 @@ class CheckpointManager {
   std::vector<checkpoint::CheckpointData> spare_;
   std::map<std::int64_t, double> stall_ms_;  // by step, until the write is reported
   std::int64_t last_saved_step_ = -1;
+  int keep_ = 1;  // checkpoint.keep, raised in sync mode (see the constructor)
 };
 
 }  // namespace codistill

@@ -36,6 +36,7 @@ TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::string f
     peers_.push_back(p);
   }
   held_steps_.assign(peers_.size(), -1);
+  silent_.assign(peers_.size(), false);
   if (cfg.codistill.enabled && cfg.codistill.mode == "async" && !peers_.empty())
     thread_ = std::thread([this] { watch(); });
 }
@@ -82,7 +83,22 @@ std::unique_ptr<Teacher> TeacherPool::make_teacher(int peer, const checkpoint::C
 
 std::unique_ptr<Teacher> TeacherPool::load_async(int peer, std::int64_t held_step, std::int64_t own_step) {
   auto files = store_.checkpoints(peer);
-  if (files.empty() || files.back().step <= held_step) return nullptr;
+  const std::int64_t newest = files.empty() ? -1 : files.back().step;
+  // A peer that stopped publishing (dead, stuck or slow) is worth a word, once per stall.
+  const std::int64_t patience = 2 * std::max(cfg_.codistill.reload_every, cfg_.checkpoint.every);
+  auto i = static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), peer) - peers_.begin());
+  if (newest >= 0 && own_step - newest > patience) {
+    if (!silent_[i]) {
+      std::lock_guard lock(mu_);
+      warnings_.push_back(fmt::format("peer {} has published nothing since step {} ({} steps behind this "
+                                      "worker): it may have stopped; going on with what it last published",
+                                      peer, newest, own_step - newest));
+    }
+    silent_[i] = true;
+  } else {
+    silent_[i] = false;
+  }
+  if (files.empty() || newest <= held_step) return nullptr;
   check_fingerprint(peer, files.back().path);
   auto t0 = Clock::now();
   auto loaded = store_.load_freshest(peer, teacher_read_options(fingerprint_));

@@ -1,0 +1,171 @@
+// Process-level codistillation: real workers exchanging checkpoints through a run directory.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <filesystem>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/store.hpp"
+#include "support/process.hpp"
+
+using namespace codistill::test;
+namespace ckpt = codistill::checkpoint;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kConfig = R"(run:
+  seed: 3
+  threads: 1
+  workers: 2
+data:
+  kind: synthetic
+  batch_size: 64
+  synthetic_train: 4096
+  synthetic_test: 1024
+  synthetic_shape: [1, 8, 8]
+model:
+  kind: mlp
+  hidden: [64, 64]
+optimizer:
+  kind: sgd
+  lr: 0.05
+  momentum: 0.9
+train:
+  steps: 600
+  eval_every: 200
+  log_every: 50
+checkpoint:
+  every: 50
+  keep: 3
+codistill:
+  enabled: true
+  burn_in: 100
+  reload_every: 50
+  temperature: 2.0
+)";
+
+std::string worker_cmd(const TempDir& dir, int w, const std::string& run, const std::string& extra = "") {
+  return train_exe() + " --config " + dir.str("c.yaml") + " --run-dir " + dir.str(run) + " --worker " +
+         std::to_string(w) + " " + extra;
+}
+
+fs::path metrics_of(const TempDir& dir, const std::string& run, int w) {
+  return dir.path() / run / ("worker-00" + std::to_string(w)) / "metrics.jsonl";
+}
+
+}  // namespace
+
+TEST_CASE("two workers exchange checkpoints and distill from each other after burn-in", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  // Long enough (a few seconds) that the two runs overlap whatever their start-up times.
+  const std::string longer = "--set train.steps=4000 --set model.hidden=[256,256] --set train.eval_every=1000";
+  Child w0(worker_cmd(dir, 0, "run", longer), dir, "w0");
+  Child w1(worker_cmd(dir, 1, "run", longer), dir, "w1");
+  REQUIRE(w0.wait() == 0);
+  REQUIRE(w1.wait() == 0);
+  for (int w = 0; w < 2; ++w) {
+    INFO("worker " << w);
+    auto m = metrics_of(dir, "run", w);
+    auto teachers = read_events(m, "teacher");
+    REQUIRE(!teachers.empty());
+    for (const auto& t : teachers) {
+      CHECK(t.at("peer") == 1 - w);
+      CHECK(t.at("peer_step").get<std::int64_t>() > 0);
+      CHECK(t.at("load_ms").get<double>() >= 0);
+    }
+    bool distilled = false;
+    for (const auto& e : read_events(m, "train")) {
+      const auto step = e.at("step").get<std::int64_t>();
+      if (step <= 100) {
+        CHECK(e.at("distill") == 0.0);  // before burn-in: no soft term
+      } else if (e.at("teachers") == 1) {
+        distilled = true;
+        CHECK(e.at("distill").get<double>() > 0);
+        // Own step minus the teacher's: negative when the peer runs ahead (async mode).
+        CHECK(e.at("staleness").is_number_integer());
+      }
+    }
+    CHECK(distilled);
+    auto evals = read_events(m, "eval");
+    REQUIRE(!evals.empty());
+    const auto& churn = evals.back().at("churn");
+    REQUIRE(churn.contains(std::to_string(1 - w)));
+    CHECK(churn.at(std::to_string(1 - w)).get<double>() >= 0);
+    CHECK(churn.at(std::to_string(1 - w)).get<double>() < 0.5);
+    // The final checkpoint records the teacher in use.
+    ckpt::RunStore s(dir.str("run"));
+    auto meta = ckpt::read_meta(s.checkpoint_path(w, 4000));
+    REQUIRE(meta.teacher_steps.size() == 1);
+    CHECK(meta.teacher_steps[0].worker == 1 - w);
+  }
+}
+
+TEST_CASE("a worker whose peer is killed mid-run finishes alone with a warning", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  // Worker 0 trains ten times longer, so that its peer's death is in the middle of its run.
+  Child w0(worker_cmd(dir, 0, "run", "--set train.steps=6000"), dir, "w0");
+  Child w1(worker_cmd(dir, 1, "run", "--set train.steps=6000"), dir, "w1");
+  ckpt::RunStore s(dir.str("run"));
+  REQUIRE(wait_until([&] { return s.checkpoints(1).size() >= 3 || !w1.running(); }, 120));
+  w1.signal(SIGKILL);
+  CHECK(w1.wait() == 128 + SIGKILL);
+  REQUIRE(w0.wait() == 0);
+  std::string log = read_text(dir.path() / "w0.out");
+  CHECK(log.find("has published nothing since step") != std::string::npos);
+  auto done = read_events(metrics_of(dir, "run", 0), "done");
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].at("step") == 6000);
+}
+
+TEST_CASE("a corrupted peer checkpoint is skipped for the next freshest", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  // Worker 1 runs first (alone: no teacher ever appears) and leaves checkpoints 500..600.
+  REQUIRE(run_command(worker_cmd(dir, 1, "run"), dir).exit_code == 0);
+  ckpt::RunStore s(dir.str("run"));
+  auto newest = s.checkpoint_path(1, 600);
+  fs::resize_file(newest, fs::file_size(newest) / 2);
+  auto r = run_command(worker_cmd(dir, 0, "run"), dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("skipped") != std::string::npos);
+  auto teachers = read_events(metrics_of(dir, "run", 0), "teacher");
+  REQUIRE(!teachers.empty());
+  CHECK(teachers.front().at("peer_step") == 550);
+}
+
+TEST_CASE("a peer with another model is refused with a clear error", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  REQUIRE(run_command(worker_cmd(dir, 1, "run", "--set train.steps=100"), dir).exit_code == 0);
+  // Different widths: another fingerprint; also another config, so use a second run dir
+  // holding a copy of worker 1's checkpoints.
+  fs::create_directories(dir.path() / "other" / "worker-001");
+  for (const auto& f : ckpt::RunStore(dir.str("run")).checkpoints(1))
+    fs::copy_file(f.path, dir.path() / "other" / "worker-001" / fs::path(f.path).filename());
+  auto r = run_command(worker_cmd(dir, 0, "other", "--set model.hidden=[32]"), dir);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("another model") != std::string::npos);
+}
+
+TEST_CASE("sync mode: two runs of the same 2-worker config end bit-identical", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  const std::string sync = "--set codistill.mode=sync --set train.steps=300";
+  for (std::string run : {"a", "b"}) {
+    Child w0(worker_cmd(dir, 0, run, sync), dir, run + "0");
+    Child w1(worker_cmd(dir, 1, run, sync), dir, run + "1");
+    REQUIRE(w0.wait() == 0);
+    REQUIRE(w1.wait() == 0);
+  }
+  for (int w = 0; w < 2; ++w) {
+    auto a = ckpt::read(ckpt::RunStore(dir.str("a")).checkpoint_path(w, 300));
+    auto b = ckpt::read(ckpt::RunStore(dir.str("b")).checkpoint_path(w, 300));
+    CHECK(a.meta.content_digest == b.meta.content_digest);
+    CHECK(a.meta.teacher_steps == b.meta.teacher_steps);
+    CHECK(read_events(metrics_of(dir, "a", w), "teacher").size() >= 3);
+  }
+}
