@@ -1,11 +1,12 @@
 // Fused distillation loss on the CPU, forward + backward: fast path and reference at the
 // shapes of the loss benchmark (bench/run_loss_bench.sh runs it beside PyTorch).
 //   bench_loss [--threads N] [--repeats R] [--warmup W] [--ref-repeats R] [--json PATH]
-//              [--dump DIR]
+//              [--dump DIR] [--only I]
 // Times are the median over R calls after W warm-up calls, one call = loss + gradient of
-// every row (grad written out of place into a buffer reused across calls). --dump writes
-// one small shared input and our outputs as raw little-endian files, for
-// bench/torch_loss.py --check to recompute with PyTorch.
+// every row (grad written out of place into a buffer reused across calls). --dump DIR
+// only writes one small shared input and our outputs as raw little-endian files, for
+// bench/torch_loss.py --check to recompute with PyTorch, and times nothing. --only I times the I-th shape
+// alone (1-based), so that a script can alternate with PyTorch shape by shape.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -118,7 +119,7 @@ int int_arg(const char* v, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  int threads = 2, repeats = 20, warmup = 3, ref_repeats = 3;
+  int threads = 2, repeats = 20, warmup = 3, ref_repeats = 3, only = -1;
   std::string json_path, dump_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -132,10 +133,14 @@ int main(int argc, char** argv) try {
     else if (a == "--ref-repeats") ref_repeats = int_arg(next(), "--ref-repeats");
     else if (a == "--json") json_path = next();
     else if (a == "--dump") dump_dir = next();
+    else if (a == "--only") only = int_arg(next(), "--only") - 1;
     else throw std::invalid_argument("unknown argument " + a);
   }
   cpu::set_num_threads(threads);
-  if (!dump_dir.empty()) dump_check(dump_dir);
+  if (!dump_dir.empty()) {
+    dump_check(dump_dir);
+    return 0;
+  }
 
   const cpu::DistillLossParams p{2.0, 1.0, 1.0};
   const std::vector<Shape> shapes = {{4096, 1000, 1}, {4096, 1000, 4}, {1024, 32768, 1}};
@@ -144,7 +149,9 @@ int main(int argc, char** argv) try {
               "(reference: %d)\n", threads, repeats, ref_repeats);
   std::printf("%6s %6s %2s %11s %11s %8s %9s %12s\n", "N", "V", "K", "fast ms", "ref ms",
               "speedup", "fast GB/s", "loss");
-  for (const Shape& s : shapes) {
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    if (only >= 0 && static_cast<std::size_t>(only) != i) continue;
+    const Shape& s = shapes[i];
     const Inputs in = make_inputs(s, 7 + s.N + s.V + s.K);
     std::vector<float> grad(s.N * s.V);
     const Timing fast = time_loss(s, in, grad, p, cpu::Impl::fast, warmup, repeats);

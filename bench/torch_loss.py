@@ -10,8 +10,9 @@ at the shapes of bench/bench_loss.cpp (N=4096 V=1000 K=1; N=4096 V=1000 K=4;
 N=1024 V=32768 K=1; T=2, a=1, h=1, float32), with the same timing: warm-up calls, then
 the median over repeats of one forward + backward each.
 
---check DIR recomputes the shared input written by `bench_loss --dump DIR` and compares
-loss and gradient with codistill's; it exits 1 on a mismatch.
+--check DIR only recomputes the shared input written by `bench_loss --dump DIR` and
+compares loss and gradient with codistill's (exit status 1 on a mismatch), no timing.
+--only I times the I-th shape alone (1-based), as bench_loss --only does.
 Run with Debian's interpreter: /usr/bin/python3 bench/torch_loss.py [--json PATH].
 """
 import argparse
@@ -92,19 +93,25 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--check", metavar="DIR", help="compare with bench_loss --dump DIR")
+    ap.add_argument("--only", type=int, metavar="I", help="time the I-th shape alone (1-based)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     doc = {"benchmark": "loss_cpu", "impl": "pytorch", "torch": torch.__version__,
            "threads": args.threads, "warmup": args.warmup, "dtype": "float32"}
-    ok = True
     if args.check:
         ok, loss_err, grad_err = check(args.check)
         doc["check"] = {"ok": ok, "loss_rel_err": loss_err, "grad_rel_err": grad_err}
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(doc, f, indent=2)
+        return 0 if ok else 1
     print(f"pytorch {torch.__version__} fwd+bwd, float32, T=2 a=1 h=1, {args.threads} threads, "
           f"median of {args.repeats}")
     print(f"{'N':>6} {'V':>6} {'K':>2} {'torch ms':>11} {'loss':>12}")
     results = []
     for i, (N, V, K) in enumerate(SHAPES):
+        if args.only is not None and args.only != i + 1:
+            continue
         r = time_shape(N, V, K, 2.0, 1.0, 1.0, args.warmup, args.repeats, seed=100 + i)
         results.append(r)
         print(f"{N:>6} {V:>6} {K:>2} {r['median_ms']:>11.3f} {r['loss']:>12.6f}")
@@ -112,7 +119,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=2)
-    return 0 if ok else 1
+    return 0
 
 
 if __name__ == "__main__":
