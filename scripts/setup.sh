@@ -14,10 +14,11 @@ packages=(
   catch2
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   dataset-fashion-mnist
+  python3 gnuplot-nox
 )
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(python3-torch python3-h5py python3-numpy python3-yaml gnuplot-nox) ;;
+    --bench) packages+=(python3-torch python3-h5py python3-numpy python3-yaml) ;;
     *) echo "setup.sh: unknown argument '$arg' (valid: --bench)" >&2; exit 2 ;;
   esac
 done

@@ -38,12 +38,14 @@ struct CheckpointManager::Pending {
 CheckpointManager::CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log)
     : cfg_(cfg), log_(std::move(log)), store_(cfg.run.dir) {
   if (cfg.checkpoint.async) writer_ = std::make_unique<checkpoint::AsyncWriter>();
-  // Sync codistillation: a peer up to reload_every steps behind still needs this worker's
-  // checkpoints back to step s - 2 * reload_every; retention must not delete them.
+  // Sync codistillation: a peer up to reload_every steps behind needs this worker's
+  // checkpoint of its step - reload_every, and a peer restarting from its checkpoint c
+  // (while this worker waits at c + 2 * reload_every) needs the teacher it had, of step
+  // c - 2 * reload_every: retention must keep 3 * reload_every of history.
   keep_ = cfg.checkpoint.keep;
   const auto& cd = cfg.codistill;
   if (cd.enabled && cd.mode == "sync" && cfg.checkpoint.every > 0)
-    keep_ = std::max<int>(keep_, static_cast<int>(2 * cd.reload_every / cfg.checkpoint.every + 1));
+    keep_ = std::max<int>(keep_, static_cast<int>(3 * cd.reload_every / cfg.checkpoint.every + 1));
 }
 
 CheckpointManager::~CheckpointManager() {

@@ -202,6 +202,40 @@ void TeacherPool::at_step(std::int64_t step, MetricsWriter* metrics) {
     }
     for (const auto& w : warnings) log_->warn("{}", w);
   }
+  adopt(std::move(adopted), metrics, step);
+}
+
+void TeacherPool::resume(const std::vector<checkpoint::TeacherStep>& teacher_steps, MetricsWriter* metrics,
+                         std::int64_t step) {
+  if (!cfg_.codistill.enabled) return;
+  std::vector<std::unique_ptr<Teacher>> adopted;
+  for (const auto& ts : teacher_steps) {
+    const int peer = static_cast<int>(ts.worker);
+    auto i = std::find(peers_.begin(), peers_.end(), peer);
+    if (i == peers_.end()) continue;
+    if (cfg_.codistill.mode == "sync") {
+      adopted.push_back(load_exact(peer, ts.step));
+      continue;
+    }
+    try {
+      auto data = checkpoint::read(store_.checkpoint_path(peer, ts.step), teacher_read_options(fingerprint_));
+      adopted.push_back(make_teacher(peer, data, store_.checkpoint_path(peer, ts.step), 0));
+    } catch (const std::exception& e) {
+      log_->warn("peer {}: the teacher in use before the restart (step {}) is gone ({}); the next reload finds "
+                 "its freshest",
+                 peer, ts.step, e.what());
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& t : adopted)
+      held_steps_[static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), t->peer) - peers_.begin())] =
+          t->step;
+  }
+  adopt(std::move(adopted), metrics, step);
+}
+
+void TeacherPool::adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step) {
   for (auto& t : adopted) {
     if (metrics) metrics->emit("teacher", step, {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}});
     log_->info("teacher: peer {} at step {} ({}, loaded in {:.0f} ms)", t->peer, t->step, t->path, t->load_ms);

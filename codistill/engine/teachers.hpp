@@ -53,6 +53,13 @@ class TeacherPool {
   // Rethrows a fatal watcher error (another model's fingerprint, a sync timeout).
   void at_step(std::int64_t step, MetricsWriter* metrics);
 
+  // A resumed worker takes back the teachers its checkpoint says it was using (peer, step),
+  // so that a stopped and restarted run goes on exactly as before. Sync mode waits for
+  // them (they are retained for it); async mode takes those still there and otherwise
+  // finds the freshest at the next reload.
+  void resume(const std::vector<checkpoint::TeacherStep>& teacher_steps, MetricsWriter* metrics,
+              std::int64_t step);
+
   // Teachers in use, by peer id ascending (never more than one per peer).
   const std::vector<std::unique_ptr<Teacher>>& teachers() const { return teachers_; }
   // Own step minus the oldest teacher step in use; nullopt without teachers.
@@ -65,6 +72,7 @@ class TeacherPool {
   std::unique_ptr<Teacher> make_teacher(int peer, const checkpoint::CheckpointData& data, const std::string& path,
                                         double load_ms);
   void check_fingerprint(int peer, const std::string& path);
+  void adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step);
 
   const Config& cfg_;
   ModelConfig model_cfg_;

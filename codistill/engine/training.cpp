@@ -161,6 +161,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   s.checkpoints->prepare(w);
   if (c.codistill.enabled) {
     s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.model.fingerprint(), s.log);
+    s.teachers->resume(w.teacher_steps, s.metrics.get(), w.step);
     s.log->info("codistillation ({} mode) with peers [{}], burn-in {} steps, reload every {}, weight {}, "
                 "temperature {}",
                 c.codistill.mode, fmt::join(s.teachers->peers(), ", "), c.codistill.burn_in,

@@ -169,3 +169,38 @@ TEST_CASE("sync mode: two runs of the same 2-worker config end bit-identical", "
     CHECK(read_events(metrics_of(dir, "a", w), "teacher").size() >= 3);
   }
 }
+
+TEST_CASE("sync mode: a worker killed and restarted still ends bit-identical", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  const std::string sync = "--set codistill.mode=sync --set train.steps=2000 --set model.hidden=[256,256] "
+                           "--set codistill.sync_timeout_s=90";
+  {
+    Child w0(worker_cmd(dir, 0, "whole", sync), dir, "whole0");
+    Child w1(worker_cmd(dir, 1, "whole", sync), dir, "whole1");
+    REQUIRE(w0.wait() == 0);
+    REQUIRE(w1.wait() == 0);
+  }
+  {
+    Child w0(worker_cmd(dir, 0, "killed", sync), dir, "killed0");
+    {
+      Child w1(worker_cmd(dir, 1, "killed", sync), dir, "killed1");
+      ckpt::RunStore s(dir.str("killed"));
+      REQUIRE(wait_until([&] { return s.checkpoints(1).size() >= 4 || !w1.running(); }, 120));
+      REQUIRE(w1.running());
+      w1.signal(SIGKILL);
+      CHECK(w1.wait() == 128 + SIGKILL);
+    }
+    // Worker 0 waits for its peer meanwhile; the restarted worker 1 resumes with the
+    // teachers its checkpoint names.
+    Child again(worker_cmd(dir, 1, "killed", sync), dir, "again1");
+    CHECK(again.wait() == 0);
+    CHECK(w0.wait() == 0);
+  }
+  for (int w = 0; w < 2; ++w) {
+    INFO("worker " << w);
+    auto a = ckpt::read(ckpt::RunStore(dir.str("whole")).checkpoint_path(w, 2000));
+    auto b = ckpt::read(ckpt::RunStore(dir.str("killed")).checkpoint_path(w, 2000));
+    CHECK(a.meta.content_digest == b.meta.content_digest);
+  }
+}
