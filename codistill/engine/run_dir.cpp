@@ -11,19 +11,18 @@
 #include <boost/filesystem.hpp>
 #include <fmt/format.h>
 
+#include "checkpoint/naming.hpp"
 #include "codistill/config/config_loader.hpp"
 
 namespace fs = boost::filesystem;
 
 namespace codistill {
 
-std::string worker_dir_name(int worker) { return fmt::format("worker-{:03}", worker); }
-
 RunPaths run_paths(const Config& cfg) {
   RunPaths p;
   p.run_dir = cfg.run.dir;
   p.config = (fs::path(cfg.run.dir) / "config.yaml").string();
-  p.worker_dir = (fs::path(cfg.run.dir) / worker_dir_name(cfg.run.worker)).string();
+  p.worker_dir = (fs::path(cfg.run.dir) / checkpoint::worker_dir_name(cfg.run.worker)).string();
   p.metrics = (fs::path(p.worker_dir) / "metrics.jsonl").string();
   p.log = (fs::path(p.worker_dir) / "train.log").string();
   return p;

@@ -17,7 +17,6 @@ struct RunPaths {
   std::string log;         // RUN_DIR/worker-000/train.log
 };
 
-std::string worker_dir_name(int worker);  // "worker-003"
 RunPaths run_paths(const Config& cfg);
 
 // Creates the folders and publishes RUN_DIR/config.yaml (atomically, once; a worker that
