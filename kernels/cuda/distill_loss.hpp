@@ -21,4 +21,14 @@ cpu::DistillLossResult distill_loss(const float* student, const float* const* te
                                     std::int64_t V, const cpu::DistillLossParams& p,
                                     int device = 0, void* stream = nullptr);
 
+// The same on bfloat16 logits (raw bf16 bits, as kernels::DType::bf16 stores them), read
+// and converted to float32 in registers; every sum is float32 (the row totals double).
+// grad (bf16, may alias student, may be null) is rounded to nearest even once at the end.
+cpu::DistillLossResult distill_loss_bf16(const std::uint16_t* student,
+                                         const std::uint16_t* const* teachers, int K,
+                                         const std::int32_t* labels, std::uint16_t* grad,
+                                         std::int64_t N, std::int64_t V,
+                                         const cpu::DistillLossParams& p, int device = 0,
+                                         void* stream = nullptr);
+
 }  // namespace codistill::kernels::cuda

@@ -1,8 +1,14 @@
 // CPU-only build: the device entry points exist and say clearly why they cannot work.
 #include <stdexcept>
 
+#include "kernels/cuda/allocator.hpp"
+#include "kernels/cuda/bias_activation.hpp"
+#include "kernels/cuda/context.hpp"
+#include "kernels/cuda/conv2d.hpp"
 #include "kernels/cuda/distill_loss.hpp"
+#include "kernels/cuda/linear.hpp"
 #include "kernels/cuda/memory.hpp"
+#include "kernels/cuda/optimizer.hpp"
 
 namespace codistill::kernels::cuda {
 
@@ -23,9 +29,73 @@ void memcpy_device_to_device(void*, const void*, std::size_t, int) { no_cuda(); 
 void memset_zero(void*, std::size_t, int) { no_cuda(); }
 void synchronize(int) { no_cuda(); }
 
+// context.hpp
+struct Stream::Impl {};
+Stream::Stream(int) { no_cuda(); }
+Stream::~Stream() = default;
+int Stream::device() const { no_cuda(); }
+void* Stream::handle() const { no_cuda(); }
+void Stream::synchronize() const { no_cuda(); }
+struct Event::Impl {};
+Event::Event(int) { no_cuda(); }
+Event::~Event() = default;
+void Event::record(void*) { no_cuda(); }
+void Event::wait(void*) const { no_cuda(); }
+bool Event::ready() const { no_cuda(); }
+void Event::synchronize() const { no_cuda(); }
+void stream_synchronize(const Context&) { no_cuda(); }
+
+// allocator.hpp
+void* cached_malloc(std::size_t, int) { no_cuda(); }
+void cached_free(void*, int) noexcept {}
+AllocatorStats allocator_stats(int) { return {}; }
+void empty_cache(int) {}
+void* pinned_malloc(std::size_t) { no_cuda(); }
+void pinned_free(void*) noexcept {}
+void memcpy_async(void*, const void*, std::size_t, CopyKind, const Context&) { no_cuda(); }
+
+// linear.hpp
+void linear_forward(const float*, const float*, const float*, float*, std::int64_t, std::int64_t,
+                    std::int64_t, const Context&) { no_cuda(); }
+void linear_backward(const float*, const float*, const float*, float*, float*, float*, std::int64_t,
+                     std::int64_t, std::int64_t, bool, const Context&) { no_cuda(); }
+
+// bias_activation.hpp
+void bias_activation_forward(float*, const float*, float*, std::int64_t, std::int64_t, Activation,
+                             const Context&) { no_cuda(); }
+void bias_activation_backward(const float*, const float*, float*, float*, std::int64_t, std::int64_t,
+                              Activation, bool, const Context&) { no_cuda(); }
+void activation_forward(const float*, float*, std::int64_t, Activation, const Context&) { no_cuda(); }
+void activation_backward(const float*, const float*, float*, std::int64_t, Activation,
+                         const Context&) { no_cuda(); }
+void bias_add_channels(float*, const float*, std::int64_t, std::int64_t, std::int64_t,
+                       const Context&) { no_cuda(); }
+void bias_grad_channels(const float*, float*, std::int64_t, std::int64_t, std::int64_t, bool,
+                        const Context&) { no_cuda(); }
+void multiply(const float*, const float*, float*, std::int64_t, const Context&) { no_cuda(); }
+
+// conv2d.hpp
+void conv2d_forward(const float*, const float*, const float*, float*, const cpu::Conv2dShape&,
+                    const Context&) { no_cuda(); }
+void conv2d_backward(const float*, const float*, const float*, float*, float*, float*,
+                     const cpu::Conv2dShape&, bool, const Context&) { no_cuda(); }
+void maxpool2d_forward(const float*, float*, const cpu::Pool2dShape&, const Context&) { no_cuda(); }
+void maxpool2d_backward(const float*, const float*, const float*, float*, const cpu::Pool2dShape&,
+                        const Context&) { no_cuda(); }
+
+// optimizer.hpp
+void sgd_step(const std::vector<ParamSlice>&, const SgdScalars&, const Context&) { no_cuda(); }
+void adamw_step(const std::vector<ParamSlice>&, const AdamWScalars&, const Context&) { no_cuda(); }
+
+// distill_loss.hpp
 cpu::DistillLossResult distill_loss(const float*, const float* const*, int, const std::int32_t*,
                                     float*, std::int64_t, std::int64_t,
                                     const cpu::DistillLossParams&, int, void*) {
+  no_cuda();
+}
+cpu::DistillLossResult distill_loss_bf16(const std::uint16_t*, const std::uint16_t* const*, int,
+                                         const std::int32_t*, std::uint16_t*, std::int64_t,
+                                         std::int64_t, const cpu::DistillLossParams&, int, void*) {
   no_cuda();
 }
 

@@ -1,0 +1,60 @@
+#pragma once
+// Where and how a CUDA op runs, with no CUDA type in sight: the device ordinal, the stream
+// (an opaque cudaStream_t; null is the legacy default stream) and whether float32 GEMMs
+// and convolutions may use TF32 tensor cores (opt-in from the config, off by default so
+// that CUDA results stay within float32 tolerance of the CPU).
+//
+// Stream and Event own a CUDA stream/event behind a pimpl. Every function throws
+// std::runtime_error carrying file, line and the CUDA message on failure, and "built
+// without CUDA" in a CPU-only build.
+#include <memory>
+
+namespace codistill::kernels::cuda {
+
+struct Context {
+  int device = 0;
+  void* stream = nullptr;  // cudaStream_t
+  bool allow_tf32 = false;
+};
+
+// A non-blocking stream on one device (does not synchronize with the legacy stream).
+class Stream {
+ public:
+  explicit Stream(int device = 0);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int device() const;
+  void* handle() const;  // cudaStream_t
+  Context context(bool allow_tf32 = false) const { return {device(), handle(), allow_tf32}; }
+  void synchronize() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A timing-free event (cudaEventDisableTiming) used to order streams without blocking the
+// host: record on the producer, wait on the consumer.
+class Event {
+ public:
+  explicit Event(int device = 0);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record(void* stream);        // cudaEventRecord
+  void wait(void* stream) const;    // cudaStreamWaitEvent: stream waits, the host does not
+  bool ready() const;               // cudaEventQuery == cudaSuccess
+  void synchronize() const;         // host waits
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Host waits for every operation queued on the stream.
+void stream_synchronize(const Context& ctx);
+
+}  // namespace codistill::kernels::cuda

@@ -1,0 +1,27 @@
+#pragma once
+// Convolution and max pooling on CUDA through cuDNN, float32 NCHW, with the shapes and
+// semantics of kernels/cpu/conv2d.hpp and kernels/cpu/pool.hpp (the tests' references).
+// Descriptors and the chosen algorithms are cached per shape; workspace comes from the
+// caching allocator. TF32 (CUDNN_TENSOR_OP_MATH) only when ctx.allow_tf32.
+//   conv2d_forward:  y = conv(x, w) (+ b)
+//   conv2d_backward: dx (skipped when null), dw (+)=, db (+)= (db may be null)
+//   maxpool2d_forward:  y = max over each window
+//   maxpool2d_backward: dx = gradient routed to the maxima (needs forward's x and y; with
+//                       ties cuDNN may pick another maximum than the CPU's first one)
+// Errors throw std::runtime_error with file, line and cuDNN's message.
+#include "kernels/cpu/conv2d.hpp"
+#include "kernels/cpu/pool.hpp"
+#include "kernels/cuda/context.hpp"
+
+namespace codistill::kernels::cuda {
+
+void conv2d_forward(const float* x, const float* w, const float* b, float* y,
+                    const cpu::Conv2dShape& s, const Context& ctx);
+void conv2d_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                     float* db, const cpu::Conv2dShape& s, bool accumulate, const Context& ctx);
+
+void maxpool2d_forward(const float* x, float* y, const cpu::Pool2dShape& s, const Context& ctx);
+void maxpool2d_backward(const float* x, const float* y, const float* dy, float* dx,
+                        const cpu::Pool2dShape& s, const Context& ctx);
+
+}  // namespace codistill::kernels::cuda

@@ -1,0 +1,24 @@
+#pragma once
+// Fully connected layer on CUDA through cuBLAS, float32 (TF32 tensor cores when
+// ctx.allow_tf32). Same layouts and semantics as kernels/cpu/linear.hpp, the reference
+// the [cuda] tests compare against:
+//   forward:  y[M,N] = x[M,K] * w[N,K]^T (+ b[N] when b is not null)
+//   backward: dx[M,K] = dy * w (skipped when dx is null);
+//             dw[N,K] (+)= dy^T * x;  db[N] (+)= column sums of dy (db may be null)
+// The bias of a layer followed by an activation is better applied by
+// bias_activation_forward (kernels/cuda/bias_activation.hpp): pass b = null here then.
+// One cuBLAS handle per (device, host thread), created on first use, bound to ctx.stream.
+#include <cstdint>
+
+#include "kernels/cuda/context.hpp"
+
+namespace codistill::kernels::cuda {
+
+void linear_forward(const float* x, const float* w, const float* b, float* y, std::int64_t M,
+                    std::int64_t N, std::int64_t K, const Context& ctx);
+
+void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                     float* db, std::int64_t M, std::int64_t N, std::int64_t K, bool accumulate,
+                     const Context& ctx);
+
+}  // namespace codistill::kernels::cuda
