@@ -6,6 +6,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "kernels/cuda/allocator.hpp"
 #include "kernels/cuda/memory.hpp"
 
 namespace codistill::kernels {
@@ -35,9 +36,11 @@ std::shared_ptr<std::byte> allocate(std::size_t bytes, Device device) {
     if (!p) throw std::bad_alloc();
     return {static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); }};
   }
+  // Through the caching allocator: the training loop frees and re-allocates the same sizes
+  // every step, and cudaMalloc/cudaFree would synchronize the device each time.
   int index = device.index;
-  void* p = cuda::device_malloc(bytes, index);
-  return {static_cast<std::byte*>(p), [index](std::byte* q) { cuda::device_free(q, index); }};
+  void* p = cuda::cached_malloc(bytes, index);
+  return {static_cast<std::byte*>(p), [index](std::byte* q) { cuda::cached_free(q, index); }};
 }
 
 }  // namespace

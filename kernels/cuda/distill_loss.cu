@@ -1,165 +1,31 @@
-// The fused distillation loss on CUDA (see distill_loss.hpp), modelled on llm.c's fused
-// classifier: one thread block per row.
-//   pass 1  online softmax statistics (running max and rescaled sums) of the student and
-//           of each teacher, merged across the block with warp shuffles and shared memory
-//   pass 2  per element: p, p_T, q, the KL term and the gradient, written where z was read
-//           (grad may alias the student)
-// Per-row CE and T^2 KL go to a device buffer; a one-block kernel sums them in double in a
-// fixed order, so a result is reproducible bit for bit. Labels are validated by a small
-// kernel first, so that a bad label throws before anything is written, as on the CPU.
-// Left for later (see the bf16 / bandwidth issue): vectorized 128-bit loads, several rows
-// per block for small V, bf16 logits.
+// The fused distillation loss on CUDA (see distill_loss.hpp) for float32 and bfloat16
+// logits, modelled on llm.c's fused classifier; the kernel itself is in
+// distill_loss_kernel.cuh. Here: argument checks, label validation, the launch shape and
+// the final sums.
+// Labels are validated by a small kernel first, so that a bad label throws before anything
+// is written, as on the CPU (and the count of rows gives the gradient's scale). Per-row CE
+// and T^2 KL go to a device buffer; a one-block kernel sums them in double in a fixed
+// order, so a result is reproducible bit for bit.
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/check.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/distill_loss.hpp"
+#include "kernels/cuda/distill_loss_kernel.cuh"
 
 namespace codistill::kernels::cuda {
 namespace {
 
-constexpr int kWarp = 32;
-
-// Online softmax state over a set of x: m = max x, s1 = sum exp((x - m) * mul1) and
-// st = sum exp((x - m) * mul2) (st used for the student only, when T != 1).
-struct Online {
-  float m, s1, st;
-};
-
-__device__ __forceinline__ void push(Online& o, float x, float mul1, float mul2, bool two) {
-  if (x == -INFINITY) return;  // a masked logit adds nothing (and -inf - -inf is NaN)
-  if (x > o.m) {
-    const float d = o.m - x;  // -inf for the first element: exp gives 0
-    o.s1 *= expf(d * mul1);
-    if (two) o.st *= expf(d * mul2);
-    o.m = x;
-  }
-  const float d = x - o.m;
-  o.s1 += expf(d * mul1);
-  if (two) o.st += expf(d * mul2);
-}
-
-__device__ __forceinline__ Online merge(Online a, Online b, float mul1, float mul2) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return a;  // both empty
-  const float da = a.m - m, db = b.m - m;
-  return {m, a.s1 * expf(da * mul1) + b.s1 * expf(db * mul1),
-          a.st * expf(da * mul2) + b.st * expf(db * mul2)};
-}
-
-// Block-wide merge; every thread gets the result. smem holds one state per warp.
-__device__ Online block_merge(Online v, float mul1, float mul2, Online* smem) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int warps = (blockDim.x + kWarp - 1) / kWarp;
-  for (int o = kWarp / 2; o > 0; o /= 2) {
-    const Online other{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s1, o),
-                       __shfl_xor_sync(0xffffffffu, v.st, o)};
-    v = merge(v, other, mul1, mul2);
-  }
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  v = lane < warps ? smem[lane] : Online{-INFINITY, 0.0f, 0.0f};
-  for (int o = kWarp / 2; o > 0; o /= 2) {
-    const Online other{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s1, o),
-                       __shfl_xor_sync(0xffffffffu, v.st, o)};
-    v = merge(v, other, mul1, mul2);
-  }
-  __syncthreads();  // smem may be reused right after
-  return v;
-}
-
-__device__ float block_sum(float v, float* smem) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int warps = (blockDim.x + kWarp - 1) / kWarp;
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  v = lane < warps ? smem[lane] : 0.0f;
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  return v;
-}
-
-struct Args {
-  const float* student;
-  const float* const* teachers;  // device array of K device pointers
-  int K;
-  const std::int32_t* labels;
-  float* grad;
-  std::int64_t V;
-  float inv_t, temperature;
-  float hs, as;      // scale * h, scale * a * T (scale = 1 / rows counted)
-  float* row_terms;  // out: [N][2] = (CE, T^2 KL) per row, 0 for ignored rows
-};
-
-// Dynamic shared memory: 2 K floats, each teacher's max and log of its sum.
-__global__ void distill_loss_kernel(Args a) {
-  __shared__ Online smem[kWarp];
-  __shared__ float fsmem[kWarp];
-  extern __shared__ float teacher_stats[];
-  const std::int64_t row = blockIdx.x;
-  const int V = static_cast<int>(a.V);
-  const float* z = a.student + row * a.V;
-  float* g = a.grad ? a.grad + row * a.V : nullptr;
-  const int y = a.labels[row];
-  if (y < 0) {
-    if (g)
-      for (int j = threadIdx.x; j < V; j += blockDim.x) g[j] = 0.0f;
-    if (threadIdx.x == 0) a.row_terms[2 * row] = a.row_terms[2 * row + 1] = 0.0f;
-    return;
-  }
-  const bool shared = a.K == 0 || a.temperature == 1.0f;  // softmax(z / T) is softmax(z)
-
-  // Pass 1: statistics. z[y] is read before the first barrier, i.e. before any write.
-  const float zy = z[y];
-  Online zs{-INFINITY, 0.0f, 0.0f};
-  for (int j = threadIdx.x; j < V; j += blockDim.x) push(zs, z[j], 1.0f, a.inv_t, !shared);
-  zs = block_merge(zs, 1.0f, a.inv_t, smem);
-  for (int k = 0; k < a.K; ++k) {
-    const float* t = a.teachers[k] + row * a.V;
-    Online ts{-INFINITY, 0.0f, 0.0f};
-    for (int j = threadIdx.x; j < V; j += blockDim.x) push(ts, t[j], a.inv_t, a.inv_t, false);
-    ts = block_merge(ts, a.inv_t, a.inv_t, smem);  // st stays 0 (unused)
-    if (threadIdx.x == 0) {
-      teacher_stats[2 * k] = ts.m;
-      teacher_stats[2 * k + 1] = logf(ts.s1);
-    }
-  }
-  __syncthreads();
-  const float log_s1 = logf(zs.s1), log_st = shared ? log_s1 : logf(zs.st);
-
-  // Pass 2: one read of every logit, the loss terms and the gradient.
-  const float inv_k = a.K > 0 ? 1.0f / static_cast<float>(a.K) : 0.0f;
-  const float* t0 = a.K > 0 ? a.teachers[0] + row * a.V : nullptr;
-  float kl = 0.0f;
-  for (int j = threadIdx.x; j < V; j += blockDim.x) {
-    const float zj = z[j];
-    const float lpt = (zj - zs.m) * a.inv_t - log_st;  // log softmax(z / T)_j
-    const float pt = expf(lpt);
-    const float p = shared ? pt : expf(zj - zs.m - log_s1);
-    float q = 0.0f;
-    if (a.K == 1) {
-      const float lq = (t0[j] - teacher_stats[0]) * a.inv_t - teacher_stats[1];
-      q = expf(lq);
-      kl += q * (lq - lpt);
-    } else if (a.K > 1) {
-      for (int k = 0; k < a.K; ++k)
-        q += expf((a.teachers[k][row * a.V + j] - teacher_stats[2 * k]) * a.inv_t -
-                  teacher_stats[2 * k + 1]);
-      q *= inv_k;
-      if (q > 0.0f) kl += q * (logf(q) - lpt);
-    }
-    if (g) g[j] = a.hs * (p - (j == y ? 1.0f : 0.0f)) + (a.K > 0 ? a.as * (pt - q) : 0.0f);
-  }
-  kl = block_sum(kl, fsmem);
-  if (threadIdx.x == 0) {
-    a.row_terms[2 * row] = log_s1 - (zy - zs.m);
-    a.row_terms[2 * row + 1] = a.K > 0 ? a.temperature * a.temperature * kl : 0.0f;
-  }
-}
+using bf16 = __nv_bfloat16;
+using distill_detail::Args;
+using distill_detail::distill_loss_kernel;
+using distill_detail::kLog2e;
+using distill_detail::kWarp;
 
 // header[0] = rows counted, header[1] = first row with a label outside [-1, V) (N if none).
 __global__ void check_labels_kernel(const std::int32_t* labels, std::int64_t N, std::int64_t V,
@@ -194,10 +60,7 @@ __global__ void sum_rows_kernel(const float* row_terms, std::int64_t N, double* 
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) {
-    sums[0] = s[0][0];
-    sums[1] = s[1][0];
-  }
+  if (threadIdx.x == 0) sums[0] = s[0][0], sums[1] = s[1][0];
 }
 
 // Scratch device memory for one call, freed on every path out (stream-ordered).
@@ -212,14 +75,15 @@ struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
-void check_args(const float* student, const float* const* teachers, int K,
-                const std::int32_t* labels, std::int64_t N, std::int64_t V,
-                const cpu::DistillLossParams& p) {
+template <class T>
+void check_args(const T* student, const T* const* teachers, int K, const std::int32_t* labels,
+                std::int64_t N, std::int64_t V, const cpu::DistillLossParams& p) {
   if (N <= 0 || V <= 0 || N > INT32_MAX || V > INT32_MAX)
     throw std::invalid_argument("distill_loss (cuda): need 0 < N, V < 2^31, got N=" +
                                 std::to_string(N) + " V=" + std::to_string(V));
-  if (K < 0)
-    throw std::invalid_argument("distill_loss (cuda): K must be >= 0, got " + std::to_string(K));
+  if (K < 0 || K > 4096)
+    throw std::invalid_argument("distill_loss (cuda): K must be in [0, 4096], got " +
+                                std::to_string(K));
   if (!(p.temperature > 0) || !std::isfinite(p.temperature))
     throw std::invalid_argument("distill_loss (cuda): temperature must be finite and > 0, got " +
                                 std::to_string(p.temperature));
@@ -230,12 +94,51 @@ void check_args(const float* student, const float* const* teachers, int K,
       throw std::invalid_argument("distill_loss (cuda): teacher " + std::to_string(k) + " is null");
 }
 
-}  // namespace
+// Launches the kernel shape for this V: a warp per row up to 2048 classes (8 rows per
+// block), else a block per row, wider for longer rows.
+template <class T, int kThreads, int kGroup, int kVec>
+void launch_shape(const Args<T>& args, int device, cudaStream_t stream) {
+  constexpr int kRows = kThreads / kGroup;
+  const std::size_t smem = sizeof(float) * 2 * args.K * kRows;
+  const auto& info = detail::device_info(device);
+  const auto kernel = distill_loss_kernel<T, kThreads, kGroup, kVec>;
+  // A persistent grid: one wave of resident blocks walks all rows. For long rows fewer
+  // blocks per SM, so that the rows in flight (re-read by pass 2) stay within half the L2,
+  // but never under 1024 threads per SM (fewer cannot keep enough loads in flight).
+  // Untuned: to be measured against the device copy bandwidth (bench/).
+  int per_sm = 1;
+  CODISTILL_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+  per_sm = std::max(1, per_sm);
+  const int min_per_sm = std::max(1, 1024 / kThreads);
+  const double row_bytes = static_cast<double>(args.K + 1) * args.V * sizeof(T);
+  while (per_sm > min_per_sm && static_cast<double>(info.sms) * per_sm * kRows * row_bytes >
+                                    0.5 * static_cast<double>(info.l2_bytes))
+    --per_sm;
+  const std::int64_t needed = (static_cast<std::int64_t>(args.N) + kRows - 1) / kRows;
+  const auto grid =
+      static_cast<unsigned>(std::min<std::int64_t>(needed, std::int64_t{info.sms} * per_sm));
+  kernel<<<grid, kThreads, smem, stream>>>(args);
+}
 
-cpu::DistillLossResult distill_loss(const float* student, const float* const* teachers, int K,
-                                    const std::int32_t* labels, float* grad, std::int64_t N,
-                                    std::int64_t V, const cpu::DistillLossParams& p, int device,
-                                    void* stream_ptr) {
+template <class T, int kVec>
+void launch_vec(const Args<T>& args, int device, cudaStream_t stream) {
+  // The warp shape keeps 8 rows of teacher statistics in shared memory: many teachers
+  // go to the block shapes (one row each).
+  if (args.V <= 2048 && args.K <= 256) launch_shape<T, 256, kWarp, kVec>(args, device, stream);
+  else if (args.V <= 8192) launch_shape<T, 256, 256, kVec>(args, device, stream);
+  else if (args.V <= 16384) launch_shape<T, 512, 512, kVec>(args, device, stream);
+  else launch_shape<T, 1024, 1024, kVec>(args, device, stream);
+}
+
+bool aligned(const void* p, std::size_t to) {
+  return reinterpret_cast<std::uintptr_t>(p) % to == 0;
+}
+
+template <class T>
+cpu::DistillLossResult run(const T* student, const T* const* teachers, int K,
+                           const std::int32_t* labels, T* grad, std::int64_t N, std::int64_t V,
+                           const cpu::DistillLossParams& p, int device, void* stream_ptr) {
   check_args(student, teachers, K, labels, N, V, p);
   CODISTILL_CUDA_CHECK(cudaSetDevice(device));
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
@@ -246,17 +149,17 @@ cpu::DistillLossResult distill_loss(const float* student, const float* const* te
   auto* base = static_cast<char*>(scratch.ptr);
   auto* header = reinterpret_cast<unsigned long long*>(base);
   auto* sums = reinterpret_cast<double*>(base + off_sums);
-  auto* ptrs = reinterpret_cast<const float**>(base + off_ptrs);
+  auto* ptrs = reinterpret_cast<const T**>(base + off_ptrs);
   auto* terms = reinterpret_cast<float*>(base + off_terms);
 
   const unsigned long long init[2] = {0, static_cast<unsigned long long>(N)};
   CODISTILL_CUDA_CHECK(cudaMemcpyAsync(header, init, sizeof init, cudaMemcpyHostToDevice, stream));
   if (K > 0)
-    CODISTILL_CUDA_CHECK(cudaMemcpyAsync(ptrs, teachers, sizeof(float*) * K, cudaMemcpyHostToDevice,
-                                         stream));
+    CODISTILL_CUDA_CHECK(
+        cudaMemcpyAsync(ptrs, teachers, sizeof(T*) * K, cudaMemcpyHostToDevice, stream));
   const int check_blocks = static_cast<int>(std::min<std::int64_t>((N + 255) / 256, 1024));
   check_labels_kernel<<<check_blocks, 256, 0, stream>>>(labels, N, V, header);
-  CODISTILL_CUDA_CHECK(cudaGetLastError());
+  CODISTILL_CUDA_LAUNCH_CHECK();
   unsigned long long got[2];
   CODISTILL_CUDA_CHECK(cudaMemcpyAsync(got, header, sizeof got, cudaMemcpyDeviceToHost, stream));
   CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -271,21 +174,26 @@ cpu::DistillLossResult distill_loss(const float* student, const float* const* te
   }
   const auto rows = static_cast<std::int64_t>(got[0]);
   if (rows == 0) {  // every row ignored
-    if (grad) CODISTILL_CUDA_CHECK(cudaMemsetAsync(grad, 0, sizeof(float) * N * V, stream));
+    if (grad) CODISTILL_CUDA_CHECK(cudaMemsetAsync(grad, 0, sizeof(T) * N * V, stream));
     CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream));
     return cpu::DistillLossResult{};
   }
 
   const double scale = 1.0 / static_cast<double>(rows);
-  Args args{student, ptrs, K, labels, grad, V,
-            static_cast<float>(1.0 / p.temperature), static_cast<float>(p.temperature),
-            static_cast<float>(scale * p.hard_weight),
-            static_cast<float>(scale * p.weight * p.temperature), terms};
-  const int threads = V >= 8192 ? 512 : 256;  // big rows: more loads in flight per row
-  distill_loss_kernel<<<static_cast<unsigned>(N), threads, 2 * sizeof(float) * K, stream>>>(args);
-  CODISTILL_CUDA_CHECK(cudaGetLastError());
+  const bool shared = K == 0 || p.temperature == 1.0;
+  Args<T> args{student, ptrs, K, labels, grad, static_cast<int>(N), static_cast<int>(V), shared,
+               kLog2e, shared ? kLog2e : static_cast<float>(1.4426950408889634 / p.temperature),
+               static_cast<float>(p.temperature * p.temperature),
+               static_cast<float>(scale * p.hard_weight),
+               static_cast<float>(scale * p.weight * p.temperature), terms};
+  // Vector loads need V % 4 == 0 and every row aligned to 4 elements.
+  bool vec = V % 4 == 0 && aligned(student, 4 * sizeof(T)) && aligned(grad, 4 * sizeof(T));
+  for (int k = 0; k < K; ++k) vec = vec && aligned(teachers[k], 4 * sizeof(T));
+  if (vec) launch_vec<T, 4>(args, device, stream);
+  else launch_vec<T, 1>(args, device, stream);
+  CODISTILL_CUDA_LAUNCH_CHECK();
   sum_rows_kernel<<<1, kReduceThreads, 0, stream>>>(terms, N, sums);
-  CODISTILL_CUDA_CHECK(cudaGetLastError());
+  CODISTILL_CUDA_LAUNCH_CHECK();
   double host_sums[2];
   CODISTILL_CUDA_CHECK(
       cudaMemcpyAsync(host_sums, sums, sizeof host_sums, cudaMemcpyDeviceToHost, stream));
@@ -297,6 +205,28 @@ cpu::DistillLossResult distill_loss(const float* student, const float* const* te
   res.distill = host_sums[1] * scale;
   res.loss = p.hard_weight * res.ce + p.weight * res.distill;
   return res;
+}
+
+}  // namespace
+
+cpu::DistillLossResult distill_loss(const float* student, const float* const* teachers, int K,
+                                    const std::int32_t* labels, float* grad, std::int64_t N,
+                                    std::int64_t V, const cpu::DistillLossParams& p, int device,
+                                    void* stream) {
+  return run<float>(student, teachers, K, labels, grad, N, V, p, device, stream);
+}
+
+cpu::DistillLossResult distill_loss_bf16(const std::uint16_t* student,
+                                         const std::uint16_t* const* teachers, int K,
+                                         const std::int32_t* labels, std::uint16_t* grad,
+                                         std::int64_t N, std::int64_t V,
+                                         const cpu::DistillLossParams& p, int device,
+                                         void* stream) {
+  // Raw bf16 bits and __nv_bfloat16 have the same size and layout.
+  static_assert(sizeof(bf16) == sizeof(std::uint16_t));
+  return run<bf16>(reinterpret_cast<const bf16*>(student),
+                   reinterpret_cast<const bf16* const*>(teachers), K, labels,
+                   reinterpret_cast<bf16*>(grad), N, V, p, device, stream);
 }
 
 }  // namespace codistill::kernels::cuda

@@ -1,4 +1,6 @@
-// Device memory through the CUDA runtime. (A caching allocator is the CUDA issue's work.)
+// Device memory straight from the CUDA runtime. Tensors allocate through the caching
+// allocator instead (allocator.cu); device_malloc/device_free stay for callers that want
+// memory of their own, outside the cache.
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/memory.hpp"
 

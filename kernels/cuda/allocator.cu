@@ -1,0 +1,282 @@
+// The caching device allocator, pinned host memory and asynchronous copies (allocator.hpp),
+// plus the per-stream scratch workspace of common.cuh.
+//
+// Per device, two pools of free blocks ordered by (size, address), so a best fit is one
+// std::set::lower_bound:
+//   small: requests up to 1 MiB, carved out of 2 MiB driver segments;
+//   large: bigger requests, driver segments rounded up to 2 MiB (cudaMalloc's own
+//          granularity for large sizes); a best-fit block is split when what is left over
+//          is itself a large block (> 1 MiB), else handed out whole.
+// Blocks of one segment are linked to their neighbours so that a freed block merges with
+// free neighbours again, and empty_cache returns whole free segments to the driver.
+// Every operation holds the device's mutex: cheap next to what the caller does with the
+// memory, and cudaMalloc (rare, after warm-up) is slow anyway.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "kernels/cuda/allocator.hpp"
+#include "kernels/cuda/common.cuh"
+
+namespace codistill::kernels::cuda {
+namespace {
+
+constexpr std::size_t kRound = 512;
+constexpr std::size_t kSmallMax = std::size_t{1} << 20;
+constexpr std::size_t kSmallSegment = std::size_t{2} << 20;
+constexpr std::size_t kLargeRound = std::size_t{2} << 20;
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+struct Block {
+  char* ptr = nullptr;
+  std::size_t size = 0;
+  bool small = false;
+  bool free = false;
+  Block* prev = nullptr;  // neighbours inside the same driver segment
+  Block* next = nullptr;
+};
+
+struct BySize {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->size != b->size) return a->size < b->size;
+    return std::less<char*>{}(a->ptr, b->ptr);
+  }
+};
+using Pool = std::set<Block*, BySize>;
+
+class DeviceCache {
+ public:
+  explicit DeviceCache(int device) : device_(device) {}
+
+  void* allocate(std::size_t bytes) {
+    const std::size_t size = bytes <= kRound ? kRound : round_up(bytes, kRound);
+    const bool small = size <= kSmallMax;
+    std::lock_guard<std::mutex> lock(mutex_);
+    Pool& pool = small ? small_ : large_;
+    Block key;
+    key.size = size;  // ptr null sorts first among equal sizes: lower_bound is the best fit
+    Block* b = nullptr;
+    if (auto it = pool.lower_bound(&key); it != pool.end()) {
+      b = *it;
+      pool.erase(it);
+      stats_.cached_bytes -= b->size;
+      ++stats_.cache_hits;
+    } else {
+      b = new_segment(size, small);
+    }
+    const std::size_t rest = b->size - size;
+    if (small ? rest >= kRound : rest > kSmallMax) {
+      auto* r = new Block{b->ptr + size, rest, small, true, b, b->next};
+      if (b->next) b->next->prev = r;
+      b->next = r;
+      b->size = size;
+      pool.insert(r);
+      stats_.cached_bytes += rest;
+    }
+    b->free = false;
+    live_.emplace(b->ptr, b);
+    stats_.allocated_bytes += b->size;
+    if (stats_.allocated_bytes > stats_.peak_allocated_bytes)
+      stats_.peak_allocated_bytes = stats_.allocated_bytes;
+    return b->ptr;
+  }
+
+  // False for a pointer this cache did not hand out (nothing is changed then).
+  bool release(void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(ptr);
+    if (it == live_.end()) return false;
+    Block* b = it->second;
+    live_.erase(it);
+    stats_.allocated_bytes -= b->size;
+    b->free = true;
+    Pool& pool = b->small ? small_ : large_;
+    if (Block* p = b->prev; p && p->free) {  // merge into the free block before
+      pool.erase(p);  // erase before the size (its sort key) changes
+      stats_.cached_bytes -= p->size;
+      p->size += b->size;
+      p->next = b->next;
+      if (b->next) b->next->prev = p;
+      delete b;
+      b = p;
+    }
+    if (Block* n = b->next; n && n->free) {  // absorb the free block after
+      pool.erase(n);
+      stats_.cached_bytes -= n->size;
+      b->size += n->size;
+      b->next = n->next;
+      if (n->next) n->next->prev = b;
+      delete n;
+    }
+    pool.insert(b);
+    stats_.cached_bytes += b->size;
+    return true;
+  }
+
+  AllocatorStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void empty() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_free_segments();
+  }
+
+ private:
+  // A fresh driver segment holding at least size bytes, as one block (not in any pool).
+  Block* new_segment(std::size_t size, bool small) {
+    const std::size_t bytes = small ? kSmallSegment : round_up(size, kLargeRound);
+    CODISTILL_CUDA_CHECK(cudaSetDevice(device_));
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      // Cached segments may be what fills the device: give them back and try once more.
+      cudaGetLastError();
+      release_free_segments();
+      err = cudaMalloc(&p, bytes);
+    }
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error(
+          std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": cudaMalloc of " +
+          std::to_string(bytes) + " bytes on device " + std::to_string(device_) +
+          " failed: " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err) + " (" +
+          std::to_string(stats_.allocated_bytes) + " bytes in use, " +
+          std::to_string(stats_.cached_bytes) + " cached)");
+    }
+    ++stats_.device_mallocs;
+    return new Block{static_cast<char*>(p), bytes, small, false, nullptr, nullptr};
+  }
+
+  // Frees every segment that is one whole free block. Caller holds the mutex.
+  void release_free_segments() {
+    cudaSetDevice(device_);
+    for (Pool* pool : {&small_, &large_})
+      for (auto it = pool->begin(); it != pool->end();) {
+        Block* b = *it;
+        if (b->prev || b->next) {
+          ++it;
+          continue;
+        }
+        cudaFree(b->ptr);  // synchronizes the device: nothing still running can use it
+        stats_.cached_bytes -= b->size;
+        it = pool->erase(it);
+        delete b;
+      }
+  }
+
+  std::mutex mutex_;
+  int device_;
+  Pool small_, large_;
+  std::unordered_map<void*, Block*> live_;
+  AllocatorStats stats_;
+};
+
+DeviceCache& cache_for(int device) {
+  // Leaked on purpose: tensors in static storage are freed during exit, after any static
+  // map here would have been destroyed.
+  static std::mutex mutex;
+  static auto* caches = new std::map<int, DeviceCache*>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& c = (*caches)[device];
+  if (!c) c = new DeviceCache(device);
+  return *c;
+}
+
+}  // namespace
+
+void* cached_malloc(std::size_t bytes, int device) { return cache_for(device).allocate(bytes); }
+
+void cached_free(void* ptr, int device) noexcept {
+  if (!ptr) return;
+  try {
+    if (!cache_for(device).release(ptr))
+      std::fprintf(stderr,
+                   "codistill: cached_free: %p was not allocated by the cache of device %d\n", ptr,
+                   device);
+  } catch (...) {  // only std::bad_alloc from the registry is possible; nothing to do
+  }
+}
+
+AllocatorStats allocator_stats(int device) { return cache_for(device).stats(); }
+
+void empty_cache(int device) { cache_for(device).empty(); }
+
+void* pinned_malloc(std::size_t bytes) {
+  void* p = nullptr;
+  CODISTILL_CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));
+  return p;
+}
+
+void pinned_free(void* ptr) noexcept {
+  if (ptr) cudaFreeHost(ptr);
+}
+
+void memcpy_async(void* dst, const void* src, std::size_t bytes, CopyKind kind,
+                  const Context& ctx) {
+  if (bytes == 0) return;
+  cudaMemcpyKind k = cudaMemcpyDeviceToDevice;
+  switch (kind) {
+    case CopyKind::host_to_device: k = cudaMemcpyHostToDevice; break;
+    case CopyKind::device_to_host: k = cudaMemcpyDeviceToHost; break;
+    case CopyKind::device_to_device: k = cudaMemcpyDeviceToDevice; break;
+  }
+  detail::use_device(ctx);
+  CODISTILL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, detail::stream_of(ctx)));
+}
+
+// ---- per-stream workspace ------------------------------------------------------------
+
+namespace detail {
+namespace {
+
+struct Workspaces {
+  struct Buffer {
+    void* ptr = nullptr;
+    std::size_t size = 0;
+  };
+  std::map<std::pair<int, void*>, Buffer> buffers;  // (device, stream) -> buffer
+
+  ~Workspaces() {
+    for (auto& [key, buf] : buffers) {
+      if (!buf.ptr) continue;
+      // The thread may end with work still queued on the buffer: wait for the device
+      // before another thread can be handed the block. Errors (runtime shutting down at
+      // exit) are ignored.
+      if (cudaSetDevice(key.first) == cudaSuccess) cudaDeviceSynchronize();
+      cached_free(buf.ptr, key.first);
+    }
+  }
+};
+
+thread_local Workspaces workspaces;
+
+}  // namespace
+
+void* stream_workspace(const Context& ctx, std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  auto& buf = workspaces.buffers[{ctx.device, ctx.stream}];
+  if (buf.size >= bytes) return buf.ptr;
+  if (buf.ptr) {
+    // Work queued earlier on this stream may still use the old buffer.
+    use_device(ctx);
+    CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
+    cached_free(buf.ptr, ctx.device);
+    buf = {};
+  }
+  const std::size_t size = std::max(bytes, std::size_t{1} << 20);  // avoid regrowing by crumbs
+  buf.ptr = cached_malloc(size, ctx.device);
+  buf.size = size;
+  return buf.ptr;
+}
+
+}  // namespace detail
+}  // namespace codistill::kernels::cuda

@@ -1,0 +1,109 @@
+// Streams, events and per-device properties (see context.hpp).
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/context.hpp"
+
+namespace codistill::kernels::cuda {
+
+// ---- Stream ------------------------------------------------------------------------
+
+struct Stream::Impl {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+};
+
+Stream::Stream(int device) : impl_(std::make_unique<Impl>()) {
+  impl_->device = device;
+  CODISTILL_CUDA_CHECK(cudaSetDevice(device));
+  // Non-blocking: work on this stream does not wait for (nor block) the legacy default
+  // stream, which synchronous cudaMemcpy calls elsewhere in the process use.
+  CODISTILL_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+}
+
+Stream::~Stream() {
+  if (!impl_ || !impl_->stream) return;
+  // cudaStreamDestroy returns at once; queued work still completes. Errors are ignored: a
+  // destructor cannot report them, and at process exit the runtime may already be gone.
+  if (cudaSetDevice(impl_->device) == cudaSuccess) cudaStreamDestroy(impl_->stream);
+}
+
+int Stream::device() const { return impl_->device; }
+void* Stream::handle() const { return impl_->stream; }
+
+void Stream::synchronize() const {
+  CODISTILL_CUDA_CHECK(cudaSetDevice(impl_->device));
+  CODISTILL_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+}
+
+// ---- Event -------------------------------------------------------------------------
+
+struct Event::Impl {
+  int device = 0;
+  cudaEvent_t event = nullptr;
+};
+
+Event::Event(int device) : impl_(std::make_unique<Impl>()) {
+  impl_->device = device;
+  CODISTILL_CUDA_CHECK(cudaSetDevice(device));
+  // No timing: such events are cheaper to record and to wait on.
+  CODISTILL_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->event, cudaEventDisableTiming));
+}
+
+Event::~Event() {
+  if (!impl_ || !impl_->event) return;
+  if (cudaSetDevice(impl_->device) == cudaSuccess) cudaEventDestroy(impl_->event);
+}
+
+void Event::record(void* stream) {
+  CODISTILL_CUDA_CHECK(cudaSetDevice(impl_->device));
+  CODISTILL_CUDA_CHECK(cudaEventRecord(impl_->event, static_cast<cudaStream_t>(stream)));
+}
+
+void Event::wait(void* stream) const {
+  // The waiting stream may live on another device: no cudaSetDevice needed for the wait.
+  CODISTILL_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), impl_->event, 0));
+}
+
+bool Event::ready() const {
+  CODISTILL_CUDA_CHECK(cudaSetDevice(impl_->device));
+  const cudaError_t err = cudaEventQuery(impl_->event);
+  if (err == cudaSuccess) return true;
+  if (err == cudaErrorNotReady) return false;
+  throw_cuda_error(err, "cudaEventQuery(event)", __FILE__, __LINE__);
+}
+
+void Event::synchronize() const {
+  CODISTILL_CUDA_CHECK(cudaSetDevice(impl_->device));
+  CODISTILL_CUDA_CHECK(cudaEventSynchronize(impl_->event));
+}
+
+void stream_synchronize(const Context& ctx) {
+  detail::use_device(ctx);
+  CODISTILL_CUDA_CHECK(cudaStreamSynchronize(detail::stream_of(ctx)));
+}
+
+// ---- device properties ---------------------------------------------------------------
+
+namespace detail {
+
+const DeviceInfo& device_info(int device) {
+  // Read once per device; the map only grows and its nodes never move, so the reference
+  // stays valid after the lock is released.
+  static std::mutex mutex;
+  static auto* cache = new std::map<int, DeviceInfo>();  // leaked: usable during exit
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache->find(device);
+  if (it != cache->end()) return it->second;
+  DeviceInfo info;
+  CODISTILL_CUDA_CHECK(cudaDeviceGetAttribute(&info.sms, cudaDevAttrMultiProcessorCount, device));
+  CODISTILL_CUDA_CHECK(cudaDeviceGetAttribute(&info.l2_bytes, cudaDevAttrL2CacheSize, device));
+  CODISTILL_CUDA_CHECK(
+      cudaDeviceGetAttribute(&info.major, cudaDevAttrComputeCapabilityMajor, device));
+  return cache->emplace(device, info).first->second;
+}
+
+}  // namespace detail
+}  // namespace codistill::kernels::cuda
