@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "codistill/config/config_loader.hpp"
+#include "codistill/util/device_memory.hpp"
 #include "codistill/util/rng.hpp"
 
 namespace codistill {
@@ -21,9 +22,16 @@ StateView make_state_view(const WorkerState& w) {
   v.meta.model_fingerprint = w.model->fingerprint();
   v.meta.config = w.config_yaml;
   v.meta.teacher_steps = w.teacher_steps;
-  for (const auto& p : w.model->params()) v.params.push_back(TensorRef::of(p.path, *p.value));
+  // Host tensors are borrowed; device ones copied once the model's stream is done with them
+  // (the copy runs on the legacy stream, which does not wait for it).
+  const bool on_device = w.model->device().is_cuda();
+  if (on_device) w.model->synchronize();
+  auto host = [&](const kernels::Tensor& t) -> const kernels::Tensor& {
+    return t.device().is_cpu() ? t : sv.host.emplace_back(t.to(kernels::Device::cpu()));
+  };
+  for (const auto& p : w.model->params()) v.params.push_back(TensorRef::of(p.path, host(*p.value)));
   for (auto& [path, slots] : w.optimizer->state())
-    for (auto& [slot, tensor] : slots) v.optimizer.push_back(TensorRef::of(path + "/" + slot, *tensor));
+    for (auto& [slot, tensor] : slots) v.optimizer.push_back(TensorRef::of(path + "/" + slot, host(*tensor)));
 
   auto add_i64 = [&](const std::string& name, std::vector<std::int64_t> values) {
     v.state.push_back(TensorRef::of(name, sv.i64.emplace_back(std::move(values))));
@@ -68,6 +76,7 @@ void copy_params(Model& model, const checkpoint::CheckpointData& d) {
 }  // namespace
 
 void restore_state(WorkerState& w, const checkpoint::CheckpointData& d) {
+  fence(w.model->device());  // nothing queued may still use the tensors overwritten here
   copy_params(*w.model, d);
   for (auto& [path, slots] : w.optimizer->state())
     for (auto& [slot, tensor] : slots)
@@ -88,6 +97,9 @@ void restore_state(WorkerState& w, const checkpoint::CheckpointData& d) {
   w.step = d.meta.step;
   w.examples_seen = d.meta.examples_seen;
   w.teacher_steps = d.meta.teacher_steps;
+  // Host-to-device copies of copy_from run on the legacy stream: wait before the model's
+  // stream reads them.
+  fence(w.model->device());
 }
 
 Model model_from_checkpoint(const checkpoint::CheckpointData& d) {

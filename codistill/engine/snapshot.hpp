@@ -38,16 +38,22 @@ struct WorkerState {
 
 // A view of the state (borrowing the model's tensors) plus the small state arrays it
 // points into. Valid until the model, optimizer or sampler next change.
+// A model on CUDA: its stream is synchronized and every parameter and optimizer slot is
+// copied to host tensors owned by the view (the checkpoint format reads host memory), so
+// such a view stays valid while training goes on. A few MB cost well under a millisecond
+// at a step boundary; the helper-thread copy of CheckpointManager then works as on the CPU.
 struct StateView {
   checkpoint::CheckpointView view;
   std::deque<std::vector<std::int64_t>> i64;
   std::deque<std::vector<std::uint64_t>> u64;
   std::deque<std::vector<double>> f64;
+  std::deque<kernels::Tensor> host;  // host copies of device tensors
 };
 StateView make_state_view(const WorkerState& w);
 
 // Puts a checkpoint's content back into the live state: every parameter, optimizer slot,
-// the optimizer step, the sampler position and the dropout generators. Throws
+// the optimizer step, the sampler position and the dropout generators (on whatever device
+// the model is; a CUDA device is waited for before this returns). Throws
 // std::runtime_error naming the checkpoint entry that is missing or has the wrong shape.
 void restore_state(WorkerState& w, const checkpoint::CheckpointData& data);
 

@@ -15,11 +15,14 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/checkpointing.hpp"
+#include "codistill/engine/device_step.hpp"
 #include "codistill/engine/teachers.hpp"
 #include "codistill/engine/metrics.hpp"
 #include "codistill/engine/progress.hpp"
 #include "codistill/engine/run_dir.hpp"
+#include "codistill/nn/buffer.hpp"
 #include "codistill/optim/optimizer.hpp"
+#include "codistill/util/device_memory.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/distill_loss.hpp"
 
@@ -54,14 +57,22 @@ EvalResult evaluate(Model& model, const data::Dataset& d, std::int64_t batch,
                     std::vector<std::int32_t>* predictions) {
   EvalResult r;
   data::EvalBatches batches(d, batch);
-  Tensor x;
+  Tensor x, x_device, logits;
   std::vector<std::int32_t> labels;
   if (predictions) predictions->clear();
   double loss_sum = 0;
   std::int64_t correct = 0;
   while (batches.next(x, labels)) {
     const std::int64_t b = x.dim(0);
-    Tensor logits = model.forward(x, /*training=*/false);
+    if (model.device().is_cuda()) {
+      // In and out by copies on the model's stream; the metrics below then run on the host
+      // exactly as for a CPU model (the logits are small).
+      nn::ensure_buffer(x_device, x.shape(), x.dtype(), model.device());
+      copy_async(x_device, x, model.cuda_context());
+      copy_to_host(model.forward(x_device, /*training=*/false), logits, model.cuda_context());
+    } else {
+      logits = model.forward(x, /*training=*/false);
+    }
     const std::int64_t V = logits.dim(1);
     auto res = kernels::cpu::distill_loss<float>(logits.data<float>(), nullptr, 0, labels.data(),
                                                  nullptr, b, V, {});
@@ -87,8 +98,12 @@ struct Trainer::State {
   std::shared_ptr<spdlog::logger> log;
   std::unique_ptr<MetricsWriter> metrics;
   data::Splits data;
+  kernels::Device device;
   Model model;
   std::unique_ptr<Optimizer> optimizer;
+  // CUDA only. Declared after the model: destroyed first, it waits for the main stream
+  // before the model's device memory is released.
+  std::unique_ptr<DeviceStep> cuda;
   std::unique_ptr<data::BatchSampler> sampler;
   std::unique_ptr<CheckpointManager> checkpoints;
   std::unique_ptr<TeacherPool> teachers;  // codistillation with peers' checkpoints
@@ -100,10 +115,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   s.cfg = std::move(cfg);
   s.opts = opts;
   const Config& c = s.cfg;
-  if (c.device != "cpu")
-    throw TrainingError("device '" + c.device +
-                        "': this version trains on the CPU only (the CUDA training path is "
-                        "not built yet); use --device cpu");
+  s.device = usable_device(c.device);  // before anything is written
   kernels::cpu::set_num_threads(c.run.threads);
 
   // The console first; train.log joins once the run directory is known to be ours.
@@ -158,6 +170,16 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   else if (had_metrics)
     s.log->warn("{} holds an earlier start of this worker but no checkpoint: starting from step 0, "
                 "appending to its metrics.jsonl", s.paths.worker_dir);
+  if (s.device.is_cuda()) {
+    // Built, initialized and restored on the host (bit for bit a CPU run's start), then
+    // moved; optimizer slots follow the parameters on their next use.
+    kernels::Shape batch_shape = s.data.train.example_shape();
+    batch_shape.insert(batch_shape.begin(), c.data.batch_size);
+    s.cuda = std::make_unique<DeviceStep>(s.device, c.train.allow_tf32, batch_shape, s.data.train.classes);
+    s.model.to_device(s.device, s.cuda->context());
+    s.optimizer->set_cuda_context(s.cuda->context());
+    s.log->info("device {} (TF32 {})", s.device.str(), c.train.allow_tf32 ? "allowed" : "off");
+  }
   s.checkpoints->prepare(w);
   if (c.codistill.enabled) {
     s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.model.fingerprint(), s.log);
@@ -180,11 +202,13 @@ TrainSummary Trainer::run() {
   const std::int64_t V = s.data.train.classes;
   kernels::Shape xshape = s.data.train.example_shape();
   xshape.insert(xshape.begin(), B);
-  Tensor x = Tensor::empty(xshape);
-  Tensor dlogits = Tensor::empty({B, V});
+  // CPU step buffers (a CUDA run has its own in DeviceStep).
+  Tensor x = s.cuda ? Tensor() : Tensor::empty(xshape);
+  Tensor dlogits = s.cuda ? Tensor() : Tensor::empty({B, V});
   std::vector<std::int32_t> labels;
   std::vector<Tensor> teacher_logits;
   std::vector<const float*> teacher_ptrs;
+  std::vector<Teacher*> step_teachers;
   int window_teachers = 0;
 
   kernels::cpu::DistillLossParams loss_params;
@@ -249,27 +273,38 @@ TrainSummary Trainer::run() {
       s.worker.teacher_steps.clear();
       for (const auto& t : s.teachers->teachers()) s.worker.teacher_steps.push_back({t->peer, t->step});
     }
-    s.sampler->next_batch(x, labels);
     const double lr = learning_rate(c.optimizer, s.worker.step, c.train.steps);
-    s.model.zero_grad();
-    Tensor logits = s.model.forward(x, /*training=*/true);
     // Teachers (forward only, on the same batch) join after burn-in.
-    teacher_logits.clear();
-    teacher_ptrs.clear();
-    if (s.teachers && s.worker.step >= c.codistill.burn_in)
-      for (const auto& t : s.teachers->teachers()) {
-        teacher_logits.push_back(t->model.forward(x, /*training=*/false));
-        teacher_ptrs.push_back(teacher_logits.back().data<float>());
-      }
-    auto res = kernels::cpu::distill_loss<float>(logits.data<float>(), teacher_ptrs.data(),
-                                                 static_cast<int>(teacher_ptrs.size()), labels.data(),
-                                                 dlogits.data<float>(), B, V, loss_params);
-    window_teachers = static_cast<int>(teacher_ptrs.size());
+    const bool distill_now = s.teachers && s.worker.step >= c.codistill.burn_in;
+    kernels::cpu::DistillLossResult res;
+    if (s.cuda) {
+      s.model.zero_grad();
+      step_teachers.clear();
+      if (distill_now)
+        for (const auto& t : s.teachers->teachers()) step_teachers.push_back(t.get());
+      res = s.cuda->forward_loss(s.model, step_teachers, *s.sampler, s.data.train, loss_params);
+      window_teachers = static_cast<int>(step_teachers.size());
+    } else {
+      s.sampler->next_batch(x, labels);
+      s.model.zero_grad();
+      Tensor logits = s.model.forward(x, /*training=*/true);
+      teacher_logits.clear();
+      teacher_ptrs.clear();
+      if (distill_now)
+        for (const auto& t : s.teachers->teachers()) {
+          teacher_logits.push_back(t->model.forward(x, /*training=*/false));
+          teacher_ptrs.push_back(teacher_logits.back().data<float>());
+        }
+      res = kernels::cpu::distill_loss<float>(logits.data<float>(), teacher_ptrs.data(),
+                                              static_cast<int>(teacher_ptrs.size()), labels.data(),
+                                              dlogits.data<float>(), B, V, loss_params);
+      window_teachers = static_cast<int>(teacher_ptrs.size());
+    }
     if (!std::isfinite(res.loss))
       throw TrainingError(fmt::format("non-finite loss ({}) at step {}: training diverged; "
                                       "lower optimizer.lr or check the data",
                                       res.loss, s.worker.step + 1));
-    s.model.backward(dlogits);
+    s.model.backward(s.cuda ? s.cuda->dlogits() : dlogits);
     s.checkpoints->before_update();  // a checkpoint snapshot copied behind this step's passes
     s.optimizer->step(lr);
     ++s.worker.step;

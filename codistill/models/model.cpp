@@ -5,6 +5,11 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "codistill/nn/gelu.hpp"
+#include "codistill/nn/linear.hpp"
+#include "codistill/nn/relu.hpp"
+#include "kernels/cuda/context.hpp"
+
 namespace codistill {
 
 using kernels::Tensor;
@@ -32,6 +37,8 @@ Tensor Model::forward(const Tensor& x, bool training) {
   }
   // The last layer's buffer is reused by the next forward; a caller that keeps logits
   // (ensembles, churn between two checkpoints in one model) must not see them change.
+  // On CUDA the caller copies what it keeps (see the header).
+  if (device_.is_cuda()) return h;
   return h.clone();
 }
 
@@ -49,8 +56,7 @@ void Model::backward(const Tensor& dlogits) {
 }
 
 void Model::zero_grad() {
-  for (auto& [name, layer] : layers_)
-    for (auto& p : layer->params()) p.grad->zero();
+  for (auto& [name, layer] : layers_) layer->zero_grad();
 }
 
 std::vector<NamedParam> Model::params() {
@@ -80,6 +86,65 @@ std::string Model::fingerprint() {
 
 void Model::to_dtype(kernels::DType dtype) {
   for (auto& [name, layer] : layers_) layer->to_dtype(dtype);
+}
+
+namespace {
+
+// The activation that layer `next` computes and can hand to a Linear before it, else none.
+kernels::cuda::Activation fusable(Layer* next, bool on) {
+  if (auto* r = dynamic_cast<ReLU*>(next)) {
+    r->set_passthrough(on);
+    return kernels::cuda::Activation::relu;
+  }
+  if (auto* g = dynamic_cast<GELU*>(next)) {
+    g->set_passthrough(on);
+    return kernels::cuda::Activation::gelu;
+  }
+  return kernels::cuda::Activation::none;
+}
+
+// Linear -> ReLU/GELU pairs fused on CUDA (one bias + activation pass), undone elsewhere.
+void set_fusion(std::vector<std::pair<std::string, LayerPtr>>& layers, bool on) {
+  for (std::size_t i = 0; i + 1 < layers.size(); ++i) {
+    auto* linear = dynamic_cast<Linear*>(layers[i].second.get());
+    if (!linear) continue;
+    const auto act = fusable(layers[i + 1].second.get(), on);
+    linear->set_fused_activation(on ? act : kernels::cuda::Activation::none);
+  }
+}
+
+}  // namespace
+
+void Model::to_device(kernels::Device device, const kernels::cuda::Context& ctx) {
+  // Checked for all layers first, so that a refusal leaves the whole model where it was.
+  if (device.is_cuda())
+    for (auto& p : params())
+      if (p.value->dtype() != kernels::DType::f32)
+        throw std::invalid_argument("parameter '" + p.path + "' is " + kernels::dtype_name(p.value->dtype()) +
+                                    "; CUDA layers run in float32 only (to_dtype(float32) first)");
+  for (auto& [name, layer] : layers_) {
+    try {
+      layer->to_device(device, ctx);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("layer '" + name + "': " + e.what());
+    }
+  }
+  device_ = device;
+  ctx_ = ctx;
+  ctx_.device = device.is_cuda() ? device.index : 0;
+  set_fusion(layers_, device.is_cuda());
+}
+
+void Model::to_device_uninitialized(kernels::Device device, const kernels::cuda::Context& ctx) {
+  for (auto& [name, layer] : layers_) layer->to_device_uninitialized(device, ctx);
+  device_ = device;
+  ctx_ = ctx;
+  ctx_.device = device.is_cuda() ? device.index : 0;
+  set_fusion(layers_, device.is_cuda());
+}
+
+void Model::synchronize() const {
+  if (device_.is_cuda()) kernels::cuda::stream_synchronize(ctx_);
 }
 
 void Model::set_impl(kernels::cpu::Impl impl) {

@@ -1,6 +1,8 @@
 #pragma once
 // A model: an ordered list of named layers. Parameter paths are "<layer>/<param>", e.g.
 // "fc1/weight" [out, in] — the names checkpoints use (DESIGN.md section 5).
+// A model lives on the CPU until to_device moves it; on CUDA all its layers run on one
+// stream (cuda_context()), queued without waiting: synchronize() waits for them.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -21,12 +23,16 @@ class Model {
  public:
   void add(std::string name, LayerPtr layer);
 
-  // x: [B, C, H, W] (or [B, F]) -> logits [B, classes]
+  // x: [B, C, H, W] (or [B, F]) -> logits [B, classes], x and logits on the model's device.
+  // CPU: the logits are a copy the caller keeps. CUDA: they are the last layer's own
+  // buffer, valid until this model's next forward (no allocation and no copy per step;
+  // a copy on another stream would race the model's stream anyway).
   kernels::Tensor forward(const kernels::Tensor& x, bool training);
   // dlogits: [B, classes]; accumulates parameter grads. The input gradient is not computed:
   // layers before the first layer with parameters are skipped, and that layer runs with
   // need_dx = false.
   void backward(const kernels::Tensor& dlogits);
+  // CPU: zeroes every grad. CUDA: the next backward overwrites them (Layer::zero_grad).
   void zero_grad();
 
   std::vector<NamedParam> params();
@@ -36,6 +42,19 @@ class Model {
   std::string fingerprint();
   void to_dtype(kernels::DType dtype);
   void set_impl(kernels::cpu::Impl impl);
+
+  // Moves parameters and grads to `device` (CUDA: float32 only) and runs every layer on
+  // ctx's stream. On CUDA a Linear directly followed by a ReLU or GELU applies the
+  // activation itself (one fused pass) and the activation layer passes through; moving
+  // back to the CPU undoes the fusion. Waits for the copies.
+  void to_device(kernels::Device device, const kernels::cuda::Context& ctx = {});
+  // Forward-only placement (a teacher): parameters become uninitialized device tensors
+  // that the caller fills (Layer::to_device_uninitialized), grads are released.
+  void to_device_uninitialized(kernels::Device device, const kernels::cuda::Context& ctx);
+  kernels::Device device() const { return device_; }
+  const kernels::cuda::Context& cuda_context() const { return ctx_; }
+  // Host waits for everything queued on the model's stream (nothing on the CPU).
+  void synchronize() const;
   std::string summary();  // one line per layer: name, kind, output shape, params
 
   // Input shape without the batch dimension (set by build_model; summary() uses it).
@@ -50,6 +69,8 @@ class Model {
  private:
   std::vector<std::pair<std::string, LayerPtr>> layers_;
   kernels::Shape input_shape_;
+  kernels::Device device_{};
+  kernels::cuda::Context ctx_{};
   // Index of the first layer with parameters; none yet: -1.
   std::size_t first_param_layer_ = static_cast<std::size_t>(-1);
 };

@@ -4,6 +4,7 @@
 
 #include "codistill/nn/buffer.hpp"
 #include "codistill/nn/init.hpp"
+#include "kernels/cuda/conv2d.hpp"
 
 namespace codistill {
 
@@ -59,14 +60,19 @@ Shape Conv2d::output_shape(const Shape& input) const {
 }
 
 Tensor Conv2d::forward(const Tensor& x, bool /*training*/) {
-  nn::check_cpu_dtype(x, w_.dtype(), "conv2d");
+  nn::check_input(x, w_.dtype(), device_, "conv2d");
   if (x.ndim() != 4)
     throw std::invalid_argument("conv2d: expected input [B, C, H, W], got " +
                                 kernels::shape_str(x.shape()));
   Shape out = output_shape({x.dim(1), x.dim(2), x.dim(3)});
   last_ = conv_shape(x.shape());
   x_ = x;
-  nn::ensure_buffer(y_, {x.dim(0), out[0], out[1], out[2]}, x.dtype());
+  nn::ensure_buffer(y_, {x.dim(0), out[0], out[1], out[2]}, x.dtype(), device_);
+  if (device_.is_cuda()) {
+    kernels::cuda::conv2d_forward(x.data<float>(), w_.data<float>(), has_bias_ ? b_.data<float>() : nullptr,
+                                  y_.data<float>(), last_, ctx_);
+    return y_;
+  }
   kernels::dispatch_floating(x.dtype(), [&]<class T>() {
     kernels::cpu::conv2d_forward<T>(x.data<T>(), w_.data<T>(), has_bias_ ? b_.data<T>() : nullptr,
                                     y_.data<T>(), last_, impl_);
@@ -77,8 +83,15 @@ Tensor Conv2d::forward(const Tensor& x, bool /*training*/) {
 Tensor Conv2d::backward(const Tensor& dy, bool need_dx) {
   if (!x_.defined()) throw std::logic_error("conv2d: backward before forward");
   kernels::check_shape(dy, y_.shape(), "conv2d backward: dy");
-  nn::check_cpu_dtype(dy, w_.dtype(), "conv2d backward");
-  if (need_dx) nn::ensure_buffer(dx_, x_.shape(), x_.dtype());
+  nn::check_input(dy, w_.dtype(), device_, "conv2d backward");
+  if (need_dx) nn::ensure_buffer(dx_, x_.shape(), x_.dtype(), device_);
+  if (device_.is_cuda()) {
+    require_grads("conv2d");
+    kernels::cuda::conv2d_backward(x_.data<float>(), w_.data<float>(), dy.data<float>(),
+                                   need_dx ? dx_.data<float>() : nullptr, dw_.data<float>(),
+                                   has_bias_ ? db_.data<float>() : nullptr, last_, accumulate_grads(), ctx_);
+    return need_dx ? dx_ : Tensor{};
+  }
   kernels::dispatch_floating(dy.dtype(), [&]<class T>() {
     kernels::cpu::conv2d_backward<T>(x_.data<T>(), w_.data<T>(), dy.data<T>(),
                                      need_dx ? dx_.data<T>() : nullptr, dw_.data<T>(),

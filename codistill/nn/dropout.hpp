@@ -3,10 +3,16 @@
 // scaled by 1/(1-p), so inference is the identity. The mask comes from the layer's own Rng
 // (seeded from the model's init stream by init_params, i.e. by build_model); its state is
 // part of a checkpoint (see rng()/Model::rngs()) so that a resumed run draws the same masks.
+// On CUDA the mask is drawn on the host exactly as on the CPU (same stream, same values),
+// staged in pinned memory and copied to the device on the layer's stream: a CUDA run
+// draws the masks a CPU run draws.
+#include <memory>
 #include <string>
 
 #include "codistill/nn/layer.hpp"
+#include "codistill/util/device_memory.hpp"
 #include "codistill/util/rng.hpp"
+#include "kernels/cuda/context.hpp"
 
 namespace codistill {
 
@@ -22,16 +28,24 @@ class Dropout : public Layer {
   // Seeds the mask stream with one draw from rng (no parameters to initialize).
   void init_params(Rng& rng, const std::string& init) override;
   Rng* rng() override { return &rng_; }
+  void to_device(kernels::Device device, const kernels::cuda::Context& ctx = {}) override;
 
   double p() const { return p_; }
-  // The scale mask of the last training forward: 0 or 1/(1-p) per element.
+  // The scale mask of the last training forward: 0 or 1/(1-p) per element (on the
+  // layer's device).
   const kernels::Tensor& mask() const { return mask_; }
 
  private:
+  kernels::Tensor forward_cuda(const kernels::Tensor& x);
+
   double p_;
   Rng rng_;
   bool active_ = false;  // the last forward applied a mask
   kernels::Tensor mask_, y_, dx_;
+  // CUDA: the host side of the mask, and an event after its copy so that the next forward
+  // does not overwrite the pinned buffer before the copy has read it.
+  PinnedBuffer host_mask_;
+  std::unique_ptr<kernels::cuda::Event> mask_copied_;
 };
 
 }  // namespace codistill

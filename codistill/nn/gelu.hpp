@@ -14,7 +14,13 @@ class GELU : public Layer {
   kernels::Tensor backward(const kernels::Tensor& dy, bool need_dx = true) override;
   kernels::Shape output_shape(const kernels::Shape& input) const override { return input; }
 
+  // The preceding Linear applies this activation (CUDA fusion, set by Model::to_device):
+  // forward returns its input and backward its output gradient, untouched.
+  void set_passthrough(bool on) { passthrough_ = on; }
+  bool passthrough() const { return passthrough_; }
+
  private:
+  bool passthrough_ = false;
   kernels::Tensor x_, y_, dx_;
 };
 

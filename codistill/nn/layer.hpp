@@ -4,6 +4,12 @@
 // dL/dx. Tensors are float32 for training and float64 for gradient checks; a layer works
 // in the dtype of its parameters (see Layer::to_dtype).
 //
+// Devices: a layer lives on the CPU until to_device moves it. forward/backward then take
+// inputs on that device and dispatch on it: the CPU path is the kernels/cpu ops, the CUDA
+// path the kernels/cuda ops (float32 only), queued on the stream of the layer's
+// kernels::cuda::Context without waiting for them (results are read through a
+// stream-ordered copy, see codistill/util/device_memory.hpp).
+//
 // Buffers: forward and backward return tensors that share the layer's own output/gradient
 // buffers (reused while the shape is unchanged, so the training loop does not allocate);
 // they stay valid until the layer's next forward/backward. forward keeps a reference to
@@ -14,6 +20,7 @@
 #include <vector>
 
 #include "kernels/cpu/impl.hpp"
+#include "kernels/cuda/context.hpp"
 #include "kernels/tensor.hpp"
 
 namespace codistill {
@@ -50,8 +57,33 @@ class Layer {
   // Which implementation the ops use (reference for tests, fast for training).
   void set_impl(kernels::cpu::Impl impl) { impl_ = impl; }
 
+  // Moves parameters and grads to `device` (CUDA: float32 parameters only, float64 throws)
+  // and runs the layer's CUDA ops on ctx (device, stream, TF32). Waits for the copies.
+  virtual void to_device(kernels::Device device, const kernels::cuda::Context& ctx = {});
+  // A forward-only placement for a copy whose parameter values the caller writes itself
+  // (a teacher staged through pinned memory): parameters become uninitialized tensors on
+  // `device`, grads are released (backward then throws).
+  void to_device_uninitialized(kernels::Device device, const kernels::cuda::Context& ctx);
+  kernels::Device device() const { return device_; }
+  const kernels::cuda::Context& cuda_context() const { return ctx_; }
+
+  // Zeroes the parameter gradients. On the CPU a memset. On CUDA nothing is written: the
+  // next backward overwrites the grads instead of adding to them (same values, one pass
+  // less, and no memset on another stream to order against the layer's stream).
+  void zero_grad();
+
  protected:
+  // backward's accumulate flag: true, except for the first backward after zero_grad on CUDA.
+  bool accumulate_grads();
+  // Throws std::logic_error when the grads were released (to_device_uninitialized).
+  void require_grads(const char* layer);
+
   kernels::cpu::Impl impl_ = kernels::cpu::Impl::fast;
+  kernels::Device device_{};
+  kernels::cuda::Context ctx_{};
+
+ private:
+  bool overwrite_grads_ = false;
 };
 
 using LayerPtr = std::unique_ptr<Layer>;

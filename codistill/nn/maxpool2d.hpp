@@ -1,6 +1,8 @@
 #pragma once
 // Max pooling, NCHW, square window, no padding; stride defaults to the window size.
 // Forward records the argmax of every window so backward is a scatter (no re-search).
+// On CUDA (cuDNN) backward needs forward's input and output instead; with ties cuDNN may
+// route a gradient to another maximum than the CPU's first one.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +27,7 @@ class MaxPool2d : public Layer {
   kernels::cpu::Pool2dShape last_{};
   std::vector<std::int32_t> argmax_;
   kernels::Shape x_shape_;
+  kernels::Tensor x_;  // CUDA: forward's input (shared, not copied)
   kernels::Tensor y_, dx_;
 };
 

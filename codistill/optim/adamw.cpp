@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "codistill/optim/slot.hpp"
+#include "kernels/cuda/optimizer.hpp"
 
 namespace codistill {
 
@@ -53,6 +54,33 @@ void AdamW::step(double lr) {
   const double step_size = lr / bc1;
   const double inv_sqrt_bc2 = 1.0 / std::sqrt(bc2);
   const double decay = 1.0 - lr * weight_decay_;
+  if (auto device = optim_detail::cuda_device(slots_)) {
+    namespace cuda = kernels::cuda;
+    const cuda::Context& ctx = optim_detail::step_context(ctx_, *device, "adamw");
+    std::vector<cuda::ParamSlice> slices;
+    slices.reserve(slots_.size());
+    for (auto& s : slots_) {
+      optim_detail::ensure_slot(s.m, s.param);
+      optim_detail::ensure_slot(s.v, s.param);
+      cuda::ParamSlice p;
+      p.value = s.param.value->data<float>();
+      p.grad = s.param.grad->data<float>();
+      p.slot0 = s.m.data<float>();
+      p.slot1 = s.v.data<float>();
+      p.n = s.param.value->numel();
+      slices.push_back(p);
+    }
+    // The casts of the CPU path's float instantiation.
+    cuda::AdamWScalars sc;
+    sc.decay = static_cast<float>(decay);
+    sc.beta1 = static_cast<float>(beta1_);
+    sc.beta2 = static_cast<float>(beta2_);
+    sc.step_size = static_cast<float>(step_size);
+    sc.inv_sqrt_bc2 = static_cast<float>(inv_sqrt_bc2);
+    sc.eps = static_cast<float>(eps_);
+    cuda::adamw_step(slices, sc, ctx);
+    return;
+  }
   for (auto& s : slots_) {
     optim_detail::ensure_slot(s.m, s.param);
     optim_detail::ensure_slot(s.v, s.param);

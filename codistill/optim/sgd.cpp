@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "codistill/optim/slot.hpp"
+#include "kernels/cuda/optimizer.hpp"
 
 namespace codistill {
 
@@ -48,6 +49,11 @@ SGD::SGD(std::vector<NamedParam> params, double momentum, bool nesterov, double 
 
 void SGD::step(double lr) {
   if (!std::isfinite(lr)) throw std::invalid_argument("sgd: learning rate is not finite");
+  if (auto device = optim_detail::cuda_device(slots_)) {
+    step_cuda(lr, *device);
+    ++t_;
+    return;
+  }
   for (auto& s : slots_) {
     if (momentum_ > 0) optim_detail::ensure_slot(s.momentum, s.param);
     kernels::Tensor& v = *s.param.value;
@@ -62,6 +68,29 @@ void SGD::step(double lr) {
     });
   }
   ++t_;
+}
+
+void SGD::step_cuda(double lr, kernels::Device device) {
+  namespace cuda = kernels::cuda;
+  const cuda::Context& ctx = optim_detail::step_context(ctx_, device, "sgd");
+  std::vector<cuda::ParamSlice> slices;
+  slices.reserve(slots_.size());
+  for (auto& s : slots_) {
+    if (momentum_ > 0) optim_detail::ensure_slot(s.momentum, s.param);
+    cuda::ParamSlice p;
+    p.value = s.param.value->data<float>();
+    p.grad = s.param.grad->data<float>();
+    p.slot0 = momentum_ > 0 ? s.momentum.data<float>() : nullptr;
+    p.n = s.param.value->numel();
+    slices.push_back(p);
+  }
+  // The casts of the CPU path's float instantiation.
+  cuda::SgdScalars sc;
+  sc.lr = static_cast<float>(lr);
+  sc.weight_decay = static_cast<float>(weight_decay_);
+  sc.momentum = static_cast<float>(momentum_);
+  sc.nesterov = nesterov_;
+  cuda::sgd_step(slices, sc, ctx);
 }
 
 std::map<std::string, std::map<std::string, kernels::Tensor*>> SGD::state() {

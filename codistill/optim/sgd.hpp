@@ -22,6 +22,8 @@ class SGD : public Optimizer {
   std::map<std::string, std::map<std::string, kernels::Tensor*>> state() override;
 
  private:
+  void step_cuda(double lr, kernels::Device device);
+
   struct Slot {
     NamedParam param;
     kernels::Tensor momentum;

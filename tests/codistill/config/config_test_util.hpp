@@ -122,6 +122,7 @@ train:
   eval_every: 250
   log_every: 10
   eval_batch_size: 500
+  allow_tf32: true
 checkpoint:
   every: 100
   keep: 5

@@ -47,6 +47,7 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.optimizer.schedule.kind == "cosine");
   CHECK(c.optimizer.schedule.min_lr == 1e-5);
   CHECK(c.train.eval_batch_size == 500);
+  CHECK(c.train.allow_tf32);
   CHECK_FALSE(c.checkpoint.async);
   CHECK(c.checkpoint.on_busy == "skip");
   CHECK(c.codistill.enabled);
