@@ -1,11 +1,17 @@
 #!/usr/bin/python3
-"""PyTorch (CPU) reference for the training benchmark.
+"""PyTorch reference for the training benchmark (CPU, or CUDA with --device cuda).
 
 Trains the model of a codistill YAML config with the same hyper-parameters, batch size,
 step count, schedule and thread count, on the same Fashion-MNIST files and normalization,
 and prints one JSON line: training throughput (examples/s over the step loop alone, data
 loading and evaluation excluded, as codistill's `done.train_examples_per_s`) and test
 accuracy. Run with Debian's interpreter: /usr/bin/python3 bench/torch_train.py CONFIG.
+
+--device cuda (bench/run_train_bench_cuda.sh) keeps the whole dataset on the GPU, indexes
+each batch there and times the step loop as a whole (synchronized at both ends, no
+synchronization inside, as a PyTorch user's loop runs); TF32 stays off for matrix products
+and convolutions unless the config's train.allow_tf32 or --tf32 says otherwise, as in
+codistill. --batch, --data-path override data.batch_size and data.path (codistill's --set).
 """
 import argparse
 import gzip
@@ -88,6 +94,10 @@ def main():
     ap.add_argument("config")
     ap.add_argument("--steps", type=int, help="override train.steps")
     ap.add_argument("--threads", type=int, help="override run.threads")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda[:K]")
+    ap.add_argument("--batch", type=int, help="override data.batch_size")
+    ap.add_argument("--data-path", help="override data.path")
+    ap.add_argument("--tf32", action="store_true", help="cuda: allow TF32 (default: train.allow_tf32)")
     args = ap.parse_args()
     cfg = yaml.safe_load(open(args.config))
     steps = args.steps or cfg["train"]["steps"]
@@ -95,8 +105,16 @@ def main():
     torch.set_num_threads(threads)
     torch.manual_seed(cfg["run"].get("seed", 1))
     data = cfg["data"]
-    train_x, train_y, test_x, test_y = load_fmnist(data.get("path", "/usr/share/datasets/fashion-mnist"))
-    model = build_model(cfg["model"], (1, 28, 28), 10)
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    tf32 = bool(args.tf32 or cfg["train"].get("allow_tf32", False))
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    train_x, train_y, test_x, test_y = load_fmnist(args.data_path or data.get("path", "/usr/share/datasets/fashion-mnist"))
+    if cuda:
+        train_x, train_y, test_x, test_y = (t.to(device) for t in (train_x, train_y, test_x, test_y))
+    model = build_model(cfg["model"], (1, 28, 28), 10).to(device)
     o = cfg["optimizer"]
     if o["kind"] == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o.get("momentum", 0.9),
@@ -105,15 +123,18 @@ def main():
         opt = torch.optim.AdamW(model.parameters(), lr=o["lr"], betas=(o.get("beta1", 0.9), o.get("beta2", 0.999)),
                                 eps=o.get("eps", 1e-8), weight_decay=o.get("weight_decay", 0.0))
     loss_fn = nn.CrossEntropyLoss()
-    batch = data.get("batch_size", 128)
+    batch = args.batch or data.get("batch_size", 128)
     n = train_x.shape[0]
     gen = torch.Generator().manual_seed(cfg["run"].get("seed", 1))
-    perm, cursor = torch.randperm(n, generator=gen), 0
+    perm, cursor = torch.randperm(n, generator=gen).to(device), 0
     model.train()
     train_s = 0.0
+    if cuda:
+        torch.cuda.synchronize(device)
+        loop_start = time.perf_counter()
     for step in range(steps):
         if cursor + batch > n:
-            perm, cursor = torch.randperm(n, generator=gen), 0
+            perm, cursor = torch.randperm(n, generator=gen).to(device), 0
         idx = perm[cursor:cursor + batch]
         cursor += batch
         t = time.perf_counter()
@@ -125,6 +146,9 @@ def main():
         loss.backward()
         opt.step()
         train_s += time.perf_counter() - t
+    if cuda:  # the GPU runs behind the host: time the whole loop
+        torch.cuda.synchronize(device)
+        train_s = time.perf_counter() - loop_start
     model.eval()
     correct, loss_sum = 0, 0.0
     with torch.no_grad():
@@ -134,6 +158,7 @@ def main():
             correct += (out.argmax(1) == test_y[i:i + 1000]).sum().item()
     print(json.dumps({
         "impl": "pytorch", "torch": torch.__version__, "threads": threads, "steps": steps, "batch": batch,
+        "device": torch.cuda.get_device_name(device) if cuda else "cpu", "tf32": tf32 if cuda else None,
         "train_examples_per_s": steps * batch / train_s, "train_s": train_s,
         "test_accuracy": correct / test_x.shape[0], "test_loss": loss_sum / test_x.shape[0]}))
 

@@ -15,6 +15,7 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   dataset-fashion-mnist
   python3 gnuplot-nox
+  patchelf  # scripts/bundle.sh (relocatable bundle)
 )
 for arg in "$@"; do
   case "$arg" in
