@@ -9,11 +9,10 @@
 #include "codistill/nn/conv2d.hpp"
 #include "codistill/nn/dropout.hpp"
 #include "codistill/nn/flatten.hpp"
-#include "codistill/nn/gelu.hpp"
+#include "codistill/nn/activation.hpp"
 #include "codistill/nn/init.hpp"
 #include "codistill/nn/linear.hpp"
 #include "codistill/nn/maxpool2d.hpp"
-#include "codistill/nn/relu.hpp"
 #include "codistill/util/rng.hpp"
 
 namespace codistill {

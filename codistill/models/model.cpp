@@ -5,9 +5,8 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "codistill/nn/gelu.hpp"
+#include "codistill/nn/activation.hpp"
 #include "codistill/nn/linear.hpp"
-#include "codistill/nn/relu.hpp"
 #include "kernels/cuda/context.hpp"
 
 namespace codistill {
@@ -92,15 +91,10 @@ namespace {
 
 // The activation that layer `next` computes and can hand to a Linear before it, else none.
 kernels::cuda::Activation fusable(Layer* next, bool on) {
-  if (auto* r = dynamic_cast<ReLU*>(next)) {
-    r->set_passthrough(on);
-    return kernels::cuda::Activation::relu;
-  }
-  if (auto* g = dynamic_cast<GELU*>(next)) {
-    g->set_passthrough(on);
-    return kernels::cuda::Activation::gelu;
-  }
-  return kernels::cuda::Activation::none;
+  auto* act = dynamic_cast<ActivationLayer*>(next);
+  if (!act) return kernels::cuda::Activation::none;
+  act->set_passthrough(on);
+  return act->activation();
 }
 
 // Linear -> ReLU/GELU pairs fused on CUDA (one bias + activation pass), undone elsewhere.

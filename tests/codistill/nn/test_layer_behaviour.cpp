@@ -8,7 +8,7 @@
 #include "codistill/nn/flatten.hpp"
 #include "codistill/nn/linear.hpp"
 #include "codistill/nn/maxpool2d.hpp"
-#include "codistill/nn/relu.hpp"
+#include "codistill/nn/activation.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/test_util.hpp"
 
