@@ -1,0 +1,126 @@
+#pragma once
+// Modules: a model is a tree of them. Leaves (Layer) compute; containers (Sequential,
+// Residual) route tensors between children. Explicit forward and backward, no autograd:
+// forward keeps what backward needs; backward takes dL/dy, accumulates dL/dparams into
+// the grads and returns dL/dx.
+//
+// Dispatch happens once, here: Module::forward/backward (not virtual) check that the input
+// is on the module's device in the module's dtype, then call the subclass, which calls the
+// op entry points of its queue's backend (kernels/backend.hpp). No module branches on the
+// device: a queue on another backend is all it takes to run elsewhere.
+//
+// Buffers: forward and backward return tensors that share the module's own output/gradient
+// buffers (reused while the shape is unchanged, so a training step does not allocate);
+// they stay valid until the module's next forward/backward. forward keeps a reference to
+// its input where backward needs it, so the input must not change before backward.
+//
+// Parameters, grads and non-trainable buffers are tensors the module owns by name
+// (params(), buffers()); inside a Model they are views into the model's one arena
+// (codistill/nn/arena.hpp), bound once the tree is complete.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "kernels/tensor.hpp"
+
+namespace codistill {
+
+class Rng;
+
+// A named trainable tensor and its gradient, owned by the module.
+struct Param {
+  std::string name;  // local name within the module: "weight", "bias"
+  kernels::Tensor* value;
+  kernels::Tensor* grad;
+};
+
+// A named non-trainable tensor (e.g. BatchNorm running statistics): saved in checkpoints,
+// loaded by teachers, never touched by the optimizer.
+struct Buffer {
+  std::string name;
+  kernels::Tensor* value;
+};
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  virtual std::string kind() const = 0;
+
+  // training = true enables dropout and keeps what backward needs.
+  kernels::Tensor forward(const kernels::Tensor& x, bool training);
+  // need_dx = false lets the first module with parameters skip the input gradient.
+  kernels::Tensor backward(const kernels::Tensor& dy, bool need_dx = true);
+  // Output shape for an input shape without the batch dimension ([C,H,W] or [F]).
+  virtual kernels::Shape output_shape(const kernels::Shape& input) const = 0;
+
+  // ---- the tree ----
+  using ChildFn = std::function<void(const std::string& name, Module& child)>;
+  virtual void for_each_child(const ChildFn& /*fn*/) {}
+  // This module's own parameters and buffers (not its children's).
+  virtual std::vector<Param> params() { return {}; }
+  virtual std::vector<Buffer> buffers() { return {}; }
+  // The module's own random stream (dropout masks), or null; checkpointed by path.
+  virtual Rng* rng() { return nullptr; }
+  // Re-initializes own parameters from rng (kaiming_uniform | kaiming_normal | xavier_uniform).
+  virtual void init_params(Rng& /*rng*/, const std::string& /*init*/) {}
+
+  // ---- where it runs (recursive over the subtree) ----
+  // Runs on queue q from now on (the queue outlives the module's use of it). Parameters
+  // are not moved: Model::to_device moves the arena and then calls this.
+  void set_queue(kernels::Queue& q);
+  kernels::Queue& queue() const { return *queue_; }
+  kernels::Backend& backend() const { return queue_->backend(); }
+  kernels::Device device() const { return queue_->device(); }
+  // CPU only: the reference loops (tests) or the fast path.
+  void set_reference(bool reference);
+  // Standalone use (a module outside a model, tests): converts its own parameters, grads
+  // and buffers to dtype (f32 for training, f64 for gradient checks), recursively.
+  void to_dtype(kernels::DType dtype);
+  // True when this module or a descendant has parameters.
+  bool has_params();
+
+ protected:
+  virtual kernels::Tensor do_forward(const kernels::Tensor& x, bool training) = 0;
+  virtual kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) = 0;
+  // After set_queue: a container re-decides fusions its backend supports.
+  virtual void queue_changed() {}
+  // Reallocates buf only when shape, dtype or device change (see codistill/nn/buffer.hpp).
+  kernels::Tensor& ensure(kernels::Tensor& buf, const kernels::Shape& shape, kernels::DType dtype);
+  // The dtype of the module's parameters (f32 when it has none).
+  kernels::DType param_dtype();
+
+ private:
+  kernels::Queue* queue_ = &kernels::default_cpu_queue();
+};
+
+// Leaves. (A separate name so that the code says which modules compute.)
+class Layer : public Module {};
+
+using ModulePtr = std::unique_ptr<Module>;
+using LayerPtr = std::unique_ptr<Module>;
+
+// Paths are "<child>/<grandchild>/.../<name>", e.g. "fc1/weight", "block1/conv1/weight".
+struct NamedParam {
+  std::string path;
+  kernels::Tensor* value;
+  kernels::Tensor* grad;
+};
+struct NamedBuffer {
+  std::string path;
+  kernels::Tensor* value;
+};
+// Depth-first, children in order, a module's own entries before its children's.
+std::vector<NamedParam> collect_params(Module& root);
+std::vector<NamedBuffer> collect_buffers(Module& root);
+// Modules with their own random stream, by module path.
+std::vector<std::pair<std::string, Rng*>> collect_rngs(Module& root);
+// fn(path, module) for every module below root (root itself excluded), pre-order.
+void visit_modules(Module& root, const std::function<void(const std::string&, Module&)>& fn);
+
+}  // namespace codistill

@@ -1,0 +1,153 @@
+#pragma once
+// Compute backends behind one interface (ggml's model): memory, queues, copies and the op
+// entry points, with supports(op, dtype) to ask what a backend implements. Backends are
+// listed explicitly in one place (kernels/registry.cpp); nothing registers itself.
+//
+// A Queue is an ordered stream of work on one device, created by its backend: every op
+// and copy is queued on one and runs in queue order (the CPU runs it at once; CUDA queues
+// it on a stream). A queue owns what its ops need per stream (CUDA: cuBLAS and cuDNN
+// handles, workspaces, plan caches) and frees it with itself. Two queues are ordered only
+// through events: record() on the producer, wait() on the consumer.
+//
+// The op entry points take tensors on the queue's device, in a dtype the backend supports
+// for that op, with the shapes and semantics of the CPU reference (kernels/cpu/*.hpp and
+// kernels/ops.hpp). They validate nothing beyond what they must to stay memory-safe: the
+// layers (codistill/nn) validate, then dispatch once. Gradients are always accumulated
+// (dw += ...): zeroing them is the caller's explicit zero() on the same queue.
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/device.hpp"
+#include "kernels/dtype.hpp"
+#include "kernels/ops.hpp"
+#include "kernels/tensor.hpp"
+
+namespace codistill::kernels {
+
+class Backend;
+
+// A point in a queue: everything queued before record() has run once it is reached.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void synchronize() = 0;  // the host waits
+  virtual bool ready() = 0;        // reached already (never throws "not ready")
+};
+
+struct QueueOptions {
+  bool allow_tf32 = false;  // CUDA: GEMMs and convolutions may use TF32 tensor cores
+  bool reference = false;   // CPU: run the plain reference loops (tests), not the fast path
+};
+
+class Queue {
+ public:
+  virtual ~Queue() = default;
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
+  Backend& backend() const { return backend_; }
+  Device device() const { return device_; }
+  const QueueOptions& options() const { return options_; }
+
+  virtual void synchronize() = 0;                // the host waits for everything queued
+  virtual std::unique_ptr<Event> record() = 0;   // an event after everything queued so far
+  virtual void wait(Event& event) = 0;           // work queued later waits for event
+
+  // dst <- src (same numel and dtype; each on this queue's device or the CPU), ordered on
+  // this queue. A no-op when both share one buffer (Backend::staging_for on the CPU).
+  // From/to ordinary host memory the host may wait; from staging memory it does not.
+  virtual void copy(Tensor& dst, const Tensor& src) = 0;
+  virtual void zero(Tensor& t) = 0;  // t on this queue's device
+
+ protected:
+  Queue(Backend& backend, Device device, QueueOptions options)
+      : backend_(backend), device_(device), options_(options) {}
+
+ private:
+  Backend& backend_;
+  Device device_;
+  QueueOptions options_;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const char* name() const = 0;  // "cpu", "cuda": the device spelling
+  virtual DeviceKind kind() const = 0;
+  // Devices this backend can use here (0 when built without it or without hardware), and
+  // why not when there are none.
+  virtual int device_count() const = 0;
+  virtual std::string unavailable_reason() const { return {}; }
+  virtual bool supports(Op op, DType dtype) const = 0;
+
+  // ---- memory (Tensor allocates through these) ----
+  virtual std::shared_ptr<std::byte> allocate(std::size_t bytes, int device) = 0;
+  // A host-visible tensor to fill before copying it into `device_tensor` with
+  // Queue::copy without the host waiting: the tensor itself where device memory is host
+  // memory (the copy is then a no-op), page-locked memory where it is not.
+  virtual Tensor staging_for(const Tensor& device_tensor) = 0;
+  // Synchronous copies and zeroing outside any queue (set-up paths: Tensor::copy_from,
+  // Tensor::zero); they wait for the whole device first.
+  virtual void copy_sync(Tensor& dst, const Tensor& src) = 0;
+  virtual void zero_sync(Tensor& t) = 0;
+
+  virtual std::unique_ptr<Queue> make_queue(Device device, QueueOptions options = {}) = 0;
+
+  // ---- ops (see kernels/ops.hpp and kernels/cpu/*.hpp for the semantics) ----
+  // y[M,N] = x[M,K] w[N,K]^T + b, then act (act != none needs Op::linear_activation;
+  // pre receives the pre-activation when the activation's backward needs it: gelu).
+  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                              Activation act, Tensor* pre, Queue& q) = 0;
+  // dx = dpre w (dx may be null), dw += dpre^T x, db += colsum(dpre) (db may be null), with
+  // dpre = dy * act'(saved) (saved: y for relu, pre for gelu; dpre is scratch of dy's shape,
+  // unused for act == none).
+  virtual void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
+                               Tensor& dw, Tensor* db, Activation act, const Tensor* saved,
+                               Tensor* dpre, Queue& q) = 0;
+  virtual void activation_forward(const Tensor& x, Tensor& y, Activation act, Queue& q) = 0;
+  // saved: y for relu, x for gelu. dx may alias dy.
+  virtual void activation_backward(const Tensor& saved, const Tensor& dy, Tensor& dx,
+                                   Activation act, Queue& q) = 0;
+  virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                              const Conv2dShape& s, Queue& q) = 0;
+  virtual void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
+                               Tensor& dw, Tensor* db, const Conv2dShape& s, Queue& q) = 0;
+  // argmax: int32 [B,C,OH,OW] for backends that route the gradient through it (the CPU);
+  // others leave it alone and use x and y in backward. dx is overwritten.
+  virtual void maxpool2d_forward(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2dShape& s,
+                                 Queue& q) = 0;
+  virtual void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& argmax,
+                                  const Tensor& dy, Tensor& dx, const Pool2dShape& s, Queue& q) = 0;
+  // Row softmax of x[M,N] (y may alias x); backward dx = y * (dy - sum(dy * y)).
+  virtual void softmax_forward(const Tensor& x, Tensor& y, Queue& q) = 0;
+  virtual void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Queue& q) = 0;
+  virtual void multiply(const Tensor& x, const Tensor& m, Tensor& y, Queue& q) = 0;
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& y, Queue& q) = 0;  // y may alias a or b
+  // student, grad: [N,V]; teachers: K tensors [N,V]; labels: int32 [N]. grad may alias the
+  // student or be null (forward only). Returns on the host (waits for the queue).
+  virtual DistillLossResult distill_loss(const Tensor& student, const std::vector<const Tensor*>& teachers,
+                                         const Tensor& labels, Tensor* grad,
+                                         const DistillLossParams& p, Queue& q) = 0;
+  // Flat tensors of equal numel; momentum may be null when SgdScalars::momentum == 0.
+  virtual void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s,
+                          Queue& q) = 0;
+  virtual void adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v,
+                            const AdamWScalars& s, Queue& q) = 0;
+};
+
+// ---- the registry (kernels/registry.cpp): every backend, in one explicit list ----
+const std::vector<Backend*>& backends();
+// The backend of a device kind (always present; it may have no usable device).
+Backend& backend_for(DeviceKind kind);
+inline Backend& backend_for(Device device) { return backend_for(device.kind); }
+// The CPU backend's shared queues (fast path, or the reference loops), for work that has
+// no queue of its own (a layer outside a model, tests). Synchronous like every CPU queue.
+Queue& default_cpu_queue(bool reference = false);
+
+// Throws std::invalid_argument("<what>: <op> is not supported for <dtype> on <backend>").
+void require_support(const Backend& b, Op op, DType dtype, const char* what);
+
+}  // namespace codistill::kernels

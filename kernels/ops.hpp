@@ -1,0 +1,92 @@
+#pragma once
+// Backend-neutral descriptions of the ops: the shapes and scalar parameters every backend
+// takes (kernels/backend.hpp), with no device type in sight. The CPU reference
+// (kernels/cpu/) defines the semantics; every other backend is tested against it.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace codistill::kernels {
+
+// Every op a backend may implement; Backend::supports(op, dtype) says which it does.
+enum class Op : std::uint8_t {
+  linear,             // y = x w^T + b and its backward
+  linear_activation,  // linear with a fused bias + activation pass (act != none)
+  activation,         // elementwise relu / gelu
+  conv2d,
+  maxpool2d,
+  softmax,
+  multiply,      // y = x * m (dropout masks)
+  add,           // y = a + b (residual connections)
+  distill_loss,  // the fused loss of DESIGN.md section 6
+  sgd_update,
+  adamw_update,
+};
+inline constexpr Op kAllOps[] = {Op::linear,   Op::linear_activation, Op::activation, Op::conv2d,
+                                 Op::maxpool2d, Op::softmax,          Op::multiply,   Op::add,
+                                 Op::distill_loss, Op::sgd_update,   Op::adamw_update};
+const char* op_name(Op op);
+
+// relu: y = max(x, 0), backward from y; gelu: exact erf form, backward from x.
+enum class Activation : std::uint8_t { none, relu, gelu };
+const char* activation_name(Activation a);
+
+// 2-D convolution (cross-correlation, as PyTorch), NCHW, weight [O, C, KH, KW].
+// OH = (H + 2*pad_h - KH) / stride_h + 1, likewise OW.
+struct Conv2dShape {
+  std::int64_t batch = 1, in_channels = 1, height = 1, width = 1;
+  std::int64_t out_channels = 1, kernel_h = 1, kernel_w = 1;
+  std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  std::int64_t out_height() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
+  std::int64_t out_width() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
+  // Throws std::invalid_argument for impossible shapes (empty output, non-positive sizes).
+  void validate() const;
+};
+
+// Max pooling, NCHW, no padding. OH = (H - K) / stride + 1. Ties go to the first maximum in
+// row-major window order; a NaN in a window is the window's maximum.
+struct Pool2dShape {
+  std::int64_t batch = 1, channels = 1, height = 1, width = 1;
+  std::int64_t kernel = 2, stride = 2;
+  std::int64_t out_height() const { return (height - kernel) / stride + 1; }
+  std::int64_t out_width() const { return (width - kernel) / stride + 1; }
+  void validate() const;  // throws std::invalid_argument
+};
+
+// The fused distillation loss (DESIGN.md section 6). For row r with student logits z,
+// label y, K teacher rows t_k:
+//   q_T   = (1/K) sum_k softmax(t_k / T)
+//   loss  = h * CE(y, softmax(z)) + a * T^2 * KL(q_T || softmax(z / T))
+//   dz    = h * (softmax(z) - onehot(y)) + a * T * (softmax(z / T) - q_T)
+// averaged over the rows whose label is not -1 (ignored rows get a zero gradient).
+// K = 0 leaves only the hard term. A label outside [-1, V) throws std::out_of_range
+// naming the row and the label, before anything is written.
+struct DistillLossParams {
+  double temperature = 1.0;  // T > 0
+  double weight = 1.0;       // a: weight of the soft (distillation) term
+  double hard_weight = 1.0;  // h: weight of the cross-entropy term
+};
+
+struct DistillLossResult {
+  double loss = 0;        // h * ce + a * distill
+  double ce = 0;          // mean cross-entropy with the labels
+  double distill = 0;     // mean T^2 * KL(q_T || softmax(z/T)); 0 when K = 0
+  std::int64_t rows = 0;  // rows counted (not ignored)
+};
+
+// Optimizer updates, elementwise over flat parameter, gradient and slot arrays, with the
+// scalars computed on the host once (in double, then cast to the element type):
+//   sgd:   d = g + wd*p;  b = mu*b + d;  p -= lr * (nesterov ? d + mu*b : b)
+//          (mu = 0: p -= lr * d, no slot)
+//   adamw: m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
+//          p = p*decay - step_size * m / (sqrt(v)*inv_sqrt_bc2 + eps)
+struct SgdScalars {
+  double lr = 0, weight_decay = 0, momentum = 0;
+  bool nesterov = false;
+};
+
+struct AdamWScalars {
+  double decay = 1, beta1 = 0.9, beta2 = 0.999, step_size = 0, inv_sqrt_bc2 = 1, eps = 1e-8;
+};
+
+}  // namespace codistill::kernels
