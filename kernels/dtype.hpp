@@ -1,6 +1,7 @@
 #pragma once
 // Element types. float32 is the training type; float64 exists so that every layer
-// and loss can be gradient-checked in double precision; bf16 is storage-only for now.
+// and loss can be gradient-checked in double precision; bf16 is storage-only for now;
+// i32 holds labels and indices (never a dtype a layer computes in).
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -8,13 +9,14 @@
 
 namespace codistill::kernels {
 
-enum class DType : std::uint8_t { f32, f64, bf16 };
+enum class DType : std::uint8_t { f32, f64, bf16, i32 };
 
 inline std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::f32: return 4;
     case DType::f64: return 8;
     case DType::bf16: return 2;
+    case DType::i32: return 4;
   }
   throw std::logic_error("dtype_size: bad dtype");
 }
@@ -24,6 +26,7 @@ inline const char* dtype_name(DType t) {
     case DType::f32: return "float32";
     case DType::f64: return "float64";
     case DType::bf16: return "bfloat16";
+    case DType::i32: return "int32";
   }
   return "?";
 }
@@ -31,6 +34,7 @@ inline const char* dtype_name(DType t) {
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
 
 // Calls fn.template operator()<T>() with T = float or double for the tensor's dtype:
 //   dispatch_floating(t.dtype(), [&]<class T>() { kernel<T>(t.data<T>(), ...); });

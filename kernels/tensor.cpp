@@ -6,8 +6,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "kernels/cuda/allocator.hpp"
-#include "kernels/cuda/memory.hpp"
+#include "kernels/backend.hpp"
 
 namespace codistill::kernels {
 
@@ -26,24 +25,6 @@ std::int64_t shape_numel(const Shape& s) {
   return n;
 }
 
-namespace {
-
-std::shared_ptr<std::byte> allocate(std::size_t bytes, Device device) {
-  if (device.is_cpu()) {
-    // 64-byte alignment: whole cache lines, and aligned AVX-512 loads if ever wanted.
-    std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
-    void* p = std::aligned_alloc(64, rounded);
-    if (!p) throw std::bad_alloc();
-    return {static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); }};
-  }
-  // Through the caching allocator: the training loop frees and re-allocates the same sizes
-  // every step, and cudaMalloc/cudaFree would synchronize the device each time.
-  int index = device.index;
-  void* p = cuda::cached_malloc(bytes, index);
-  return {static_cast<std::byte*>(p), [index](std::byte* q) { cuda::cached_free(q, index); }};
-}
-
-}  // namespace
 
 Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   Tensor t;
@@ -51,7 +32,17 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.device_ = device;
-  t.buffer_ = allocate(t.nbytes(), device);
+  t.buffer_ = backend_for(device).allocate(t.nbytes(), device.index);
+  return t;
+}
+
+Tensor Tensor::adopt(std::shared_ptr<std::byte> buffer, Shape shape, DType dtype, Device device) {
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.buffer_ = std::move(buffer);
   return t;
 }
 
@@ -108,8 +99,10 @@ const T* Tensor::data() const {
 
 template float* Tensor::data<float>();
 template double* Tensor::data<double>();
+template std::int32_t* Tensor::data<std::int32_t>();
 template const float* Tensor::data<float>() const;
 template const double* Tensor::data<double>() const;
+template const std::int32_t* Tensor::data<std::int32_t>() const;
 
 Tensor Tensor::reshape(Shape shape) const {
   int infer = -1;
@@ -127,6 +120,19 @@ Tensor Tensor::reshape(Shape shape) const {
     throw std::invalid_argument("reshape: cannot view " + shape_str(shape_) + " as " + shape_str(shape));
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::view(std::int64_t offset, Shape shape) const {
+  const std::int64_t n = shape_numel(shape);
+  if (offset < 0 || offset + n > numel_)
+    throw std::out_of_range("Tensor::view: elements [" + std::to_string(offset) + ", " +
+                            std::to_string(offset + n) + ") of a tensor of " + std::to_string(numel_));
+  Tensor t = *this;
+  // Aliasing constructor: shares ownership of the whole buffer, points into it.
+  t.buffer_ = std::shared_ptr<std::byte>(buffer_, buffer_.get() + offset * static_cast<std::int64_t>(dtype_size(dtype_)));
+  t.shape_ = std::move(shape);
+  t.numel_ = n;
   return t;
 }
 
@@ -163,17 +169,13 @@ void Tensor::copy_from(const Tensor& src) {
     throw std::invalid_argument("Tensor::copy_from: " + shape_str(src.shape_) + " " +
                                 dtype_name(src.dtype_) + " into " + shape_str(shape_) + " " +
                                 dtype_name(dtype_));
-  std::size_t n = nbytes();
-  if (n == 0) return;
+  if (nbytes() == 0) return;
   if (device_.is_cpu() && src.device_.is_cpu()) {
-    std::memcpy(raw(), src.raw(), n);
-  } else if (device_.is_cpu()) {
-    cuda::memcpy_device_to_host(raw(), src.raw(), n, src.device_.index);
-  } else if (src.device_.is_cpu()) {
-    cuda::memcpy_host_to_device(raw(), src.raw(), n, device_.index);
-  } else {
-    cuda::memcpy_device_to_device(raw(), src.raw(), n, device_.index);
+    std::memcpy(raw(), src.raw(), nbytes());
+    return;
   }
+  // The backend of whichever side is not the CPU copies (and waits for its device).
+  backend_for(device_.is_cpu() ? src.device_ : device_).copy_sync(*this, src);
 }
 
 void Tensor::fill(double value) {
@@ -183,8 +185,7 @@ void Tensor::fill(double value) {
 
 void Tensor::zero() {
   if (nbytes() == 0) return;
-  if (device_.is_cpu()) std::memset(raw(), 0, nbytes());
-  else cuda::memset_zero(raw(), nbytes(), device_.index);
+  backend_for(device_).zero_sync(*this);
 }
 
 void check_shape(const Tensor& t, const Shape& expected, const char* what) {

@@ -1,6 +1,7 @@
 #pragma once
 // Tensor: a shape, a dtype, a device and a reference-counted owning buffer.
-// Row-major and contiguous always; views share the buffer (reshape) but never stride.
+// Row-major and contiguous always; views share the buffer (reshape, view) but never stride.
+// Memory comes from the backend of the tensor's device (kernels/backend.hpp).
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -21,12 +22,17 @@ class Tensor {
  public:
   Tensor() = default;  // empty: numel() == 0, no buffer
 
-  // Uninitialized memory (CPU: 64-byte aligned; CUDA: cudaMalloc'd).
+  // Uninitialized memory from the device's backend (CPU: 64-byte aligned; CUDA: the
+  // caching allocator).
   static Tensor empty(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor zeros(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor full(Shape shape, double value, DType dtype = DType::f32);
   static Tensor from_vector(Shape shape, const std::vector<float>& values);
   static Tensor from_vector(Shape shape, const std::vector<double>& values);
+
+  // A tensor over memory a backend allocated (pinned staging, arenas): `buffer` must hold
+  // shape's numel elements of dtype on device.
+  static Tensor adopt(std::shared_ptr<std::byte> buffer, Shape shape, DType dtype, Device device);
 
   const Shape& shape() const { return shape_; }
   std::int64_t dim(int i) const;  // negative i counts from the end
@@ -45,13 +51,18 @@ class Tensor {
 
   // Same buffer, new shape of equal numel (one dimension may be -1).
   Tensor reshape(Shape shape) const;
+  // The elements [offset, offset + numel(shape)) of this tensor's buffer as a tensor of
+  // `shape`, sharing (and keeping alive) the buffer: a named view into an arena.
+  Tensor view(std::int64_t offset, Shape shape) const;
+  // Whether two tensors start at the same memory (a copy between them is a no-op).
+  bool same_memory(const Tensor& other) const { return raw() == other.raw() && device_ == other.device_; }
   // Deep copies.
   Tensor clone() const;
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;  // CPU only: f32 <-> f64 conversions
   void copy_from(const Tensor& src);  // same numel and dtype, any devices
   void fill(double value);            // CPU only
-  void zero();                        // any device
+  void zero();                        // any device (synchronous)
 
  private:
   std::shared_ptr<std::byte> buffer_;

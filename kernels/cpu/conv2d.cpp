@@ -326,30 +326,6 @@ void backward_fast(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, con
 
 }  // namespace
 
-void Conv2dShape::validate() const {
-  auto fail = [&](const std::string& why) {
-    throw std::invalid_argument(
-        "conv2d: " + why + " (batch " + std::to_string(batch) + ", in " +
-        std::to_string(in_channels) + "x" + std::to_string(height) + "x" + std::to_string(width) +
-        ", out channels " + std::to_string(out_channels) + ", kernel " + std::to_string(kernel_h) +
-        "x" + std::to_string(kernel_w) + ", stride " + std::to_string(stride_h) + "x" +
-        std::to_string(stride_w) + ", pad " + std::to_string(pad_h) + "x" + std::to_string(pad_w) +
-        ")");
-  };
-  if (batch < 1 || in_channels < 1 || height < 1 || width < 1 || out_channels < 1)
-    fail("batch, channels and input sizes must be >= 1");
-  if (kernel_h < 1 || kernel_w < 1) fail("kernel sizes must be >= 1");
-  if (stride_h < 1 || stride_w < 1) fail("strides must be >= 1");
-  if (pad_h < 0 || pad_w < 0) fail("padding must be >= 0");
-  if (kernel_h > height + 2 * pad_h || kernel_w > width + 2 * pad_w)
-    fail("kernel larger than the padded input");
-  // The fast path's GEMMs take 32-bit sizes (checked here: an exception must not escape an
-  // OpenMP thread). kTargetColumns bounds the grouped column count likewise.
-  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
-  if (in_channels * kernel_h * kernel_w > kMax || out_height() * out_width() > kMax / 2 ||
-      out_channels > kMax)
-    fail("sizes too large for 32-bit BLAS indices");
-}
 
 template <class T>
 void conv2d_forward(const T* x, const T* w, const T* b, T* y, const Conv2dShape& s, Impl impl) {

@@ -10,18 +10,11 @@
 #include <cstdint>
 
 #include "kernels/cpu/impl.hpp"
+#include "kernels/ops.hpp"
 
 namespace codistill::kernels::cpu {
 
-struct Conv2dShape {
-  std::int64_t batch = 1, in_channels = 1, height = 1, width = 1;
-  std::int64_t out_channels = 1, kernel_h = 1, kernel_w = 1;
-  std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
-  std::int64_t out_height() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
-  std::int64_t out_width() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
-  // Throws std::invalid_argument for impossible shapes (empty output, non-positive sizes).
-  void validate() const;
-};
+using Conv2dShape = kernels::Conv2dShape;  // kernels/ops.hpp
 
 template <class T>
 void conv2d_forward(const T* x, const T* w, const T* b, T* y, const Conv2dShape& s,

@@ -10,21 +10,12 @@
 #include <cstdint>
 
 #include "kernels/cpu/impl.hpp"
+#include "kernels/ops.hpp"
 
 namespace codistill::kernels::cpu {
 
-struct DistillLossParams {
-  double temperature = 1.0;  // T > 0
-  double weight = 1.0;       // a: weight of the soft (distillation) term
-  double hard_weight = 1.0;  // h: weight of the cross-entropy term
-};
-
-struct DistillLossResult {
-  double loss = 0;     // h * ce + a * distill
-  double ce = 0;       // mean cross-entropy with the labels
-  double distill = 0;  // mean T^2 * KL(q_T || softmax(z/T)); 0 when K = 0
-  std::int64_t rows = 0;  // rows counted (not ignored)
-};
+using DistillLossParams = kernels::DistillLossParams;  // kernels/ops.hpp
+using DistillLossResult = kernels::DistillLossResult;
 
 // student, grad: [N, V]; teachers: K pointers to [N, V]; labels: [N].
 // grad may alias student (in place). grad may be null (forward only).

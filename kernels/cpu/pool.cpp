@@ -65,21 +65,6 @@ void plane_2x2(const T* x, T* y, std::int32_t* am, std::int64_t W, std::int64_t 
 
 }  // namespace
 
-void Pool2dShape::validate() const {
-  auto fail = [&](const std::string& why) {
-    throw std::invalid_argument(
-        "maxpool2d: " + why + " (batch " + std::to_string(batch) + ", channels " +
-        std::to_string(channels) + ", input " + std::to_string(height) + "x" +
-        std::to_string(width) + ", kernel " + std::to_string(kernel) + ", stride " +
-        std::to_string(stride) + ")");
-  };
-  if (batch < 1 || channels < 1 || height < 1 || width < 1)
-    fail("batch, channels and input sizes must be >= 1");
-  if (kernel < 1 || stride < 1) fail("kernel and stride must be >= 1");
-  if (kernel > height || kernel > width) fail("window larger than the input");
-  if (height * width > std::numeric_limits<std::int32_t>::max())
-    fail("plane too large for int32 argmax indices");
-}
 
 template <class T>
 void maxpool2d_forward(const T* x, T* y, std::int32_t* argmax, const Pool2dShape& s, Impl impl) {

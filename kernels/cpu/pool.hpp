@@ -7,16 +7,11 @@
 #include <cstdint>
 
 #include "kernels/cpu/impl.hpp"
+#include "kernels/ops.hpp"
 
 namespace codistill::kernels::cpu {
 
-struct Pool2dShape {
-  std::int64_t batch = 1, channels = 1, height = 1, width = 1;
-  std::int64_t kernel = 2, stride = 2;
-  std::int64_t out_height() const { return (height - kernel) / stride + 1; }
-  std::int64_t out_width() const { return (width - kernel) / stride + 1; }
-  void validate() const;  // throws std::invalid_argument
-};
+using Pool2dShape = kernels::Pool2dShape;  // kernels/ops.hpp
 
 template <class T>
 void maxpool2d_forward(const T* x, T* y, std::int32_t* argmax, const Pool2dShape& s,

@@ -13,10 +13,11 @@
 #include <cstdint>
 
 #include "kernels/cuda/context.hpp"
+#include "kernels/ops.hpp"
 
 namespace codistill::kernels::cuda {
 
-enum class Activation { none, relu, gelu };
+using Activation = kernels::Activation;  // kernels/ops.hpp
 
 void bias_activation_forward(float* y, const float* b, float* pre, std::int64_t M, std::int64_t N,
                              Activation act, const Context& ctx);

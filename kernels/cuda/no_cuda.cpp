@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/allocator.hpp"
+#include "kernels/cuda/backend.hpp"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/context.hpp"
 #include "kernels/cuda/conv2d.hpp"
@@ -100,3 +101,70 @@ cpu::DistillLossResult distill_loss_bf16(const std::uint16_t*, const std::uint16
 }
 
 }  // namespace codistill::kernels::cuda
+
+// backend.hpp: the registry's CUDA entry, with no device and the reason.
+namespace codistill::kernels {
+
+namespace {
+
+const char* kNoCuda =
+    "this build of codistill has no CUDA backend (configured without CUDA; rebuild with "
+    "-DCODISTILL_CUDA=ON where nvcc is installed)";
+
+[[noreturn]] void unavailable() { throw std::runtime_error(kNoCuda); }
+
+class NoCudaBackend final : public Backend {
+ public:
+  const char* name() const override { return "cuda"; }
+  DeviceKind kind() const override { return DeviceKind::cuda; }
+  int device_count() const override { return 0; }
+  std::string unavailable_reason() const override { return kNoCuda; }
+  bool supports(Op, DType) const override { return false; }
+  std::shared_ptr<std::byte> allocate(std::size_t, int) override { unavailable(); }
+  Tensor staging_for(const Tensor&) override { unavailable(); }
+  void copy_sync(Tensor&, const Tensor&) override { unavailable(); }
+  void zero_sync(Tensor&) override { unavailable(); }
+  std::unique_ptr<Queue> make_queue(Device, QueueOptions) override { unavailable(); }
+  void linear_forward(const Tensor&, const Tensor&, const Tensor*, Tensor&, Activation, Tensor*, Queue&) override {
+    unavailable();
+  }
+  void linear_backward(const Tensor&, const Tensor&, const Tensor&, Tensor*, Tensor&, Tensor*, Activation,
+                       const Tensor*, Tensor*, Queue&) override {
+    unavailable();
+  }
+  void activation_forward(const Tensor&, Tensor&, Activation, Queue&) override { unavailable(); }
+  void activation_backward(const Tensor&, const Tensor&, Tensor&, Activation, Queue&) override { unavailable(); }
+  void conv2d_forward(const Tensor&, const Tensor&, const Tensor*, Tensor&, const Conv2dShape&, Queue&) override {
+    unavailable();
+  }
+  void conv2d_backward(const Tensor&, const Tensor&, const Tensor&, Tensor*, Tensor&, Tensor*, const Conv2dShape&,
+                       Queue&) override {
+    unavailable();
+  }
+  void maxpool2d_forward(const Tensor&, Tensor&, Tensor&, const Pool2dShape&, Queue&) override { unavailable(); }
+  void maxpool2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, const Pool2dShape&,
+                          Queue&) override {
+    unavailable();
+  }
+  void softmax_forward(const Tensor&, Tensor&, Queue&) override { unavailable(); }
+  void softmax_backward(const Tensor&, const Tensor&, Tensor&, Queue&) override { unavailable(); }
+  void multiply(const Tensor&, const Tensor&, Tensor&, Queue&) override { unavailable(); }
+  void add(const Tensor&, const Tensor&, Tensor&, Queue&) override { unavailable(); }
+  DistillLossResult distill_loss(const Tensor&, const std::vector<const Tensor*>&, const Tensor&, Tensor*,
+                                 const DistillLossParams&, Queue&) override {
+    unavailable();
+  }
+  void sgd_update(Tensor&, const Tensor&, Tensor*, const SgdScalars&, Queue&) override { unavailable(); }
+  void adamw_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWScalars&, Queue&) override {
+    unavailable();
+  }
+};
+
+}  // namespace
+
+Backend& cuda_backend() {
+  static NoCudaBackend backend;
+  return backend;
+}
+
+}  // namespace codistill::kernels

@@ -1,0 +1,242 @@
+#include "kernels/cpu/backend.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/activation.hpp"
+#include "kernels/cpu/conv2d.hpp"
+#include "kernels/cpu/distill_loss.hpp"
+#include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/optimizer.hpp"
+#include "kernels/cpu/pool.hpp"
+#include "kernels/cpu/softmax.hpp"
+
+namespace codistill::kernels {
+
+namespace {
+
+// Work on the CPU runs when it is queued, so a queue is only the choice of implementation
+// and every event has been reached when it is recorded.
+class CpuEvent final : public Event {
+ public:
+  void synchronize() override {}
+  bool ready() override { return true; }
+};
+
+class CpuQueue final : public Queue {
+ public:
+  CpuQueue(Backend& b, QueueOptions o) : Queue(b, Device::cpu(), o) {}
+  void synchronize() override {}
+  std::unique_ptr<Event> record() override { return std::make_unique<CpuEvent>(); }
+  void wait(Event& /*event*/) override {}
+  void copy(Tensor& dst, const Tensor& src) override {
+    if (dst.same_memory(src)) {
+      if (dst.numel() != src.numel() || dst.dtype() != src.dtype())
+        throw std::invalid_argument("Queue::copy: a tensor onto itself with another size or dtype");
+      return;
+    }
+    dst.copy_from(src);
+  }
+  void zero(Tensor& t) override {
+    if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
+  }
+};
+
+cpu::Impl impl_of(const Queue& q) { return q.options().reference ? cpu::Impl::reference : cpu::Impl::fast; }
+
+template <class T>
+const T* opt(const Tensor* t) {
+  return t ? t->data<T>() : nullptr;
+}
+template <class T>
+T* opt(Tensor* t) {
+  return t ? t->data<T>() : nullptr;
+}
+
+template <class T>
+void activate(const T* x, T* y, std::int64_t n, Activation act, cpu::Impl impl) {
+  if (act == Activation::relu) cpu::relu_forward<T>(x, y, n, impl);
+  else if (act == Activation::gelu) cpu::gelu_forward<T>(x, y, n, impl);
+  else if (x != y) std::memcpy(y, x, static_cast<std::size_t>(n) * sizeof(T));
+}
+
+template <class T>
+void activate_backward(const T* saved, const T* dy, T* dx, std::int64_t n, Activation act, cpu::Impl impl) {
+  if (act == Activation::relu) cpu::relu_backward<T>(saved, dy, dx, n, impl);
+  else if (act == Activation::gelu) cpu::gelu_backward<T>(saved, dy, dx, n, impl);
+  else if (dx != dy) std::memcpy(dx, dy, static_cast<std::size_t>(n) * sizeof(T));
+}
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+  DeviceKind kind() const override { return DeviceKind::cpu; }
+  int device_count() const override { return 1; }
+
+  bool supports(Op op, DType dtype) const override {
+    if (op == Op::distill_loss || op == Op::sgd_update || op == Op::adamw_update || op == Op::softmax ||
+        op == Op::linear || op == Op::linear_activation || op == Op::activation || op == Op::conv2d ||
+        op == Op::maxpool2d || op == Op::multiply || op == Op::add)
+      return dtype == DType::f32 || dtype == DType::f64;
+    return false;
+  }
+
+  std::shared_ptr<std::byte> allocate(std::size_t bytes, int /*device*/) override {
+    // 64-byte alignment: whole cache lines and aligned AVX-512 loads.
+    const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) throw std::bad_alloc();
+    return {static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); }};
+  }
+  // Device memory is host memory: the tensor is its own staging area.
+  Tensor staging_for(const Tensor& device_tensor) override { return device_tensor; }
+  void copy_sync(Tensor& dst, const Tensor& src) override { dst.copy_from(src); }
+  void zero_sync(Tensor& t) override {
+    if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
+  }
+  std::unique_ptr<Queue> make_queue(Device device, QueueOptions options) override {
+    if (!device.is_cpu()) throw std::invalid_argument("cpu backend: cannot make a queue on " + device.str());
+    return std::make_unique<CpuQueue>(*this, options);
+  }
+
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Activation act, Tensor* pre,
+                      Queue& q) override {
+    require_support(*this, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), "linear");
+    const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::linear_forward<T>(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), M, N, K, impl_of(q));
+      if (act == Activation::none) return;
+      // gelu's backward needs the pre-activation; relu's only its output (in place).
+      if (act == Activation::gelu && pre) std::memcpy(pre->raw(), y.raw(), y.nbytes());
+      activate<T>(y.data<T>(), y.data<T>(), y.numel(), act, impl_of(q));
+    });
+  }
+
+  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db,
+                       Activation act, const Tensor* saved, Tensor* dpre, Queue& q) override {
+    require_support(*this, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), "linear");
+    const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      const T* g = dy.data<T>();
+      if (act != Activation::none) {
+        if (!saved || !dpre) throw std::invalid_argument("linear backward: a fused activation needs saved and dpre");
+        activate_backward<T>(saved->data<T>(), g, dpre->data<T>(), dy.numel(), act, impl_of(q));
+        g = dpre->data<T>();
+      }
+      cpu::linear_backward<T>(x.data<T>(), w.data<T>(), g, opt<T>(dx), dw.data<T>(), opt<T>(db), M, N, K,
+                              /*accumulate=*/true, impl_of(q));
+    });
+  }
+
+  void activation_forward(const Tensor& x, Tensor& y, Activation act, Queue& q) override {
+    require_support(*this, Op::activation, x.dtype(), "activation");
+    dispatch_floating(x.dtype(), [&]<class T>() { activate<T>(x.data<T>(), y.data<T>(), x.numel(), act, impl_of(q)); });
+  }
+  void activation_backward(const Tensor& saved, const Tensor& dy, Tensor& dx, Activation act, Queue& q) override {
+    require_support(*this, Op::activation, dy.dtype(), "activation backward");
+    dispatch_floating(dy.dtype(), [&]<class T>() {
+      activate_backward<T>(saved.data<T>(), dy.data<T>(), dx.data<T>(), dy.numel(), act, impl_of(q));
+    });
+  }
+
+  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, const Conv2dShape& s,
+                      Queue& q) override {
+    require_support(*this, Op::conv2d, x.dtype(), "conv2d");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::conv2d_forward<T>(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), s, impl_of(q));
+    });
+  }
+  void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db,
+                       const Conv2dShape& s, Queue& q) override {
+    require_support(*this, Op::conv2d, x.dtype(), "conv2d backward");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::conv2d_backward<T>(x.data<T>(), w.data<T>(), dy.data<T>(), opt<T>(dx), dw.data<T>(), opt<T>(db), s,
+                              /*accumulate=*/true, impl_of(q));
+    });
+  }
+
+  void maxpool2d_forward(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2dShape& s, Queue& q) override {
+    require_support(*this, Op::maxpool2d, x.dtype(), "maxpool2d");
+    if (!argmax.defined() || argmax.dtype() != DType::i32 || argmax.shape() != y.shape() || !argmax.device().is_cpu())
+      argmax = Tensor::empty(y.shape(), DType::i32);
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::maxpool2d_forward<T>(x.data<T>(), y.data<T>(), argmax.data<std::int32_t>(), s, impl_of(q));
+    });
+  }
+  void maxpool2d_backward(const Tensor& /*x*/, const Tensor& /*y*/, const Tensor& argmax, const Tensor& dy,
+                          Tensor& dx, const Pool2dShape& s, Queue& q) override {
+    require_support(*this, Op::maxpool2d, dy.dtype(), "maxpool2d backward");
+    if (argmax.dtype() != DType::i32 || argmax.numel() != dy.numel())
+      throw std::logic_error("maxpool2d backward: no argmax of the matching forward");
+    dispatch_floating(dy.dtype(), [&]<class T>() {
+      cpu::maxpool2d_backward<T>(dy.data<T>(), argmax.data<std::int32_t>(), dx.data<T>(), s, impl_of(q));
+    });
+  }
+
+  void softmax_forward(const Tensor& x, Tensor& y, Queue& q) override {
+    require_support(*this, Op::softmax, x.dtype(), "softmax");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::softmax_forward<T>(x.data<T>(), y.data<T>(), x.dim(0), x.dim(-1), impl_of(q));
+    });
+  }
+  void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Queue& q) override {
+    require_support(*this, Op::softmax, y.dtype(), "softmax backward");
+    dispatch_floating(y.dtype(), [&]<class T>() {
+      cpu::softmax_backward<T>(y.data<T>(), dy.data<T>(), dx.data<T>(), y.dim(0), y.dim(-1), impl_of(q));
+    });
+  }
+
+  void multiply(const Tensor& x, const Tensor& m, Tensor& y, Queue& q) override {
+    require_support(*this, Op::multiply, x.dtype(), "multiply");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::multiply<T>(x.data<T>(), m.data<T>(), y.data<T>(), x.numel(), impl_of(q));
+    });
+  }
+  void add(const Tensor& a, const Tensor& b, Tensor& y, Queue& q) override {
+    require_support(*this, Op::add, a.dtype(), "add");
+    dispatch_floating(a.dtype(), [&]<class T>() {
+      cpu::add<T>(a.data<T>(), b.data<T>(), y.data<T>(), a.numel(), impl_of(q));
+    });
+  }
+
+  DistillLossResult distill_loss(const Tensor& student, const std::vector<const Tensor*>& teachers,
+                                 const Tensor& labels, Tensor* grad, const DistillLossParams& p, Queue& q) override {
+    require_support(*this, Op::distill_loss, student.dtype(), "distill_loss");
+    const std::int64_t N = student.dim(0), V = student.dim(1);
+    return dispatch_floating(student.dtype(), [&]<class T>() {
+      // Up to a handful of teachers: a small array on the stack of this call.
+      std::vector<const T*> ts;
+      ts.reserve(teachers.size());
+      for (const Tensor* t : teachers) ts.push_back(t->data<T>());
+      return cpu::distill_loss<T>(student.data<T>(), ts.data(), static_cast<int>(ts.size()),
+                                  labels.data<std::int32_t>(), opt<T>(grad), N, V, p, impl_of(q));
+    });
+  }
+
+  void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s, Queue& q) override {
+    require_support(*this, Op::sgd_update, value.dtype(), "sgd_update");
+    dispatch_floating(value.dtype(), [&]<class T>() {
+      cpu::sgd_update<T>(value.data<T>(), grad.data<T>(), opt<T>(momentum), value.numel(), s, impl_of(q));
+    });
+  }
+  void adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s,
+                    Queue& q) override {
+    require_support(*this, Op::adamw_update, value.dtype(), "adamw_update");
+    dispatch_floating(value.dtype(), [&]<class T>() {
+      cpu::adamw_update<T>(value.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), value.numel(), s, impl_of(q));
+    });
+  }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace codistill::kernels

@@ -1,0 +1,35 @@
+#include "kernels/cpu/elementwise.hpp"
+
+namespace codistill::kernels::cpu {
+
+namespace {
+// Memory-bound loops: threads pay off only for large arrays.
+constexpr std::int64_t kParallelMin = 1 << 16;
+}  // namespace
+
+template <class T>
+void multiply(const T* x, const T* m, T* y, std::int64_t n, Impl impl) {
+  if (impl == Impl::reference) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] * m[i];
+    return;
+  }
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] * m[i];
+}
+
+template <class T>
+void add(const T* a, const T* b, T* y, std::int64_t n, Impl impl) {
+  if (impl == Impl::reference) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+    return;
+  }
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+template void multiply<float>(const float*, const float*, float*, std::int64_t, Impl);
+template void multiply<double>(const double*, const double*, double*, std::int64_t, Impl);
+template void add<float>(const float*, const float*, float*, std::int64_t, Impl);
+template void add<double>(const double*, const double*, double*, std::int64_t, Impl);
+
+}  // namespace codistill::kernels::cpu

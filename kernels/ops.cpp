@@ -1,0 +1,74 @@
+#include "kernels/ops.hpp"
+
+#include <limits>
+
+namespace codistill::kernels {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::linear: return "linear";
+    case Op::linear_activation: return "linear+activation";
+    case Op::activation: return "activation";
+    case Op::conv2d: return "conv2d";
+    case Op::maxpool2d: return "maxpool2d";
+    case Op::softmax: return "softmax";
+    case Op::multiply: return "multiply";
+    case Op::add: return "add";
+    case Op::distill_loss: return "distill_loss";
+    case Op::sgd_update: return "sgd_update";
+    case Op::adamw_update: return "adamw_update";
+  }
+  return "?";
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::none: return "none";
+    case Activation::relu: return "relu";
+    case Activation::gelu: return "gelu";
+  }
+  return "?";
+}
+
+void Conv2dShape::validate() const {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(
+        "conv2d: " + why + " (batch " + std::to_string(batch) + ", in " +
+        std::to_string(in_channels) + "x" + std::to_string(height) + "x" + std::to_string(width) +
+        ", out channels " + std::to_string(out_channels) + ", kernel " + std::to_string(kernel_h) +
+        "x" + std::to_string(kernel_w) + ", stride " + std::to_string(stride_h) + "x" +
+        std::to_string(stride_w) + ", pad " + std::to_string(pad_h) + "x" + std::to_string(pad_w) +
+        ")");
+  };
+  if (batch < 1 || in_channels < 1 || height < 1 || width < 1 || out_channels < 1)
+    fail("batch, channels and input sizes must be >= 1");
+  if (kernel_h < 1 || kernel_w < 1) fail("kernel sizes must be >= 1");
+  if (stride_h < 1 || stride_w < 1) fail("strides must be >= 1");
+  if (pad_h < 0 || pad_w < 0) fail("padding must be >= 0");
+  if (kernel_h > height + 2 * pad_h || kernel_w > width + 2 * pad_w)
+    fail("kernel larger than the padded input");
+  // The fast path's GEMMs take 32-bit sizes (checked here: an exception must not escape an
+  // OpenMP thread). kTargetColumns bounds the grouped column count likewise.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  if (in_channels * kernel_h * kernel_w > kMax || out_height() * out_width() > kMax / 2 ||
+      out_channels > kMax)
+    fail("sizes too large for 32-bit BLAS indices");
+}
+
+void Pool2dShape::validate() const {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(
+        "maxpool2d: " + why + " (batch " + std::to_string(batch) + ", channels " +
+        std::to_string(channels) + ", input " + std::to_string(height) + "x" +
+        std::to_string(width) + ", kernel " + std::to_string(kernel) + ", stride " +
+        std::to_string(stride) + ")");
+  };
+  if (batch < 1 || channels < 1 || height < 1 || width < 1)
+    fail("batch, channels and input sizes must be >= 1");
+  if (kernel < 1 || stride < 1) fail("kernel and stride must be >= 1");
+  if (kernel > height || kernel > width) fail("window larger than the input");
+  if (height * width > std::numeric_limits<std::int32_t>::max())
+    fail("plane too large for int32 argmax indices");
+}
+
+}  // namespace codistill::kernels

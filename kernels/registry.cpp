@@ -1,0 +1,37 @@
+// The registry of compute backends: one explicit list, no static-initializer
+// registration. Adding a backend means adding one line to the list in backends().
+#include <stdexcept>
+#include <string>
+
+#include "kernels/backend.hpp"
+#include "kernels/cpu/backend.hpp"
+#include "kernels/cuda/backend.hpp"
+
+namespace codistill::kernels {
+
+const std::vector<Backend*>& backends() {
+  // The CUDA entry is always present: in a build without CUDA it is a stub that says so.
+  static const std::vector<Backend*> list = {&cpu_backend(), &cuda_backend()};
+  return list;
+}
+
+Backend& backend_for(DeviceKind kind) {
+  for (Backend* b : backends())
+    if (b->kind() == kind) return *b;
+  throw std::logic_error("no backend registered for a device kind");
+}
+
+Queue& default_cpu_queue(bool reference) {
+  // Built on first use (after the backend); CPU queues hold no resources.
+  static const std::unique_ptr<Queue> fast = cpu_backend().make_queue(Device::cpu(), {});
+  static const std::unique_ptr<Queue> ref = cpu_backend().make_queue(Device::cpu(), {.reference = true});
+  return reference ? *ref : *fast;
+}
+
+void require_support(const Backend& b, Op op, DType dtype, const char* what) {
+  if (!b.supports(op, dtype))
+    throw std::invalid_argument(std::string(what) + ": " + op_name(op) + " is not supported for " +
+                                dtype_name(dtype) + " on " + b.name());
+}
+
+}  // namespace codistill::kernels
