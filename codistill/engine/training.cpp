@@ -15,12 +15,7 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/checkpointing.hpp"
-#include "codistill/engine/metrics.hpp"
-#include "codistill/engine/progress.hpp"
-#include "codistill/engine/run_dir.hpp"
-#include "codistill/engine/step.hpp"
-#include "codistill/engine/teachers.hpp"
-#include "codistill/optim/optimizer.hpp"
+#include "codistill/engine/trainer_state.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/impl.hpp"
 
@@ -65,24 +60,6 @@ void install_stop_signal_handlers() {
 void request_stop() { g_stop.store(true); }
 bool stop_requested() { return g_stop.load(); }
 
-struct Trainer::State {
-  Config cfg;
-  TrainOptions opts;
-  RunPaths paths;
-  std::shared_ptr<spdlog::logger> log;
-  std::unique_ptr<MetricsWriter> metrics;
-  data::Splits data;
-  kernels::Device device;
-  Model model;
-  std::unique_ptr<Optimizer> optimizer;
-  // Declared after the model: destroyed first, it waits for the model's queue before the
-  // model's device memory is released.
-  std::unique_ptr<TrainStep> step;
-  std::unique_ptr<data::BatchSampler> sampler;
-  std::unique_ptr<CheckpointManager> checkpoints;
-  std::unique_ptr<TeacherPool> teachers;  // codistillation with peers' checkpoints
-  WorkerState worker;  // what a checkpoint holds; worker.step counts completed steps
-};
 
 Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) {
   auto& s = *s_;
@@ -170,139 +147,5 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
 Trainer::~Trainer() = default;
 Model& Trainer::model() { return s_->model; }
 const Config& Trainer::config() const { return s_->cfg; }
-
-TrainSummary Trainer::run() {
-  auto& s = *s_;
-  const Config& c = s.cfg;
-  const std::int64_t B = c.data.batch_size;
-  std::vector<Teacher*> step_teachers;
-  int window_teachers = 0;
-  StepHooks hooks;
-  hooks.before_update = [&] { s.checkpoints->before_update(); };  // a snapshot copied behind the passes
-
-  Progress progress(c.train.steps, s.worker.step, s.opts.interactive);
-  // Log lines clear the in-place progress line first, so the two never interleave.
-  auto info = [&]<class... A>(fmt::format_string<A...> format, A&&... args) {
-    progress.clear();
-    s.log->info(format, std::forward<A>(args)...);
-  };
-  info("training {} steps of batch {} on {} ({} threads), shard {} as worker {}/{}",
-       c.train.steps, B, c.device, c.run.threads, c.data.shard, c.run.worker, c.run.workers);
-
-  double eval_s = 0;  // kept out of the training throughput
-  auto run_eval = [&](std::int64_t step) {
-    auto t = Clock::now();
-    std::vector<std::int32_t> mine, theirs;
-    EvalResult r = evaluate(s.model, s.data.test, c.train.eval_batch_size, &mine);
-    // Churn against every teacher in use: the fraction of test examples whose predicted
-    // class differs (DESIGN.md section 7).
-    nlohmann::json churn = nlohmann::json::object();
-    if (s.teachers)
-      for (const auto& teacher : s.teachers->teachers()) {
-        evaluate(teacher->model, s.data.test, c.train.eval_batch_size, &theirs);
-        std::int64_t differ = 0;
-        for (std::size_t i = 0; i < mine.size(); ++i) differ += mine[i] != theirs[i];
-        churn[std::to_string(teacher->peer)] = static_cast<double>(differ) / static_cast<double>(mine.size());
-      }
-    s.metrics->emit("eval", step, {{"split", "test"}, {"loss", r.loss}, {"accuracy", r.accuracy},
-                                   {"churn", churn}});
-    info("eval  step {:>7}  test loss {:.4f}  accuracy {:.2f}%  ({:.1f} s)", step, r.loss,
-         100 * r.accuracy, seconds_since(t));
-    eval_s += seconds_since(t);
-    return r;
-  };
-
-  auto staleness_json = [&]() -> nlohmann::json {
-    if (!s.teachers || window_teachers == 0) return nullptr;
-    auto st = s.teachers->staleness(s.worker.step);
-    return st ? nlohmann::json(*st) : nlohmann::json(nullptr);
-  };
-
-  const auto started = Clock::now();
-  auto window_start = started;
-  double window_loss = 0, window_ce = 0, window_distill = 0;
-  std::int64_t window_steps = 0;
-  double rate = 0;
-  bool interrupted = false;
-  EvalResult last_eval;
-  bool evaluated_last = false;
-
-  while (s.worker.step < c.train.steps) {
-    if (stop_requested()) {
-      interrupted = true;
-      break;
-    }
-    if (s.teachers) {
-      s.teachers->at_step(s.worker.step, s.metrics.get());
-      s.worker.teacher_steps.clear();
-      for (const auto& t : s.teachers->teachers()) s.worker.teacher_steps.push_back({t->peer, t->step});
-    }
-    const double lr = learning_rate(c.optimizer, s.worker.step, c.train.steps);
-    // Teachers (forward only, on the same batch) join after burn-in.
-    step_teachers.clear();
-    if (s.teachers && s.worker.step >= c.codistill.burn_in)
-      for (const auto& t : s.teachers->teachers()) step_teachers.push_back(t.get());
-    const StepResult r = s.step->run(s.worker.step + 1, *s.sampler, step_teachers, *s.optimizer, lr, hooks);
-    const kernels::DistillLossResult& res = r.loss;
-    window_teachers = r.teachers;
-    ++s.worker.step;
-    s.worker.examples_seen += B;
-    evaluated_last = false;
-
-    window_loss += res.loss;
-    window_ce += res.ce;
-    window_distill += res.distill;
-    ++window_steps;
-    const bool log_now = (c.train.log_every > 0 && s.worker.step % c.train.log_every == 0) ||
-                         s.worker.step == c.train.steps;
-    if (log_now) {
-      double secs = seconds_since(window_start);
-      rate = secs > 0 ? static_cast<double>(window_steps * B) / secs : 0;
-      double n = static_cast<double>(window_steps);
-      s.metrics->emit("train", s.worker.step,
-                      {{"loss", window_loss / n}, {"ce", window_ce / n},
-                       {"distill", window_distill / n}, {"lr", lr}, {"examples_per_s", rate},
-                       {"teachers", window_teachers}, {"staleness", staleness_json()}});
-      if (!s.opts.interactive)
-        info("train step {:>7}/{}  loss {:.4f}  distill {:.4f}  teachers {}  lr {:.4g}  {:.0f} ex/s",
-             s.worker.step, c.train.steps, window_loss / n, window_distill / n, window_teachers, lr, rate);
-      window_loss = window_ce = window_distill = 0;
-      window_steps = 0;
-      window_start = Clock::now();
-    }
-    progress.update(s.worker.step, res.loss, rate);
-    if (c.checkpoint.every > 0 && s.worker.step % c.checkpoint.every == 0) {
-      progress.clear();
-      s.checkpoints->save(s.worker);
-    }
-    s.checkpoints->poll();
-    if (c.train.eval_every > 0 && s.worker.step % c.train.eval_every == 0 && s.worker.step < c.train.steps) {
-      last_eval = run_eval(s.worker.step);
-      evaluated_last = true;
-      window_start = Clock::now();  // keep eval time out of the training rate
-    }
-  }
-  progress.finish();
-
-  TrainSummary sum;
-  sum.steps = s.worker.step;
-  sum.interrupted = interrupted;
-  if (interrupted) info("stop requested: finished step {}, publishing a checkpoint and stopping", s.worker.step);
-  s.checkpoints->save(s.worker, /*overlap=*/false);  // the final state (no-op if published already)
-  s.checkpoints->finish();
-  if (!evaluated_last) last_eval = run_eval(s.worker.step);
-  sum.wall_s = s.metrics->elapsed_s();  // the whole run, data loading included
-  sum.test_loss = last_eval.loss;
-  sum.test_accuracy = last_eval.accuracy;
-  const double train_s = seconds_since(started) - eval_s;
-  sum.examples_per_s = train_s > 0 ? static_cast<double>(s.worker.step * B) / train_s : 0;
-  s.metrics->emit("done", s.worker.step, {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy},
-                                   {"loss", sum.test_loss}, {"train_examples_per_s", sum.examples_per_s},
-                                   {"interrupted", interrupted}});
-  info("done: {} steps in {} ({:.0f} training ex/s), test accuracy {:.2f}%, test loss {:.4f}",
-       s.worker.step, format_duration(sum.wall_s), sum.examples_per_s, 100 * sum.test_accuracy,
-       sum.test_loss);
-  return sum;
-}
 
 }  // namespace codistill

@@ -58,7 +58,7 @@ struct TinyWorker {
     mc.classes = splits.train.classes;
     codistill::Rng init(cfg.run.seed, static_cast<std::uint64_t>(worker), 1);
     model = codistill::build_model(mc, init);
-    optimizer = codistill::make_optimizer(cfg.optimizer, model.params());
+    optimizer = codistill::make_optimizer(cfg.optimizer, model);
     sampler = std::make_unique<codistill::data::BatchSampler>(splits.train, codistill::data::sampler_options(cfg));
   }
   TinyWorker(const TinyWorker&) = delete;  // the sampler points into splits
