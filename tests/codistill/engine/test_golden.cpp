@@ -28,7 +28,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/dataset.hpp"
-#include "codistill/engine/snapshot.hpp"
+#include "codistill/engine/worker_state.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
@@ -75,7 +75,7 @@ RunResult run_steps(const std::string& init, const std::optional<std::string>& t
   Model student = model_from_checkpoint(checkpoint::read(init));  // build_model + params by name
   std::optional<Model> teacher_model;
   if (teacher) teacher_model.emplace(model_from_checkpoint(checkpoint::read(*teacher)));
-  auto optimizer = make_optimizer(opt, student.params());
+  auto optimizer = make_optimizer(opt, student);
 
   kernels::Shape xshape = train.example_shape();
   xshape.insert(xshape.begin(), batch);
