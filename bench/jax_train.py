@@ -19,7 +19,8 @@ Threads: XLA's CPU client sizes its intra-op (Eigen) thread pool from the CPUs t
 may run on, and it has no thread-count flag of its own (the often-quoted XLA_FLAGS token
 "intra_op_parallelism_threads=N" is not a flag: the parser skips it silently). So --threads N
 restricts the process's CPU affinity to N CPUs (os.sched_setaffinity, as `taskset` does)
-before JAX starts; XLA_FLAGS gets --xla_cpu_multi_thread_eigen=true (the default, stated).
+before JAX starts (checked with jax 0.10.2: the process then has N "tf_XLAEigen" threads);
+XLA_FLAGS gets --xla_cpu_multi_thread_eigen=true (the default, stated).
 
 Run with the benchmark environment's interpreter (scripts/setup.sh --bench makes it):
     .venv-bench/bin/python bench/jax_train.py CONFIG [--steps S] [--threads N]
