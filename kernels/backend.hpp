@@ -11,8 +11,9 @@
 //
 // The op entry points take tensors on the queue's device, in a dtype the backend supports
 // for that op, with the shapes and semantics of the CPU reference (kernels/cpu/*.hpp and
-// kernels/ops.hpp). They validate nothing beyond what they must to stay memory-safe: the
-// layers (codistill/nn) validate, then dispatch once. Gradients are always accumulated
+// kernels/ops.hpp). Each refuses an (op, dtype) its backend does not support
+// (require_support, naming both); shapes are the layers' to check (codistill/nn validates,
+// then dispatches once). Gradients are always accumulated
 // (dw += ...): zeroing them is the caller's explicit zero() on the same queue.
 #include <cstddef>
 #include <memory>

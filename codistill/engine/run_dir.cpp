@@ -1,5 +1,7 @@
 #include "codistill/engine/run_dir.hpp"
 
+#include <atomic>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -41,7 +43,10 @@ std::string run_level_yaml(Config cfg) {
 void write_file_exclusive(const std::string& path, const std::string& text) {
   // Write a private temp file, then link() it into place: link fails if the target exists,
   // so two workers starting together never clobber each other's file.
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  // pid and a per-process counter: two workers in one process (tests, worker groups) must
+  // not share a temp file, or one unlinks the other's before its link().
+  static std::atomic<unsigned> counter{0};
+  std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter.fetch_add(1));
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << text;

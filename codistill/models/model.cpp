@@ -92,8 +92,8 @@ void Model::to_dtype(kernels::DType dtype) {
 
 void Model::set_reference(bool reference) {
   if (!device().is_cpu()) throw std::invalid_argument("Model::set_reference: reference loops exist on the CPU only");
-  queue_.reset();
   root_->set_queue(kernels::default_cpu_queue(reference));
+  queue_.reset();
 }
 
 void Model::to_device(kernels::Device device, kernels::QueueOptions options) { place(device, options, true); }
@@ -114,8 +114,10 @@ void Model::place(kernels::Device device, kernels::QueueOptions options, bool co
   auto queue = backend.make_queue(device, options);
   synchronize();  // nothing may still run on the memory moved away
   arena_.to_device(*root_, device, copy);
+  // The modules move to the new queue before the old one is released (what they hold of
+  // the old one, e.g. an event, is let go while it still exists).
+  root_->set_queue(*queue);
   queue_ = std::move(queue);
-  root_->set_queue(*queue_);
 }
 
 void Model::drop_grads() {

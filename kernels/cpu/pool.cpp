@@ -15,7 +15,15 @@ constexpr std::int64_t kParallelMin = 1 << 14;
 
 bool go_parallel(std::int64_t work) { return work >= kParallelMin && !omp_in_parallel(); }
 
-// Max over one window in row-major order; strict '>' keeps the first of equal maxima.
+// Whether v replaces the window's best so far: strictly greater (so the first of equal
+// maxima wins), or a NaN over a number (a NaN is the window's maximum, as on cuDNN; the
+// first NaN wins).
+template <class T>
+inline bool beats(T v, T best) {
+  return v > best || (v != v && best == best);
+}
+
+// Max over one window in row-major order.
 template <class T>
 inline void window_max(const T* plane, std::int64_t W, std::int64_t h0, std::int64_t w0,
                        std::int64_t K, T& best, std::int32_t& arg) {
@@ -24,7 +32,7 @@ inline void window_max(const T* plane, std::int64_t W, std::int64_t h0, std::int
   for (std::int64_t kh = 0; kh < K; ++kh)
     for (std::int64_t kw = 0; kw < K; ++kw) {
       const std::int64_t idx = (h0 + kh) * W + (w0 + kw);
-      if (plane[idx] > best) {
+      if (beats(plane[idx], best)) {
         best = plane[idx];
         arg = static_cast<std::int32_t>(idx);
       }
@@ -32,7 +40,7 @@ inline void window_max(const T* plane, std::int64_t W, std::int64_t h0, std::int
 }
 
 // The common 2x2 / stride 2 case, written branch-free so the compiler can vectorize
-// along the output row. Same tie rule: a later element wins only if strictly greater.
+// along the output row. Same rule as window_max (beats).
 template <class T>
 void plane_2x2(const T* x, T* y, std::int32_t* am, std::int64_t W, std::int64_t OH,
                std::int64_t OW) {
@@ -49,14 +57,17 @@ void plane_2x2(const T* x, T* y, std::int32_t* am, std::int64_t W, std::int64_t 
       T best = r0[2 * ow];
       std::int32_t arg = c;
       const T b = r0[2 * ow + 1];
-      arg = b > best ? c + 1 : arg;
-      best = b > best ? b : best;
+      const bool tb = beats(b, best);
+      arg = tb ? c + 1 : arg;
+      best = tb ? b : best;
       const T d = r1[2 * ow];
-      arg = d > best ? c + w32 : arg;
-      best = d > best ? d : best;
+      const bool td = beats(d, best);
+      arg = td ? c + w32 : arg;
+      best = td ? d : best;
       const T e = r1[2 * ow + 1];
-      arg = e > best ? c + w32 + 1 : arg;
-      best = e > best ? e : best;
+      const bool te = beats(e, best);
+      arg = te ? c + w32 + 1 : arg;
+      best = te ? e : best;
       yr[ow] = best;
       ar[ow] = arg;
     }

@@ -1,5 +1,6 @@
 #pragma once
-// Max pooling, NCHW, no padding. Ties go to the first maximum in row-major window order.
+// Max pooling, NCHW, no padding. Ties go to the first maximum in row-major window order;
+// a NaN is a window's maximum (the first NaN wins), as cuDNN propagates it.
 //   forward:  y[B,C,OH,OW], argmax[B,C,OH,OW] = flat index h*W+w of the max within its plane
 //   backward: dx[B,C,H,W] = 0, then dx[argmax] += dy   (dx is overwritten; the reference
 //             checks each argmax is inside its plane, the fast path trusts forward's output)
