@@ -71,7 +71,10 @@ bool Event::ready() const {
   CODISTILL_CUDA_CHECK(cudaSetDevice(impl_->device));
   const cudaError_t err = cudaEventQuery(impl_->event);
   if (err == cudaSuccess) return true;
-  if (err == cudaErrorNotReady) return false;
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();  // "not ready" is an answer, not an error: leave none behind
+    return false;
+  }
   throw_cuda_error(err, "cudaEventQuery(event)", __FILE__, __LINE__);
 }
 

@@ -1,8 +1,12 @@
 #pragma once
 // Where and how a CUDA op runs, with no CUDA type in sight: the device ordinal, the stream
-// (an opaque cudaStream_t; null is the legacy default stream) and whether float32 GEMMs
+// (an opaque cudaStream_t; null is the legacy default stream), whether float32 GEMMs
 // and convolutions may use TF32 tensor cores (opt-in from the config, off by default so
-// that CUDA results stay within float32 tolerance of the CPU).
+// that CUDA results stay within float32 tolerance of the CPU) and the per-stream resources
+// of the queue that owns the stream (its cuBLAS and cuDNN handles, workspaces and plan
+// caches: kernels/cuda/resources.cuh). A CUDA queue (kernels/cuda/backend.cu) makes the
+// contexts its ops run with; the ops that need a library handle or scratch memory (linear,
+// conv2d, maxpool2d, optimizer steps, bias gradients of many rows) throw without resources.
 //
 // Stream and Event own a CUDA stream/event behind a pimpl. Every function throws
 // std::runtime_error carrying file, line and the CUDA message on failure, and "built
@@ -15,6 +19,7 @@ struct Context {
   int device = 0;
   void* stream = nullptr;  // cudaStream_t
   bool allow_tf32 = false;
+  void* resources = nullptr;  // the queue's StreamResources (owned by the queue), bound to stream
 };
 
 // A non-blocking stream on one device (does not synchronize with the legacy stream).

@@ -74,6 +74,7 @@ void bias_add_channels(float*, const float*, std::int64_t, std::int64_t, std::in
 void bias_grad_channels(const float*, float*, std::int64_t, std::int64_t, std::int64_t, bool,
                         const Context&) { no_cuda(); }
 void multiply(const float*, const float*, float*, std::int64_t, const Context&) { no_cuda(); }
+void add(const float*, const float*, float*, std::int64_t, const Context&) { no_cuda(); }
 
 // conv2d.hpp
 void conv2d_forward(const float*, const float*, const float*, float*, const cpu::Conv2dShape&,
