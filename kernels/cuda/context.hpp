@@ -22,7 +22,10 @@ struct Context {
   void* resources = nullptr;  // the queue's StreamResources (owned by the queue), bound to stream
 };
 
-// A non-blocking stream on one device (does not synchronize with the legacy stream).
+// A non-blocking stream on one device (does not synchronize with the legacy stream), with
+// the per-stream resources its ops need (handles, workspaces, plan caches), owned like a
+// CUDA queue's: destroying it waits for the stream, then frees them. (The pre-backend API;
+// a kernels::Queue of the CUDA backend is the same thing behind kernels/backend.hpp.)
 class Stream {
  public:
   explicit Stream(int device = 0);
@@ -31,8 +34,11 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   int device() const;
-  void* handle() const;  // cudaStream_t
-  Context context(bool allow_tf32 = false) const { return {device(), handle(), allow_tf32}; }
+  void* handle() const;     // cudaStream_t
+  void* resources() const;  // its StreamResources
+  Context context(bool allow_tf32 = false) const {
+    return {device(), handle(), allow_tf32, resources()};
+  }
   void synchronize() const;
 
  private:

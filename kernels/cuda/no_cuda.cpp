@@ -36,6 +36,7 @@ Stream::Stream(int) { no_cuda(); }
 Stream::~Stream() = default;
 int Stream::device() const { no_cuda(); }
 void* Stream::handle() const { no_cuda(); }
+void* Stream::resources() const { no_cuda(); }
 void Stream::synchronize() const { no_cuda(); }
 struct Event::Impl {};
 Event::Event(int) { no_cuda(); }
