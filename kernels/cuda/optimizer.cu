@@ -4,7 +4,8 @@
 // chunks of kChunk elements; block b updates chunk b, finding its slice by a binary search
 // over the slices' first chunks. A model's slice list is the same every step, so its table
 // is uploaded once and cached by the queue (keyed by the list's contents; the queue's
-// OptimizerTables, resources.cuh); only a new list is uploaded.
+// OptimizerTables, resources.cuh); only a new list is uploaded. A single slice (one flat
+// arena, as the backend passes) is a kernel argument instead.
 //
 // The arithmetic is that of codistill/optim/sgd.cpp and adamw.cpp in float32, operation for
 // operation, with explicitly rounded intrinsics (__fmul_rn, __fadd_rn, ...): nvcc would
@@ -90,17 +91,10 @@ __device__ __forceinline__ void update_one(const Op& op, const DevSlice& sl, std
   if (sl.slot1) sl.slot1[i] = s1;
 }
 
+// The block's chunk of slice sl (whose chunks start at sl.first_chunk).
 template <class Op>
-__global__ void __launch_bounds__(kThreads)
-    step_kernel(const DevSlice* __restrict__ table, int slices, Op op) {
-  const std::int64_t chunk = blockIdx.x;
-  int lo = 0, hi = slices - 1;  // the last slice whose first chunk is <= this one
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (table[mid].first_chunk <= chunk) lo = mid;
-    else hi = mid - 1;
-  }
-  const DevSlice sl = table[lo];
+__device__ __forceinline__ void update_chunk(const Op& op, const DevSlice& sl,
+                                             std::int64_t chunk) {
   const std::int64_t begin = (chunk - sl.first_chunk) * kChunk;
   const std::int64_t end = begin + kChunk < sl.n ? begin + kChunk : sl.n;
   std::int64_t i = begin + threadIdx.x;
@@ -123,6 +117,26 @@ __global__ void __launch_bounds__(kThreads)
     i = vec_end + threadIdx.x;  // the tail of the slice's last chunk
   }
   for (; i < end; i += kThreads) update_one(op, sl, i);
+}
+
+template <class Op>
+__global__ void __launch_bounds__(kThreads)
+    step_kernel(const DevSlice* __restrict__ table, int slices, Op op) {
+  const std::int64_t chunk = blockIdx.x;
+  int lo = 0, hi = slices - 1;  // the last slice whose first chunk is <= this one
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (table[mid].first_chunk <= chunk) lo = mid;
+    else hi = mid - 1;
+  }
+  const DevSlice sl = table[lo];
+  update_chunk(op, sl, chunk);
+}
+
+// One slice (a flat parameter arena: the backend's case) comes by value: no table.
+template <class Op>
+__global__ void __launch_bounds__(kThreads) step_one_kernel(const DevSlice sl, Op op) {
+  update_chunk(op, sl, blockIdx.x);
 }
 
 // ---- the cached slice tables -----------------------------------------------------------
@@ -193,6 +207,13 @@ void launch(const std::vector<ParamSlice>& params, bool slot0, bool slot1, const
   if (host.empty()) return;
   if (host.size() > 0x7fffffff)
     throw std::invalid_argument(std::string(name) + " (cuda): too many slices");
+  if (host.size() == 1) {
+    detail::use_device(ctx);
+    step_one_kernel<Op><<<static_cast<unsigned>(chunks), kThreads, 0, detail::stream_of(ctx)>>>(
+        host.front(), op);
+    CODISTILL_CUDA_LAUNCH_CHECK();
+    return;
+  }
   auto& tables = resources_of(ctx, name).optimizer_tables().tables;
   detail::use_device(ctx);
   auto it = tables.begin();
