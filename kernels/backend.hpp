@@ -51,9 +51,10 @@ class Queue {
   Device device() const { return device_; }
   const QueueOptions& options() const { return options_; }
 
-  virtual void synchronize() = 0;                // the host waits for everything queued
-  virtual std::unique_ptr<Event> record() = 0;   // an event after everything queued so far
-  virtual void wait(Event& event) = 0;           // work queued later waits for event
+  virtual void synchronize() = 0;                  // the host waits for everything queued
+  virtual std::unique_ptr<Event> make_event() = 0;  // an event of this queue's device
+  virtual void record(Event& event) = 0;           // event: after everything queued so far
+  virtual void wait(Event& event) = 0;             // work queued later waits for event
 
   // dst <- src (same numel and dtype; each on this queue's device or the CPU), ordered on
   // this queue. A no-op when both share one buffer (Backend::staging_for on the CPU).
@@ -85,9 +86,9 @@ class Backend {
 
   // ---- memory (Tensor allocates through these) ----
   virtual std::shared_ptr<std::byte> allocate(std::size_t bytes, int device) = 0;
-  // A host-visible tensor to fill before copying it into `device_tensor` with
-  // Queue::copy without the host waiting: the tensor itself where device memory is host
-  // memory (the copy is then a no-op), page-locked memory where it is not.
+  // A host-visible tensor to exchange data with `device_tensor` through Queue::copy without
+  // the host waiting on the copy itself: the tensor itself where device memory is host
+  // memory (the copy is then a no-op), page-locked memory of its shape where it is not.
   virtual Tensor staging_for(const Tensor& device_tensor) = 0;
   // Synchronous copies and zeroing outside any queue (set-up paths: Tensor::copy_from,
   // Tensor::zero); they wait for the whole device first.

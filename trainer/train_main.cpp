@@ -1,7 +1,10 @@
 // codistill-train: the command line of DESIGN.md section 3 over the training engine.
 // Exit codes: 0 finished (or stopped cleanly by SIGINT/SIGTERM), 2 usage or configuration
 // error, 1 runtime failure.
+#include <cstdint>
+#include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -61,6 +64,18 @@ bool parse_args(int argc, char** argv, Args& args) {
   return true;
 }
 
+// Fault injection for process-level tests: CODISTILL_FAULT_CHECKPOINT_STEPS="300,400"
+// makes the checkpoint writes of those steps fail part-way, as a full disk would.
+std::vector<std::int64_t> fault_steps() {
+  std::vector<std::int64_t> steps;
+  const char* env = std::getenv("CODISTILL_FAULT_CHECKPOINT_STEPS");
+  if (!env) return steps;
+  std::stringstream list(env);
+  for (std::string item; std::getline(list, item, ',');)
+    if (!item.empty()) steps.push_back(std::stoll(item));
+  return steps;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,6 +91,7 @@ int main(int argc, char** argv) {
     codistill::TrainOptions opts;
     opts.resume = args.resume;
     opts.interactive = codistill::Progress::stdout_is_terminal();
+    opts.fail_checkpoint_steps = fault_steps();
     codistill::install_stop_signal_handlers();
     codistill::Trainer trainer(cfg, opts);
     codistill::TrainSummary sum = trainer.run();

@@ -11,21 +11,16 @@ namespace codistill {
 
 namespace {
 
-// Fault injection for process-level tests: CODISTILL_FAULT_CHECKPOINT_STEPS="300,400" makes
-// the writes of those steps fail part-way, as a full disk would.
-checkpoint::WriteOptions write_options(std::int64_t step) {
-  checkpoint::WriteOptions o;
-  if (const char* env = std::getenv("CODISTILL_FAULT_CHECKPOINT_STEPS")) {
-    std::string list = std::string(",") + env + ",";
-    if (list.find("," + std::to_string(step) + ",") != std::string::npos) o.fail_after_bytes = 4096;
-  }
-  return o;
-}
-
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 }  // namespace
+
+checkpoint::WriteOptions CheckpointManager::write_options_for(std::int64_t step) const {
+  checkpoint::WriteOptions o;
+  if (std::find(fail_steps_.begin(), fail_steps_.end(), step) != fail_steps_.end()) o.fail_after_bytes = 4096;
+  return o;
+}
 
 struct CheckpointManager::Pending {
   StateView view;  // borrowed parameters plus copies of the small state, taken at the step
@@ -35,8 +30,9 @@ struct CheckpointManager::Pending {
   double stall_ms = 0;
 };
 
-CheckpointManager::CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log)
-    : cfg_(cfg), log_(std::move(log)), store_(cfg.run.dir) {
+CheckpointManager::CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log,
+                                     std::vector<std::int64_t> fail_steps)
+    : cfg_(cfg), log_(std::move(log)), store_(cfg.run.dir), fail_steps_(std::move(fail_steps)) {
   if (cfg.checkpoint.async) writer_ = std::make_unique<checkpoint::AsyncWriter>();
   // Sync codistillation: a peer up to reload_every steps behind needs this worker's
   // checkpoint of its step - reload_every, and a peer restarting from its checkpoint c
@@ -90,7 +86,7 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
     o.path = path;
     o.step = w.step;
     try {
-      o.result = checkpoint::write(path, sv.view, write_options(w.step));
+      o.result = checkpoint::write(path, sv.view, write_options_for(w.step));
       o.ok = true;
       store_.retain(cfg_.run.worker, keep_, w.step);
     } catch (const std::exception& e) {
@@ -140,7 +136,7 @@ void CheckpointManager::before_update() {
     pending_.reset();
     return;
   }
-  job.options = write_options(pending_->step);
+  job.options = write_options_for(pending_->step);
   const int worker = cfg_.run.worker, keep = keep_;
   const std::int64_t step = pending_->step;
   job.after_publish = [this, worker, keep, step](const checkpoint::WriteResult&) { store_.retain(worker, keep, step); };

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <spdlog/logger.h>
 
@@ -14,13 +15,15 @@
 #include "checkpoint/store.hpp"
 #include "codistill/config/config.hpp"
 #include "codistill/engine/metrics.hpp"
-#include "codistill/engine/snapshot.hpp"
+#include "codistill/engine/worker_state.hpp"
 
 namespace codistill {
 
 class CheckpointManager {
  public:
-  CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log);
+  // fail_steps: fault injection for tests (TrainOptions::fail_checkpoint_steps): the
+  // writes of these steps fail part-way, as on a full disk.
+  CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log, std::vector<std::int64_t> fail_steps = {});
   ~CheckpointManager();
 
   // Removes temp files of this worker's dead writers, then returns the freshest checkpoint
@@ -52,6 +55,7 @@ class CheckpointManager {
 
  private:
   void report(checkpoint::WriteOutcome& o);
+  checkpoint::WriteOptions write_options_for(std::int64_t step) const;
 
   const Config& cfg_;
   std::shared_ptr<spdlog::logger> log_;
@@ -66,6 +70,7 @@ class CheckpointManager {
   std::map<std::int64_t, double> stall_ms_;  // by step, until the write is reported
   std::int64_t last_saved_step_ = -1;
   int keep_ = 1;  // checkpoint.keep, raised in sync mode (see the constructor)
+  std::vector<std::int64_t> fail_steps_;
 };
 
 }  // namespace codistill

@@ -7,9 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "codistill/engine/snapshot.hpp"
-#include "codistill/engine/training.hpp"
-#include "kernels/cuda/allocator.hpp"
+#include "codistill/engine/worker_state.hpp"
+#include "codistill/engine/error.hpp"
 
 namespace codistill {
 
@@ -29,27 +28,26 @@ checkpoint::ReadOptions teacher_read_options(const std::string& fingerprint) {
 }  // namespace
 
 Teacher::~Teacher() {
-  if (!device) return;
   try {
-    device->loaded.synchronize();
-    device->stream.synchronize();
+    model.synchronize();
   } catch (...) {  // a destructor must not throw; a failed device fails the run elsewhere
   }
 }
 
-kernels::Tensor Teacher::forward(const kernels::Tensor& x, const kernels::cuda::Event* input_ready) {
-  if (!device) return model.forward(x, /*training=*/false);
-  if (input_ready) input_ready->wait(device->stream.handle());
-  kernels::Tensor logits = model.forward(x, /*training=*/false);
-  device->forward_done.record(device->stream.handle());
+const kernels::Tensor& Teacher::forward(const kernels::Tensor& x, kernels::Event* input_ready) {
+  kernels::Queue& q = model.queue();
+  if (input_ready) q.wait(*input_ready);
+  logits = model.forward(x, /*training=*/false);
+  if (!forward_done) forward_done = q.make_event();
+  q.record(*forward_done);
   return logits;
 }
 
 TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::string fingerprint,
                          std::shared_ptr<spdlog::logger> log)
     : cfg_(cfg), model_cfg_(std::move(model_cfg)), fingerprint_(std::move(fingerprint)), log_(std::move(log)),
-      store_(cfg.run.dir), device_(kernels::Device::parse(cfg.device)), allow_tf32_(cfg.train.allow_tf32) {
-  if (device_.is_cuda()) copy_stream_ = std::make_unique<kernels::cuda::Stream>(device_.index);
+      store_(cfg.run.dir), device_(kernels::Device::parse(cfg.device)) {
+  queue_options_.allow_tf32 = cfg.train.allow_tf32;
   for (int p = 0; p < cfg.run.workers; ++p) {
     if (p == cfg.run.worker) continue;
     if (cfg.codistill.teachers > 0 && static_cast<int>(peers_.size()) >= cfg.codistill.teachers) break;
@@ -97,44 +95,37 @@ std::unique_ptr<Teacher> TeacherPool::make_teacher(int peer, const checkpoint::C
   t->step = data.meta.step;
   t->path = path;
   t->model = model_from_checkpoint(data);
-  if (device_.is_cuda()) stage_on_device(*t);
+  upload(*t);
   t->load_ms = load_ms;
   return t;
 }
 
-void TeacherPool::stage_on_device(Teacher& t) {
-  namespace cuda = kernels::cuda;
-  auto dev = std::make_unique<TeacherDevice>(device_.index);
-  auto params = t.model.params();
-  // One pinned block for all parameters, each at a 256-byte boundary.
-  std::vector<std::size_t> offsets;
-  std::size_t total = 0;
-  for (const auto& p : params) {
-    offsets.push_back(total);
-    total += (p.value->nbytes() + 255) / 256 * 256;
-  }
-  dev->staging.reserve(total);
-  auto* staging = dev->staging.as<std::byte>();
-  for (std::size_t i = 0; i < params.size(); ++i)
-    std::memcpy(staging + offsets[i], params[i].value->raw(), params[i].value->nbytes());
-  // The host parameters are released here; the device ones are written by the copies below,
-  // which the trainer waits for (Event::ready / synchronize) before the first forward.
-  t.model.to_device_uninitialized(device_, dev->stream.context(allow_tf32_));
-  const cuda::Context copy = copy_stream_->context();
-  try {
-    for (std::size_t i = 0; i < params.size(); ++i)
-      cuda::memcpy_async(params[i].value->raw(), staging + offsets[i], params[i].value->nbytes(),
-                         cuda::CopyKind::host_to_device, copy);
-    dev->loaded.record(copy_stream_->handle());
-  } catch (...) {
-    copy_stream_->synchronize();  // no copy may still write memory that is about to be freed
-    throw;
-  }
-  t.device = std::move(dev);
+void TeacherPool::upload(Teacher& t) {
+  // The model was built and filled on the host; its blocks move to the device through the
+  // backend's staging memory (the block itself on the CPU: no copy), queued on the
+  // teacher's own queue, which the trainer waits for (Event::ready / synchronize) before
+  // the first forward.
+  Model& m = t.model;
+  m.drop_grads();
+  ParamArena& arena = m.arena();
+  const kernels::Tensor host_values = arena.values();
+  const kernels::Tensor host_buffers = arena.buffers();
+  m.to_device_uninitialized(device_, queue_options_);
+  kernels::Queue& q = m.queue();
+  auto send = [&](kernels::Tensor& block, const kernels::Tensor& host, kernels::Tensor& stage) {
+    stage = q.backend().staging_for(block);
+    if (!stage.same_memory(host)) stage.copy_from(host);
+    q.copy(block, stage);
+  };
+  kernels::Tensor buffer_stage;
+  send(arena.values(), host_values, t.staging);
+  if (host_buffers.defined()) send(arena.buffers(), host_buffers, buffer_stage);
+  t.loaded = q.make_event();
+  q.record(*t.loaded);
+  if (buffer_stage.defined() && !buffer_stage.same_memory(arena.buffers())) q.synchronize();  // small, rare
 }
 
 std::vector<std::unique_ptr<Teacher>> TeacherPool::take_loaded(std::vector<std::unique_ptr<Teacher>> fresh, bool wait) {
-  if (!device_.is_cuda()) return fresh;
   for (auto& t : fresh) {
     // A newer load of a peer supersedes one still in flight (whose destructor waits for it).
     std::erase_if(staged_, [&](const auto& u) { return u->peer == t->peer; });
@@ -142,9 +133,9 @@ std::vector<std::unique_ptr<Teacher>> TeacherPool::take_loaded(std::vector<std::
   }
   std::vector<std::unique_ptr<Teacher>> done;
   for (auto it = staged_.begin(); it != staged_.end();) {
-    if (wait) (*it)->device->loaded.synchronize();
-    if (wait || (*it)->device->loaded.ready()) {
-      (*it)->device->staging = PinnedBuffer();
+    if (wait) (*it)->loaded->synchronize();
+    if (wait || (*it)->loaded->ready()) {
+      (*it)->staging = kernels::Tensor();
       done.push_back(std::move(*it));
       it = staged_.erase(it);
     } else {
@@ -275,7 +266,7 @@ void TeacherPool::at_step(std::int64_t step, MetricsWriter* metrics) {
     }
     for (const auto& w : warnings) log_->warn("{}", w);
   }
-  // CUDA: async mode never stalls a step for a copy in flight; sync mode waits for it.
+  // Async mode never stalls a step for an upload in flight; sync mode waits for it.
   adopt(take_loaded(std::move(adopted), /*wait=*/c.mode == "sync"), metrics, step);
 }
 

@@ -8,9 +8,10 @@
 //   sync mode:  at step s (a multiple of reload_every), each peer's checkpoint of exactly
 //               step s - reload_every, waited for up to sync_timeout_s: runs are
 //               reproducible bit for bit.
-// On CUDA each teacher runs its forwards on its own stream, so that they overlap the
-// student's forward; a loaded checkpoint is staged in pinned memory and copied to the
-// device on the pool's copy stream, and async mode adopts it only once that copy is done.
+// Each teacher is a forward-only model on the student's device with its own queue, so that
+// its forwards overlap the student's where the backend runs queues concurrently; a loaded
+// checkpoint's parameter block goes through the backend's staging memory in one copy on
+// that queue, and async mode adopts the teacher only once the copy is done.
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -26,39 +27,30 @@
 #include "codistill/config/config.hpp"
 #include "codistill/engine/metrics.hpp"
 #include "codistill/models/model.hpp"
-#include "codistill/util/device_memory.hpp"
-#include "kernels/cuda/context.hpp"
+#include "kernels/backend.hpp"
 
 namespace codistill {
-
-// The CUDA side of a teacher.
-struct TeacherDevice {
-  explicit TeacherDevice(int device) : stream(device), forward_done(device), loaded(device) {}
-  kernels::cuda::Stream stream;        // the teacher's forwards
-  kernels::cuda::Event forward_done;   // after each forward: the student's loss waits on it
-  kernels::cuda::Event loaded;         // after the parameter copies (on the pool's copy stream)
-  PinnedBuffer staging;                // the parameters on their way; released once loaded
-};
 
 struct Teacher {
   Teacher() = default;
   Teacher(const Teacher&) = delete;
   Teacher& operator=(const Teacher&) = delete;
-  // CUDA: waits for the parameter copy and the stream, so that no kernel still uses the
-  // memory freed here (the caching allocator reuses it at once).
+  // Waits for the teacher's queue, so that nothing still uses the memory freed here.
   ~Teacher();
 
   int peer = 0;
   std::int64_t step = 0;  // the peer's step when it published this checkpoint
   std::string path;
   double load_ms = 0;
-  std::unique_ptr<TeacherDevice> device;  // CUDA only; declared first: outlives the model
-  Model model;
+  Model model;  // forward-only (no gradient block), on its own queue
+  std::unique_ptr<kernels::Event> loaded;        // after the parameter upload
+  std::unique_ptr<kernels::Event> forward_done;  // after each forward: the student's loss waits on it
+  kernels::Tensor staging;                       // the parameter block on its way; released once loaded
+  kernels::Tensor logits;                        // of the last forward (the model's own buffer)
 
-  // Inference forward. CUDA: on the teacher's stream once `input_ready` (recorded on the
-  // student's stream after the batch copy) has passed, then records forward_done; the
-  // logits are the model's own buffer (Model::forward).
-  kernels::Tensor forward(const kernels::Tensor& x, const kernels::cuda::Event* input_ready = nullptr);
+  // Inference forward on the teacher's queue, once `input_ready` (recorded on the
+  // student's queue after the batch copy) has been reached; records forward_done.
+  const kernels::Tensor& forward(const kernels::Tensor& x, kernels::Event* input_ready = nullptr);
 };
 
 class TeacherPool {
@@ -98,7 +90,7 @@ class TeacherPool {
   std::unique_ptr<Teacher> load_exact(int peer, std::int64_t peer_step);
   std::unique_ptr<Teacher> make_teacher(int peer, const checkpoint::CheckpointData& data, const std::string& path,
                                         double load_ms);
-  void stage_on_device(Teacher& t);
+  void upload(Teacher& t);
   std::vector<std::unique_ptr<Teacher>> take_loaded(std::vector<std::unique_ptr<Teacher>> fresh, bool wait);
   void check_fingerprint(int peer, const std::string& path);
   void adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step);
@@ -110,10 +102,9 @@ class TeacherPool {
   checkpoint::RunStore store_;
   std::vector<int> peers_;
   kernels::Device device_;
-  bool allow_tf32_ = false;
-  std::unique_ptr<kernels::cuda::Stream> copy_stream_;  // CUDA: parameter uploads; before the teachers
+  kernels::QueueOptions queue_options_;
   std::vector<std::unique_ptr<Teacher>> teachers_;
-  std::vector<std::unique_ptr<Teacher>> staged_;  // CUDA, async: copies still in flight
+  std::vector<std::unique_ptr<Teacher>> staged_;  // uploads still in flight
 
   // Shared with the watcher thread.
   std::mutex mu_;

@@ -1,7 +1,8 @@
 #pragma once
-// The training engine of one worker: data, model, optimizer and schedule from the config,
-// the step loop with the fused loss of DESIGN.md section 6, evaluation, metrics.jsonl
-// (section 7), the human log and the progress display.
+// The training engine of one worker: data, model, optimizer and schedule from the config;
+// the run loop, which schedules every-N events (teacher reloads, logs, evaluations,
+// checkpoints) around TrainStep (engine/step.hpp, the phases of one step); metrics.jsonl
+// (DESIGN.md section 7), the human log and the progress display.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -11,31 +12,19 @@
 
 #include "codistill/config/config.hpp"
 #include "codistill/data/dataset.hpp"
+#include "codistill/engine/error.hpp"
+#include "codistill/engine/evaluate.hpp"
 #include "codistill/models/model.hpp"
 
 namespace codistill {
-
-// A failure of the run itself (non-finite loss, unusable device): exit code 1.
-class TrainingError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;
-  std::int64_t examples = 0;
-};
-
-// Runs model over d in order, batch rows at a time (inference mode). When predictions is
-// given it receives the argmax class of every example.
-EvalResult evaluate(Model& model, const data::Dataset& d, std::int64_t batch,
-                    std::vector<std::int32_t>* predictions = nullptr);
 
 struct TrainOptions {
   bool resume = true;        // continue from this worker's checkpoints when there are any
   bool console = true;       // log lines on stdout as well as in train.log
   bool interactive = false;  // one in-place progress line (stdout is a terminal)
+  // Fault injection for process-level tests: the checkpoint writes of these steps fail
+  // part-way, as on a full disk (codistill-train reads CODISTILL_FAULT_CHECKPOINT_STEPS).
+  std::vector<std::int64_t> fail_checkpoint_steps;
 };
 
 struct TrainSummary {

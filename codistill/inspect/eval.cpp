@@ -13,10 +13,10 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/idx.hpp"
 #include "codistill/data/sampler.hpp"
-#include "codistill/engine/snapshot.hpp"
+#include "codistill/engine/evaluate.hpp"
+#include "codistill/engine/worker_state.hpp"
 #include "codistill/inspect/format.hpp"
 #include "codistill/inspect/inspect.hpp"
-#include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cpu/impl.hpp"
 
 namespace codistill::inspect {
@@ -153,39 +153,27 @@ struct Pass {
   std::vector<std::int32_t> predictions;
 };
 
-// The batches, loss kernel and argmax (first maximum) of evaluate() in training.cpp, so
-// that a checkpoint scores here exactly what its run measured. When prob_sum is given,
-// each example's softmax probabilities (in double) are added to it, [N, V] row-major.
+// The engine's own evaluate() (the very loss and argmax a run measured); when prob_sum is
+// given, each example's softmax probabilities (in double) are added to it, [N, V] row-major.
 Pass run_pass(Model& model, const data::Dataset& d, std::int64_t batch, std::vector<double>* prob_sum) {
   Pass p;
-  data::EvalBatches batches(d, batch);
-  kernels::Tensor x;
-  std::vector<std::int32_t> labels;
-  double loss_sum = 0;
-  std::int64_t correct = 0, seen = 0;
-  while (batches.next(x, labels)) {
-    const std::int64_t b = x.dim(0);
-    kernels::Tensor logits = model.forward(x, /*training=*/false);
-    const std::int64_t V = logits.dim(1);
-    auto res = kernels::cpu::distill_loss<float>(logits.data<float>(), nullptr, 0, labels.data(), nullptr, b, V, {});
-    loss_sum += res.ce * static_cast<double>(b);
-    const float* z = logits.data<float>();
-    for (std::int64_t i = 0; i < b; ++i) {
-      const float* row = z + i * V;
-      const auto cls = static_cast<std::int32_t>(std::max_element(row, row + V) - row);
-      correct += cls == labels[static_cast<std::size_t>(i)];
-      p.predictions.push_back(cls);
-      if (!prob_sum) continue;
-      double* out = prob_sum->data() + (seen + i) * V;
-      const double m = *std::max_element(row, row + V);
-      double sum = 0;
-      for (std::int64_t c = 0; c < V; ++c) sum += std::exp(row[c] - m);
-      for (std::int64_t c = 0; c < V; ++c) out[c] += std::exp(row[c] - m) / sum;
-    }
-    seen += b;
-  }
-  p.loss = loss_sum / static_cast<double>(seen);
-  p.accuracy = static_cast<double>(correct) / static_cast<double>(seen);
+  LogitsFn add_probabilities;
+  if (prob_sum)
+    add_probabilities = [&](const kernels::Tensor& logits, std::int64_t first) {
+      const std::int64_t b = logits.dim(0), V = logits.dim(1);
+      const float* z = logits.data<float>();
+      for (std::int64_t i = 0; i < b; ++i) {
+        const float* row = z + i * V;
+        double* out = prob_sum->data() + (first + i) * V;
+        const double m = *std::max_element(row, row + V);
+        double sum = 0;
+        for (std::int64_t c = 0; c < V; ++c) sum += std::exp(row[c] - m);
+        for (std::int64_t c = 0; c < V; ++c) out[c] += std::exp(row[c] - m) / sum;
+      }
+    };
+  const EvalResult r = evaluate(model, d, batch, &p.predictions, add_probabilities);
+  p.loss = r.loss;
+  p.accuracy = r.accuracy;
   return p;
 }
 

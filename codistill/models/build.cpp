@@ -140,6 +140,7 @@ Model build_model(const ModelConfig& cfg, Rng& rng) {
   Model model;
   model.set_input_shape(cfg.input_shape);
   it->second(cfg, rng, model);
+  model.finalize();
   return model;
 }
 

@@ -3,73 +3,73 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
-
-#include "codistill/nn/activation.hpp"
-#include "codistill/nn/linear.hpp"
-#include "kernels/cuda/context.hpp"
 
 namespace codistill {
 
 using kernels::Tensor;
 
-void Model::add(std::string name, LayerPtr layer) {
-  if (!layer) throw std::invalid_argument("Model::add: null layer '" + name + "'");
-  if (name.empty() || name.find('/') != std::string::npos)
-    throw std::invalid_argument("Model::add: layer name '" + name + "' must be non-empty without '/'");
-  for (const auto& [n, l] : layers_)
-    if (n == name) throw std::invalid_argument("Model::add: duplicate layer name '" + name + "'");
-  if (first_param_layer_ == static_cast<std::size_t>(-1) && !layer->params().empty())
-    first_param_layer_ = layers_.size();
-  layers_.emplace_back(std::move(name), std::move(layer));
+Model::Model() : root_(std::make_unique<Sequential>()) {}
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+
+void Model::add(std::string name, ModulePtr module) {
+  if (finalized_) throw std::logic_error("Model::add: '" + name + "' after the parameter arena was built");
+  try {
+    root_->add(std::move(name), std::move(module));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("Model::add: ") + e.what());
+  }
+}
+
+void Model::finalize() {
+  if (finalized_) return;
+  arena_.build(*root_);
+  finalized_ = true;
+}
+
+ParamArena& Model::arena() {
+  finalize();
+  return arena_;
 }
 
 Tensor Model::forward(const Tensor& x, bool training) {
-  if (layers_.empty()) throw std::logic_error("Model::forward: the model has no layers");
-  Tensor h = x;
-  for (auto& [name, layer] : layers_) {
-    try {
-      h = layer->forward(h, training);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("layer '" + name + "': " + e.what());
-    }
+  if (root_->size() == 0) throw std::logic_error("Model::forward: the model has no layers");
+  finalize();
+  try {
+    return root_->forward(x, training);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("layer ") + e.what());
   }
-  // The last layer's buffer is reused by the next forward; a caller that keeps logits
-  // (ensembles, churn between two checkpoints in one model) must not see them change.
-  // On CUDA the caller copies what it keeps (see the header).
-  if (device_.is_cuda()) return h;
-  return h.clone();
 }
 
 void Model::backward(const Tensor& dlogits) {
-  if (first_param_layer_ >= layers_.size()) return;  // nothing to train
-  Tensor g = dlogits;
-  for (std::size_t i = layers_.size(); i-- > first_param_layer_;) {
-    auto& [name, layer] = layers_[i];
-    try {
-      g = layer->backward(g, /*need_dx=*/i > first_param_layer_);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("layer '" + name + "' backward: " + e.what());
-    }
+  finalize();
+  try {
+    root_->backward(dlogits, /*need_dx=*/false);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("layer ") + e.what());
   }
 }
 
 void Model::zero_grad() {
-  for (auto& [name, layer] : layers_) layer->zero_grad();
+  finalize();
+  if (arena_.grads().defined()) queue().zero(arena_.grads());
 }
 
 std::vector<NamedParam> Model::params() {
-  std::vector<NamedParam> out;
-  for (auto& [name, layer] : layers_)
-    for (auto& p : layer->params()) out.push_back({name + "/" + p.name, p.value, p.grad});
-  return out;
+  finalize();
+  return collect_params(*root_);
 }
 
-std::int64_t Model::num_params() {
-  std::int64_t n = 0;
-  for (auto& p : params()) n += p.value->numel();
-  return n;
+std::vector<NamedBuffer> Model::buffers() {
+  finalize();
+  return collect_buffers(*root_);
 }
+
+std::int64_t Model::num_params() { return arena().num_params(); }
 
 std::string Model::fingerprint() {
   // FNV-1a 64 over "path:[d0, d1];" for each parameter in order (shape as shape_str).
@@ -84,88 +84,73 @@ std::string Model::fingerprint() {
 }
 
 void Model::to_dtype(kernels::DType dtype) {
-  for (auto& [name, layer] : layers_) layer->to_dtype(dtype);
+  if (!device().is_cpu()) throw std::invalid_argument("Model::to_dtype: only on the CPU");
+  finalize();
+  arena_.to_dtype(*root_, dtype);
+  root_->set_queue(queue());  // containers re-decide fusions for the new dtype
 }
 
-namespace {
-
-// The activation that layer `next` computes and can hand to a Linear before it, else none.
-kernels::cuda::Activation fusable(Layer* next, bool on) {
-  auto* act = dynamic_cast<ActivationLayer*>(next);
-  if (!act) return kernels::cuda::Activation::none;
-  act->set_passthrough(on);
-  return act->activation();
+void Model::set_reference(bool reference) {
+  if (!device().is_cpu()) throw std::invalid_argument("Model::set_reference: reference loops exist on the CPU only");
+  queue_.reset();
+  root_->set_queue(kernels::default_cpu_queue(reference));
 }
 
-// Linear -> ReLU/GELU pairs fused on CUDA (one bias + activation pass), undone elsewhere.
-void set_fusion(std::vector<std::pair<std::string, LayerPtr>>& layers, bool on) {
-  for (std::size_t i = 0; i + 1 < layers.size(); ++i) {
-    auto* linear = dynamic_cast<Linear*>(layers[i].second.get());
-    if (!linear) continue;
-    const auto act = fusable(layers[i + 1].second.get(), on);
-    linear->set_fused_activation(on ? act : kernels::cuda::Activation::none);
-  }
+void Model::to_device(kernels::Device device, kernels::QueueOptions options) { place(device, options, true); }
+
+void Model::to_device_uninitialized(kernels::Device device, kernels::QueueOptions options) {
+  place(device, options, false);
 }
 
-}  // namespace
-
-void Model::to_device(kernels::Device device, const kernels::cuda::Context& ctx) {
-  // Checked for all layers first, so that a refusal leaves the whole model where it was.
-  if (device.is_cuda())
-    for (auto& p : params())
-      if (p.value->dtype() != kernels::DType::f32)
-        throw std::invalid_argument("parameter '" + p.path + "' is " + kernels::dtype_name(p.value->dtype()) +
-                                    "; CUDA layers run in float32 only (to_dtype(float32) first)");
-  for (auto& [name, layer] : layers_) {
-    try {
-      layer->to_device(device, ctx);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("layer '" + name + "': " + e.what());
-    }
-  }
-  device_ = device;
-  ctx_ = ctx;
-  ctx_.device = device.is_cuda() ? device.index : 0;
-  set_fusion(layers_, device.is_cuda());
+void Model::place(kernels::Device device, kernels::QueueOptions options, bool copy) {
+  finalize();
+  kernels::Backend& backend = kernels::backend_for(device);
+  const kernels::DType dtype = arena_.values().dtype();
+  // Every op the model uses checks its dtype when it runs; linear is the one every model
+  // has, so a device that cannot train this dtype is refused here, before anything moves.
+  if (!backend.supports(kernels::Op::linear, dtype))
+    throw std::invalid_argument(std::string("model parameters are ") + kernels::dtype_name(dtype) + "; " +
+                                backend.name() + " does not compute in that dtype (to_dtype(float32) first)");
+  auto queue = backend.make_queue(device, options);
+  synchronize();  // nothing may still run on the memory moved away
+  arena_.to_device(*root_, device, copy);
+  queue_ = std::move(queue);
+  root_->set_queue(*queue_);
 }
 
-void Model::to_device_uninitialized(kernels::Device device, const kernels::cuda::Context& ctx) {
-  for (auto& [name, layer] : layers_) layer->to_device_uninitialized(device, ctx);
-  device_ = device;
-  ctx_ = ctx;
-  ctx_.device = device.is_cuda() ? device.index : 0;
-  set_fusion(layers_, device.is_cuda());
+void Model::drop_grads() {
+  finalize();
+  synchronize();
+  arena_.drop_grads(*root_);
 }
 
-void Model::synchronize() const {
-  if (device_.is_cuda()) kernels::cuda::stream_synchronize(ctx_);
-}
+kernels::Device Model::device() const { return queue().device(); }
+kernels::Queue& Model::queue() const { return queue_ ? *queue_ : root_->queue(); }
+void Model::synchronize() const { queue().synchronize(); }
 
-void Model::set_impl(kernels::cpu::Impl impl) {
-  for (auto& [name, layer] : layers_) layer->set_impl(impl);
-}
-
-std::vector<std::pair<std::string, Rng*>> Model::rngs() {
-  std::vector<std::pair<std::string, Rng*>> out;
-  for (auto& [name, layer] : layers_)
-    if (Rng* r = layer->rng()) out.emplace_back(name, r);
-  return out;
-}
+std::vector<std::pair<std::string, Rng*>> Model::rngs() { return collect_rngs(*root_); }
 
 std::string Model::summary() {
-  std::string out = fmt::format("{:<10} {:<10} {:<18} {:>10}\n", "layer", "kind", "output", "params");
+  finalize();
+  std::string out = fmt::format("{:<22} {:<10} {:<18} {:>10}\n", "module", "kind", "output", "params");
+  if (!input_shape_.empty()) out += fmt::format("{:<22} {:<10} {:<18} {:>10}\n", "input", "", kernels::shape_str(input_shape_), 0);
+  // Shapes flow through the root's direct children; deeper modules are listed indented
+  // with their parameter counts.
+  std::function<void(Module&, int, kernels::Shape*)> walk = [&](Module& m, int depth, kernels::Shape* shape) {
+    m.for_each_child([&](const std::string& name, Module& child) {
+      std::int64_t n = 0;
+      for (auto& p : collect_params(child)) n += p.value->numel();
+      std::string shown;
+      if (shape && !shape->empty()) {
+        *shape = child.output_shape(*shape);
+        shown = kernels::shape_str(*shape);
+      }
+      out += fmt::format("{:<22} {:<10} {:<18} {:>10}\n", std::string(2 * depth, ' ') + name, child.kind(), shown, n);
+      walk(child, depth + 1, nullptr);
+    });
+  };
   kernels::Shape shape = input_shape_;
-  if (!shape.empty()) out += fmt::format("{:<10} {:<10} {:<18} {:>10}\n", "input", "", kernels::shape_str(shape), 0);
-  for (auto& [name, layer] : layers_) {
-    std::int64_t n = 0;
-    for (auto& p : layer->params()) n += p.value->numel();
-    std::string shown = "?";
-    if (!shape.empty()) {
-      shape = layer->output_shape(shape);
-      shown = kernels::shape_str(shape);
-    }
-    out += fmt::format("{:<10} {:<10} {:<18} {:>10}\n", name, layer->kind(), shown, n);
-  }
+  walk(*root_, 0, &shape);
   out += fmt::format("total parameters {}, fingerprint {}", num_params(), fingerprint());
   return out;
 }

@@ -1,78 +1,88 @@
 #pragma once
-// A model: an ordered list of named layers. Parameter paths are "<layer>/<param>", e.g.
-// "fc1/weight" [out, in] — the names checkpoints use (DESIGN.md section 5).
-// A model lives on the CPU until to_device moves it; on CUDA all its layers run on one
-// stream (cuda_context()), queued without waiting: synchronize() waits for them.
+// A model: a tree of modules under one Sequential root, its parameters, gradients and
+// buffers in one arena (codistill/nn/arena.hpp), and the queue it runs on. Parameter
+// paths are the module paths, e.g. "fc1/weight" [out, in] or "block1/body/conv1/weight":
+// the names checkpoints use (DESIGN.md section 5).
+// A model starts on the CPU (the fast path); to_device moves the arena in one copy per
+// block and gives the model a queue of that device's backend, on which everything it does
+// is queued without waiting: synchronize() waits for it.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "codistill/config/config.hpp"
-#include "codistill/nn/layer.hpp"
+#include "codistill/nn/arena.hpp"
+#include "codistill/nn/module.hpp"
+#include "codistill/nn/sequential.hpp"
 
 namespace codistill {
 
-struct NamedParam {
-  std::string path;  // "fc1/weight"
-  kernels::Tensor* value;
-  kernels::Tensor* grad;
-};
-
 class Model {
  public:
-  void add(std::string name, LayerPtr layer);
+  Model();
+  ~Model();
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+
+  // Appends a module to the root (before the arena is built: finalize()).
+  void add(std::string name, ModulePtr module);
+  Sequential& root() { return *root_; }
+  // Lays the parameters out in the arena (build_model calls it; first use does otherwise).
+  void finalize();
 
   // x: [B, C, H, W] (or [B, F]) -> logits [B, classes], x and logits on the model's device.
-  // CPU: the logits are a copy the caller keeps. CUDA: they are the last layer's own
-  // buffer, valid until this model's next forward (no allocation and no copy per step;
-  // a copy on another stream would race the model's stream anyway).
+  // The logits are the last module's own buffer, valid until this model's next forward
+  // (no allocation and no copy per step): a caller that keeps them clones them.
   kernels::Tensor forward(const kernels::Tensor& x, bool training);
-  // dlogits: [B, classes]; accumulates parameter grads. The input gradient is not computed:
-  // layers before the first layer with parameters are skipped, and that layer runs with
-  // need_dx = false.
+  // dlogits: [B, classes]; accumulates parameter grads. The input gradient is not computed.
   void backward(const kernels::Tensor& dlogits);
-  // CPU: zeroes every grad. CUDA: the next backward overwrites them (Layer::zero_grad).
+  // Zeroes every gradient: one zero of the arena's gradient block on the model's queue.
   void zero_grad();
 
   std::vector<NamedParam> params();
+  std::vector<NamedBuffer> buffers();
+  ParamArena& arena();
   std::int64_t num_params();
   // Hash (FNV-1a, hex) of the ordered parameter paths and shapes: two models with equal
   // fingerprints can exchange checkpoints.
   std::string fingerprint();
+  // CPU only: float64 for gradient checks, float32 for training.
   void to_dtype(kernels::DType dtype);
-  void set_impl(kernels::cpu::Impl impl);
+  // CPU only: run the plain reference loops (tests) instead of the fast path.
+  void set_reference(bool reference);
 
-  // Moves parameters and grads to `device` (CUDA: float32 only) and runs every layer on
-  // ctx's stream. On CUDA a Linear directly followed by a ReLU or GELU applies the
-  // activation itself (one fused pass) and the activation layer passes through; moving
-  // back to the CPU undoes the fusion. Waits for the copies.
-  void to_device(kernels::Device device, const kernels::cuda::Context& ctx = {});
-  // Forward-only placement (a teacher): parameters become uninitialized device tensors
-  // that the caller fills (Layer::to_device_uninitialized), grads are released.
-  void to_device_uninitialized(kernels::Device device, const kernels::cuda::Context& ctx);
-  kernels::Device device() const { return device_; }
-  const kernels::cuda::Context& cuda_context() const { return ctx_; }
-  // Host waits for everything queued on the model's stream (nothing on the CPU).
+  // Moves the arena to `device` and runs every module on a new queue of its backend
+  // (QueueOptions: TF32). Checked first, so that a refusal leaves the model where it was.
+  void to_device(kernels::Device device, kernels::QueueOptions options = {});
+  // The same placement without copying the values: the caller fills the blocks (a teacher
+  // uploading through staging memory on the model's queue). On the same device the values
+  // stay as they are.
+  void to_device_uninitialized(kernels::Device device, kernels::QueueOptions options = {});
+  // A forward-only model (a teacher): releases the gradient block; backward then throws.
+  void drop_grads();
+  kernels::Device device() const;
+  kernels::Queue& queue() const;
+  // Host waits for everything queued on the model's queue.
   void synchronize() const;
-  std::string summary();  // one line per layer: name, kind, output shape, params
+  std::string summary();  // one line per module, indented by depth: name, kind, output shape, params
 
   // Input shape without the batch dimension (set by build_model; summary() uses it).
   void set_input_shape(kernels::Shape shape) { input_shape_ = std::move(shape); }
   const kernels::Shape& input_shape() const { return input_shape_; }
-  // Layers with their own random stream (dropout), by layer name, in layer order. A
-  // checkpoint saves rng->state() of each and a resume calls rng->set_state(...).
+  // Modules with their own random stream (dropout), by module path. A checkpoint saves
+  // rng->state() of each and a resume calls rng->set_state(...).
   std::vector<std::pair<std::string, Rng*>> rngs();
 
-  const std::vector<std::pair<std::string, LayerPtr>>& layers() const { return layers_; }
-
  private:
-  std::vector<std::pair<std::string, LayerPtr>> layers_;
+  void place(kernels::Device device, kernels::QueueOptions options, bool copy);
+
+  std::unique_ptr<Sequential> root_;
+  std::unique_ptr<kernels::Queue> queue_;  // null: the CPU's shared queue
+  ParamArena arena_;
+  bool finalized_ = false;
   kernels::Shape input_shape_;
-  kernels::Device device_{};
-  kernels::cuda::Context ctx_{};
-  // Index of the first layer with parameters; none yet: -1.
-  std::size_t first_param_layer_ = static_cast<std::size_t>(-1);
 };
 
 // Builds the model of cfg.kind ("mlp" | "cnn"), initialized from rng. cfg.input_shape and

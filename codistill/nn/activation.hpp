@@ -1,33 +1,32 @@
 #pragma once
 // Elementwise activation layers: ReLU (y = max(x, 0)) and GELU (exact erf form, PyTorch's
-// default: y = x * Phi(x)). One implementation: they differ only in the kernels called and
-// in what backward needs — ReLU its own output (dx = dy * [y > 0]), GELU its input, kept
+// default: y = x * Phi(x)). One implementation: they differ only in the op's activation
+// and in what backward needs — ReLU its own output (dx = dy * [y > 0]), GELU its input, kept
 // by reference (the caller must not modify it before backward).
 #include <string>
 
-#include "codistill/nn/layer.hpp"
-#include "kernels/cuda/bias_activation.hpp"
+#include "codistill/nn/module.hpp"
 
 namespace codistill {
 
 class ActivationLayer : public Layer {
  public:
   std::string kind() const override;
-  kernels::Tensor forward(const kernels::Tensor& x, bool training) override;
-  kernels::Tensor backward(const kernels::Tensor& dy, bool need_dx = true) override;
   kernels::Shape output_shape(const kernels::Shape& input) const override { return input; }
 
-  kernels::cuda::Activation activation() const { return act_; }
-  // The preceding Linear applies this activation (CUDA fusion, set by Model::to_device):
+  kernels::Activation activation() const { return act_; }
+  // The preceding Linear applies this activation (fusion, set by the container):
   // forward returns its input and backward its output gradient, untouched.
   void set_passthrough(bool on) { passthrough_ = on; }
   bool passthrough() const { return passthrough_; }
 
  protected:
-  explicit ActivationLayer(kernels::cuda::Activation act) : act_(act) {}
+  explicit ActivationLayer(kernels::Activation act) : act_(act) {}
+  kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
+  kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) override;
 
  private:
-  kernels::cuda::Activation act_;
+  kernels::Activation act_;
   bool passthrough_ = false;
   kernels::Tensor saved_;  // what backward needs: y (relu) or x (gelu)
   kernels::Tensor y_, dx_;
@@ -35,12 +34,12 @@ class ActivationLayer : public Layer {
 
 class ReLU : public ActivationLayer {
  public:
-  ReLU() : ActivationLayer(kernels::cuda::Activation::relu) {}
+  ReLU() : ActivationLayer(kernels::Activation::relu) {}
 };
 
 class GELU : public ActivationLayer {
  public:
-  GELU() : ActivationLayer(kernels::cuda::Activation::gelu) {}
+  GELU() : ActivationLayer(kernels::Activation::gelu) {}
 };
 
 }  // namespace codistill

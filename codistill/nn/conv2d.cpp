@@ -2,9 +2,7 @@
 
 #include <stdexcept>
 
-#include "codistill/nn/buffer.hpp"
 #include "codistill/nn/init.hpp"
-#include "kernels/cuda/conv2d.hpp"
 
 namespace codistill {
 
@@ -32,8 +30,8 @@ Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
   }
 }
 
-kernels::cpu::Conv2dShape Conv2d::conv_shape(const Shape& x) const {
-  kernels::cpu::Conv2dShape s;
+kernels::Conv2dShape Conv2d::conv_shape(const Shape& x) const {
+  kernels::Conv2dShape s;
   s.batch = x[0];
   s.in_channels = x[1];
   s.height = x[2];
@@ -59,45 +57,24 @@ Shape Conv2d::output_shape(const Shape& input) const {
   return {out_, h / stride_ + 1, w / stride_ + 1};
 }
 
-Tensor Conv2d::forward(const Tensor& x, bool /*training*/) {
-  nn::check_input(x, w_.dtype(), device_, "conv2d");
+Tensor Conv2d::do_forward(const Tensor& x, bool /*training*/) {
   if (x.ndim() != 4)
     throw std::invalid_argument("conv2d: expected input [B, C, H, W], got " +
                                 kernels::shape_str(x.shape()));
   Shape out = output_shape({x.dim(1), x.dim(2), x.dim(3)});
   last_ = conv_shape(x.shape());
   x_ = x;
-  nn::ensure_buffer(y_, {x.dim(0), out[0], out[1], out[2]}, x.dtype(), device_);
-  if (device_.is_cuda()) {
-    kernels::cuda::conv2d_forward(x.data<float>(), w_.data<float>(), has_bias_ ? b_.data<float>() : nullptr,
-                                  y_.data<float>(), last_, ctx_);
-    return y_;
-  }
-  kernels::dispatch_floating(x.dtype(), [&]<class T>() {
-    kernels::cpu::conv2d_forward<T>(x.data<T>(), w_.data<T>(), has_bias_ ? b_.data<T>() : nullptr,
-                                    y_.data<T>(), last_, impl_);
-  });
+  ensure(y_, {x.dim(0), out[0], out[1], out[2]}, x.dtype());
+  backend().conv2d_forward(x, w_, has_bias_ ? &b_ : nullptr, y_, last_, queue());
   return y_;
 }
 
-Tensor Conv2d::backward(const Tensor& dy, bool need_dx) {
+Tensor Conv2d::do_backward(const Tensor& dy, bool need_dx) {
   if (!x_.defined()) throw std::logic_error("conv2d: backward before forward");
+  if (!dw_.defined()) throw std::logic_error("conv2d: backward on a forward-only copy (no grads)");
   kernels::check_shape(dy, y_.shape(), "conv2d backward: dy");
-  nn::check_input(dy, w_.dtype(), device_, "conv2d backward");
-  if (need_dx) nn::ensure_buffer(dx_, x_.shape(), x_.dtype(), device_);
-  if (device_.is_cuda()) {
-    require_grads("conv2d");
-    kernels::cuda::conv2d_backward(x_.data<float>(), w_.data<float>(), dy.data<float>(),
-                                   need_dx ? dx_.data<float>() : nullptr, dw_.data<float>(),
-                                   has_bias_ ? db_.data<float>() : nullptr, last_, accumulate_grads(), ctx_);
-    return need_dx ? dx_ : Tensor{};
-  }
-  kernels::dispatch_floating(dy.dtype(), [&]<class T>() {
-    kernels::cpu::conv2d_backward<T>(x_.data<T>(), w_.data<T>(), dy.data<T>(),
-                                     need_dx ? dx_.data<T>() : nullptr, dw_.data<T>(),
-                                     has_bias_ ? db_.data<T>() : nullptr, last_,
-                                     /*accumulate=*/true, impl_);
-  });
+  if (need_dx) ensure(dx_, x_.shape(), x_.dtype());
+  backend().conv2d_backward(x_, w_, dy, need_dx ? &dx_ : nullptr, dw_, has_bias_ ? &db_ : nullptr, last_, queue());
   return need_dx ? dx_ : Tensor{};
 }
 
@@ -109,11 +86,6 @@ std::vector<Param> Conv2d::params() {
 
 void Conv2d::init_params(Rng& rng, const std::string& init) {
   nn::init_weight_bias(w_, has_bias_ ? &b_ : nullptr, in_ * k_ * k_, out_ * k_ * k_, rng, init);
-}
-
-void Conv2d::to_dtype(kernels::DType dtype) {
-  for (Tensor* t : {&w_, &b_, &dw_, &db_})
-    if (t->defined()) *t = t->to(dtype);
 }
 
 }  // namespace codistill

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "codistill/nn/layer.hpp"
-#include "kernels/cpu/conv2d.hpp"
+#include "codistill/nn/module.hpp"
+#include "kernels/ops.hpp"
 
 namespace codistill {
 
@@ -18,25 +18,26 @@ class Conv2d : public Layer {
          std::int64_t stride = 1, std::int64_t padding = kSamePadding, bool bias = true);
 
   std::string kind() const override { return "conv2d"; }
-  kernels::Tensor forward(const kernels::Tensor& x, bool training) override;
-  kernels::Tensor backward(const kernels::Tensor& dy, bool need_dx = true) override;
   std::vector<Param> params() override;
   // input [C, H, W] -> [out, OH, OW]; throws when the output would be empty.
   kernels::Shape output_shape(const kernels::Shape& input) const override;
   void init_params(Rng& rng, const std::string& init) override;
-  void to_dtype(kernels::DType dtype) override;
 
   std::int64_t padding() const { return pad_; }
   std::int64_t stride() const { return stride_; }
 
+ protected:
+  kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
+  kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) override;
+
  private:
-  kernels::cpu::Conv2dShape conv_shape(const kernels::Shape& x) const;
+  kernels::Conv2dShape conv_shape(const kernels::Shape& x) const;
 
   std::int64_t in_, out_, k_, stride_, pad_;
   bool has_bias_;
   kernels::Tensor w_, b_, dw_, db_;
   kernels::Tensor x_, y_, dx_;
-  kernels::cpu::Conv2dShape last_{};
+  kernels::Conv2dShape last_{};
 };
 
 }  // namespace codistill

@@ -12,7 +12,7 @@ Shape Flatten::output_shape(const Shape& input) const {
   return {kernels::shape_numel(input)};
 }
 
-Tensor Flatten::forward(const Tensor& x, bool /*training*/) {
+Tensor Flatten::do_forward(const Tensor& x, bool /*training*/) {
   if (x.ndim() < 1) throw std::invalid_argument("flatten: expected input [B, ...], got a scalar");
   x_shape_ = x.shape();
   // Features computed explicitly (not -1) so that an empty batch still reshapes.
@@ -20,7 +20,7 @@ Tensor Flatten::forward(const Tensor& x, bool /*training*/) {
   return x.reshape({x.dim(0), kernels::shape_numel(rest)});
 }
 
-Tensor Flatten::backward(const Tensor& dy, bool need_dx) {
+Tensor Flatten::do_backward(const Tensor& dy, bool need_dx) {
   if (x_shape_.empty()) throw std::logic_error("flatten: backward before forward");
   if (dy.numel() != kernels::shape_numel(x_shape_) || dy.ndim() < 1 || dy.dim(0) != x_shape_[0])
     throw std::invalid_argument("flatten backward: dy " + kernels::shape_str(dy.shape()) +

@@ -1,14 +1,13 @@
 #pragma once
 // Max pooling, NCHW, square window, no padding; stride defaults to the window size.
-// Forward records the argmax of every window so backward is a scatter (no re-search).
-// On CUDA (cuDNN) backward needs forward's input and output instead; with ties cuDNN may
-// route a gradient to another maximum than the CPU's first one.
+// Forward keeps what the backend's backward needs: the CPU records the argmax of every
+// window (backward is a scatter), cuDNN finds the maxima again from x and y (with ties it
+// may route a gradient to another maximum than the CPU's first one).
 #include <cstdint>
 #include <string>
-#include <vector>
 
-#include "codistill/nn/layer.hpp"
-#include "kernels/cpu/pool.hpp"
+#include "codistill/nn/module.hpp"
+#include "kernels/ops.hpp"
 
 namespace codistill {
 
@@ -17,17 +16,18 @@ class MaxPool2d : public Layer {
   explicit MaxPool2d(std::int64_t kernel_size, std::int64_t stride = 0);  // 0: = kernel_size
 
   std::string kind() const override { return "maxpool2d"; }
-  kernels::Tensor forward(const kernels::Tensor& x, bool training) override;
-  kernels::Tensor backward(const kernels::Tensor& dy, bool need_dx = true) override;
   // [C, H, W] -> [C, OH, OW]; throws when the window does not fit (output below 1x1).
   kernels::Shape output_shape(const kernels::Shape& input) const override;
 
+ protected:
+  kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
+  kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) override;
+
  private:
   std::int64_t k_, stride_;
-  kernels::cpu::Pool2dShape last_{};
-  std::vector<std::int32_t> argmax_;
-  kernels::Shape x_shape_;
-  kernels::Tensor x_;  // CUDA: forward's input (shared, not copied)
+  kernels::Pool2dShape last_{};
+  kernels::Tensor x_;       // forward's input (shared, not copied)
+  kernels::Tensor argmax_;  // int32, where the backend keeps one
   kernels::Tensor y_, dx_;
 };
 

@@ -84,6 +84,8 @@ class Module {
   void to_dtype(kernels::DType dtype);
   // True when this module or a descendant has parameters.
   bool has_params();
+  // The dtype of the module's own parameters (f32 when it has none).
+  kernels::DType param_dtype();
 
  protected:
   virtual kernels::Tensor do_forward(const kernels::Tensor& x, bool training) = 0;
@@ -92,8 +94,6 @@ class Module {
   virtual void queue_changed() {}
   // Reallocates buf only when shape, dtype or device change (see codistill/nn/buffer.hpp).
   kernels::Tensor& ensure(kernels::Tensor& buf, const kernels::Shape& shape, kernels::DType dtype);
-  // The dtype of the module's parameters (f32 when it has none).
-  kernels::DType param_dtype();
 
  private:
   kernels::Queue* queue_ = &kernels::default_cpu_queue();

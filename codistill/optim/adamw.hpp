@@ -15,19 +15,15 @@ namespace codistill {
 
 class AdamW : public Optimizer {
  public:
-  AdamW(std::vector<NamedParam> params, double beta1, double beta2, double eps, double weight_decay);
+  AdamW(Model& model, double beta1, double beta2, double eps, double weight_decay);
 
   std::string kind() const override { return "adamw"; }
   void step(double lr) override;
-  // "adam_m" and "adam_v" per parameter.
-  std::map<std::string, std::map<std::string, kernels::Tensor*>> state() override;
+
+ protected:
+  std::vector<std::string> slot_names() const override { return {"adam_m", "adam_v"}; }
 
  private:
-  struct Slot {
-    NamedParam param;
-    kernels::Tensor m, v;
-  };
-  std::vector<Slot> slots_;
   double beta1_, beta2_, eps_, weight_decay_;
 };
 

@@ -1,5 +1,5 @@
 // make_optimizer: the kind-keyed optimizer factory (tiny-cuda-nn style: unknown kinds throw
-// with the list of valid ones).
+// with the list of valid ones), and the slot blocks every optimizer shares.
 #include "codistill/optim/optimizer.hpp"
 
 #include <stdexcept>
@@ -9,13 +9,50 @@
 
 namespace codistill {
 
+using kernels::Tensor;
+
+kernels::Tensor& Optimizer::slot(const std::string& name) {
+  Tensor& values = model_->arena().values();
+  Tensor& s = slots_[name];
+  if (!s.defined()) {
+    s = Tensor::empty(values.shape(), values.dtype(), values.device());
+    model_->queue().zero(s);
+  } else if (s.numel() != values.numel()) {
+    throw std::logic_error(kind() + ": the model's parameters changed size from " + std::to_string(s.numel()) +
+                           " to " + std::to_string(values.numel()));
+  } else if (s.dtype() != values.dtype() || s.device() != values.device()) {
+    // The model moved (Model::to_dtype / to_device); the slot follows without losing its
+    // values. Conversions run on the CPU; the model's queue is idle after a move.
+    model_->synchronize();
+    Tensor host = s.to(kernels::Device::cpu());
+    if (host.dtype() != values.dtype()) host = host.to(values.dtype());
+    s = host.to(values.device());
+  }
+  return s;
+}
+
+std::map<std::string, std::map<std::string, Tensor*>> Optimizer::state() {
+  std::map<std::string, std::map<std::string, Tensor*>> out;
+  const auto names = slot_names();
+  if (names.empty()) return out;
+  for (const auto& n : names) slot(n);
+  // Views are rebuilt only when a block was (re)allocated.
+  if (views_of_ != slots_[names.front()].raw()) {
+    views_.clear();
+    for (const auto& n : names)
+      for (const ArenaEntry& e : model_->arena().param_entries()) views_[e.path][n] = ParamArena::view(slots_[n], e);
+    views_of_ = slots_[names.front()].raw();
+  }
+  for (auto& [path, slots] : views_)
+    for (auto& [n, t] : slots) out[path][n] = &t;
+  return out;
+}
+
 std::vector<std::string> optimizer_kinds() { return {"adamw", "sgd"}; }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, std::vector<NamedParam> params) {
-  if (cfg.kind == "sgd")
-    return std::make_unique<SGD>(std::move(params), cfg.momentum, cfg.nesterov, cfg.weight_decay);
-  if (cfg.kind == "adamw")
-    return std::make_unique<AdamW>(std::move(params), cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Model& model) {
+  if (cfg.kind == "sgd") return std::make_unique<SGD>(model, cfg.momentum, cfg.nesterov, cfg.weight_decay);
+  if (cfg.kind == "adamw") return std::make_unique<AdamW>(model, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay);
   std::string valid;
   for (const auto& k : optimizer_kinds()) valid += (valid.empty() ? "" : ", ") + k;
   throw std::invalid_argument("unknown optimizer kind '" + cfg.kind + "' (valid: " + valid + ")");

@@ -1,45 +1,51 @@
 #pragma once
-// Optimizers over a model's named parameters. State slots are named ("momentum",
-// "adam_m", "adam_v") so that checkpoints can save them as /optimizer/<path>/<slot>.
-// Parameters on CUDA are updated by one kernel launch per step over all of them
-// (kernels/cuda/optimizer.hpp) on the model's stream, with the scalars computed on the
-// host exactly as the CPU path does; slots then live on the device too.
+// Optimizers over a model's parameter arena: one update op over the whole flat block of
+// values and gradients per step (one loop on the CPU, one launch on CUDA), on the model's
+// queue, so it is ordered after the backward pass that wrote the gradients. State slots are
+// flat blocks laid out like the arena and named ("momentum", "adam_m", "adam_v") per
+// parameter so that checkpoints save them as /optimizer/<path>/<slot>.
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "codistill/config/config.hpp"
 #include "codistill/models/model.hpp"
-#include "kernels/cuda/context.hpp"
 
 namespace codistill {
 
 class Optimizer {
  public:
+  explicit Optimizer(Model& model) : model_(&model) {}
   virtual ~Optimizer() = default;
   virtual std::string kind() const = 0;
   // One update of every parameter with its grad, at learning rate lr.
   virtual void step(double lr) = 0;
   std::int64_t steps_taken() const { return t_; }
   void set_steps_taken(std::int64_t t) { t_ = t; }
-  // Slot tensors by parameter path then slot name (for checkpoints), created lazily on the
-  // parameters' device.
-  virtual std::map<std::string, std::map<std::string, kernels::Tensor*>> state() = 0;
-  // Where step() runs when the parameters are on CUDA: the model's stream, so that the
-  // update is ordered after the backward pass (required there; ignored on the CPU).
-  void set_cuda_context(const kernels::cuda::Context& ctx) { ctx_ = ctx; }
+  // Slot tensors (views into the slot blocks) by parameter path then slot name, for
+  // checkpoints; the blocks are created on first use, zero, where the parameters are.
+  std::map<std::string, std::map<std::string, kernels::Tensor*>> state();
 
  protected:
+  // The slot names this optimizer keeps (none for plain SGD).
+  virtual std::vector<std::string> slot_names() const = 0;
+  // The flat slot block `name`, created or moved to follow the arena's dtype and device.
+  kernels::Tensor& slot(const std::string& name);
+
+  Model* model_;
   std::int64_t t_ = 0;
-  std::optional<kernels::cuda::Context> ctx_;
+
+ private:
+  std::map<std::string, kernels::Tensor> slots_;
+  std::map<std::string, std::map<std::string, kernels::Tensor>> views_;
+  const void* views_of_ = nullptr;  // the slot memory the views were made for
 };
 
-// sgd (momentum, nesterov, decoupled-free L2 weight decay as in PyTorch SGD) | adamw
-// (decoupled weight decay as in PyTorch AdamW). Unknown kinds throw listing the valid ones.
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, std::vector<NamedParam> params);
+// sgd (momentum, nesterov, L2 weight decay as in PyTorch SGD) | adamw (decoupled weight
+// decay as in PyTorch AdamW). Unknown kinds throw listing the valid ones.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Model& model);
 std::vector<std::string> optimizer_kinds();  // sorted: adamw, sgd
 
 // Learning rate at step (0-based): linear warm-up over warmup_steps, then constant | step | cosine

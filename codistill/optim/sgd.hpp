@@ -14,21 +14,16 @@ namespace codistill {
 
 class SGD : public Optimizer {
  public:
-  SGD(std::vector<NamedParam> params, double momentum, bool nesterov, double weight_decay);
+  SGD(Model& model, double momentum, bool nesterov, double weight_decay);
 
   std::string kind() const override { return "sgd"; }
   void step(double lr) override;
-  // "momentum" per parameter; empty when momentum is 0 (no state, as PyTorch).
-  std::map<std::string, std::map<std::string, kernels::Tensor*>> state() override;
+
+ protected:
+  // "momentum"; none when momentum is 0 (no state, as PyTorch).
+  std::vector<std::string> slot_names() const override;
 
  private:
-  void step_cuda(double lr, kernels::Device device);
-
-  struct Slot {
-    NamedParam param;
-    kernels::Tensor momentum;
-  };
-  std::vector<Slot> slots_;
   double momentum_, weight_decay_;
   bool nesterov_;
 };

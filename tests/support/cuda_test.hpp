@@ -1,38 +1,38 @@
 #pragma once
 // Helpers of the [cuda] tests of the library: the skip convention (DESIGN.md section 9:
-// "skipped: no CUDA device", which CTest reports as skipped) and stream-ordered copies
-// between host vectors and device tensors.
+// "skipped: no CUDA device", which CTest reports as skipped) and copies between host
+// tensors and device tensors on a queue.
 #include <catch2/catch.hpp>
 
 #include <iostream>
 #include <vector>
 
-#include "codistill/util/device_memory.hpp"
-#include "kernels/cuda/context.hpp"
-#include "kernels/cuda/memory.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/tensor.hpp"
 
 namespace codistill::test {
 
+inline kernels::Backend& cuda() { return kernels::backend_for(kernels::DeviceKind::cuda); }
+
 // [cuda] test cases begin with: if (skip_without_cuda()) return;
 inline bool skip_without_cuda() {
-  if (kernels::cuda::device_count() > 0) return false;
+  if (cuda().device_count() > 0) return false;
   std::cout << "skipped: no CUDA device" << std::endl;
   SUCCEED("no CUDA device");
   return true;
 }
 
-// A device copy of a host tensor, queued on ctx's stream (ordered with the kernels there).
-inline kernels::Tensor on_device(const kernels::Tensor& host, const kernels::cuda::Context& ctx) {
-  kernels::Tensor d = kernels::Tensor::empty(host.shape(), host.dtype(), kernels::Device::cuda(ctx.device));
-  copy_async(d, host, ctx);
+// A device copy of a host tensor, queued on q (ordered with the work there).
+inline kernels::Tensor on_device(const kernels::Tensor& host, kernels::Queue& q) {
+  kernels::Tensor d = kernels::Tensor::empty(host.shape(), host.dtype(), q.device());
+  q.copy(d, host);
   return d;
 }
 
-// The values of a float32 tensor on any device (CUDA: after ctx's stream is done).
-inline std::vector<float> host_values(const kernels::Tensor& t, const kernels::cuda::Context& ctx) {
-  kernels::Tensor h = t;
-  if (t.device().is_cuda()) copy_to_host(t, h, ctx);
+// The values of a float32 tensor on any device, once q is done with it.
+inline std::vector<float> host_values(const kernels::Tensor& t, kernels::Queue& q) {
+  q.synchronize();
+  const kernels::Tensor h = t.to(kernels::Device::cpu());
   return {h.data<float>(), h.data<float>() + h.numel()};
 }
 

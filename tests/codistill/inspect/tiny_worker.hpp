@@ -14,7 +14,7 @@
 #include "checkpoint/edit.hpp"
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/sampler.hpp"
-#include "codistill/engine/snapshot.hpp"
+#include "codistill/engine/worker_state.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/distill_loss.hpp"
@@ -58,7 +58,7 @@ struct TinyWorker {
     mc.classes = splits.train.classes;
     codistill::Rng init(cfg.run.seed, static_cast<std::uint64_t>(worker), 1);
     model = codistill::build_model(mc, init);
-    optimizer = codistill::make_optimizer(cfg.optimizer, model.params());
+    optimizer = codistill::make_optimizer(cfg.optimizer, model);
     sampler = std::make_unique<codistill::data::BatchSampler>(splits.train, codistill::data::sampler_options(cfg));
   }
   TinyWorker(const TinyWorker&) = delete;  // the sampler points into splits

@@ -5,6 +5,7 @@
 
 #include "codistill/models/model.hpp"
 #include "codistill/util/rng.hpp"
+#include "kernels/cpu/impl.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill;
@@ -40,9 +41,9 @@ Model build(const ModelConfig& cfg, std::uint64_t seed = 1) {
   return build_model(cfg, rng);
 }
 
-std::vector<std::string> layer_names(const Model& m) {
+std::vector<std::string> layer_names(Model& m) {
   std::vector<std::string> out;
-  for (const auto& [name, layer] : m.layers()) out.push_back(name);
+  for (const auto& [name, layer] : m.root().children()) out.push_back(name);
   return out;
 }
 
@@ -101,7 +102,7 @@ void check_model_gradients(Model& m, const Shape& x_shape, std::uint64_t seed) {
   };
   for (Impl impl : {Impl::reference, Impl::fast}) {
     INFO("impl " << (impl == Impl::fast ? "fast" : "reference"));
-    m.set_impl(impl);
+    m.set_reference(impl == Impl::reference);
     m.zero_grad();
     restore();
     Tensor logits = m.forward(x, true);
@@ -140,7 +141,7 @@ TEST_CASE("mlp layers and parameters", "[models]") {
   CHECK(d.rngs()[0].first == "drop1");
   ModelConfig g = mlp_config({8});
   g.activation = "gelu";
-  CHECK(build(g).layers()[2].second->kind() == "gelu");
+  CHECK(build(g).root().children()[2].second->kind() == "gelu");
 }
 
 TEST_CASE("cnn layers and parameters with the defaults", "[models]") {
@@ -255,15 +256,17 @@ TEST_CASE("fast and reference forward agree in float32", "[models]") {
     INFO("model " << cfg.kind);
     Model m = build(cfg, seed);
     const Tensor x = random_input({4, 1, 28, 28}, seed + 1);
-    m.set_impl(Impl::reference);
+    m.set_reference(true);
     const std::vector<double> ref = values(m.forward(x, false));
-    m.set_impl(Impl::fast);
+    m.set_reference(false);
     const Tensor fast = m.forward(x, false);
     CHECK(test::max_rel_error(values(fast), ref) < 1e-4);
-    // The logits are the caller's: a later forward does not change them.
-    const std::vector<double> kept = values(fast);
+    // The logits are the model's own buffer until its next forward: a caller keeps a clone.
+    const Tensor kept = fast.clone();
+    const std::vector<double> before = values(kept);
     m.forward(random_input({4, 1, 28, 28}, seed + 2), false);
-    CHECK(values(fast) == kept);
+    CHECK(values(kept) == before);
+    CHECK(m.forward(x, false).raw() == fast.raw());
   }
 }
 

@@ -12,6 +12,7 @@
 #include "codistill/nn/linear.hpp"
 #include "codistill/nn/maxpool2d.hpp"
 #include "codistill/util/rng.hpp"
+#include "kernels/cpu/impl.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill;
@@ -52,7 +53,7 @@ void check_gradients(Layer& layer, Tensor x, std::uint64_t seed, Impl impl,
   INFO("layer " << layer.kind() << ", impl " << (impl == Impl::fast ? "fast" : "reference")
                 << ", input " << kernels::shape_str(x.shape()));
   layer.to_dtype(DType::f64);
-  layer.set_impl(impl);
+  layer.set_reference(impl == Impl::reference);
   std::vector<Param> params = layer.params();
   for (auto& p : params) p.grad->zero();
 

@@ -22,19 +22,41 @@ namespace {
 const std::vector<double> kA = {0.5, 1.0, 2.0, 0.1}, kB = {0.1, -0.3, 0.2, 0.0};
 const std::vector<double> kP0 = {1.0, -2.0, 0.5, 3.0};
 
+// A module that is just one parameter vector "w" (the model's arena holds it).
+class Weights : public Layer {
+ public:
+  explicit Weights(DType dtype) : w_(Tensor::from_vector({4}, kP0).to(dtype)), dw_(Tensor::zeros({4}, dtype)) {}
+  std::string kind() const override { return "weights"; }
+  std::vector<Param> params() override { return {{"w", &w_, &dw_}}; }
+  kernels::Shape output_shape(const kernels::Shape& input) const override { return input; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, bool) override { return x; }
+  Tensor do_backward(const Tensor& dy, bool) override { return dy; }
+
+ private:
+  Tensor w_, dw_;
+};
+
 struct Problem {
-  Tensor value, grad;
-  explicit Problem(DType dtype)
-      : value(Tensor::from_vector({4}, kP0).to(dtype)), grad(Tensor::zeros({4}, dtype)) {}
-  std::vector<NamedParam> params() { return {{"w", &value, &grad}}; }
+  Model model;
+  Tensor* value;
+  Tensor* grad;
+  explicit Problem(DType dtype) {
+    model.add("weights", std::make_unique<Weights>(dtype));
+    model.finalize();
+    auto p = model.params();
+    value = p.at(0).value;
+    grad = p.at(0).grad;
+  }
   void compute_grad() {
-    kernels::dispatch_floating(value.dtype(), [&]<class T>() {
+    kernels::dispatch_floating(value->dtype(), [&]<class T>() {
       for (int i = 0; i < 4; ++i)
-        grad.data<T>()[i] = static_cast<T>(kA[i] * double(value.data<T>()[i]) + kB[i]);
+        grad->data<T>()[i] = static_cast<T>(kA[i] * double(value->data<T>()[i]) + kB[i]);
     });
   }
   std::vector<double> p() const {
-    Tensor d = value.to(DType::f64);
+    Tensor d = value->to(DType::f64);
     return {d.data<double>(), d.data<double>() + 4};
   }
 };
@@ -110,7 +132,7 @@ TEST_CASE("optimizers match PyTorch over three steps", "[optim]") {
       INFO(c.name << ", " << kernels::dtype_name(dtype));
       const double tol = dtype == DType::f64 ? 1e-12 : 2e-6;
       Problem prob(dtype);
-      auto opt = make_optimizer(c.cfg, prob.params());
+      auto opt = make_optimizer(c.cfg, prob.model);
       CHECK(opt->kind() == c.cfg.kind);
       for (double lr : c.lrs) {
         prob.compute_grad();
@@ -122,10 +144,10 @@ TEST_CASE("optimizers match PyTorch over three steps", "[optim]") {
       if (c.cfg.kind == "sgd" && c.slot1.empty()) {
         CHECK(state.empty());  // no momentum, no state (as PyTorch)
       } else if (c.cfg.kind == "sgd") {
-        check_close(values(state.at("w").at("momentum")), c.slot1, tol);
+        check_close(values(state.at("weights/w").at("momentum")), c.slot1, tol);
       } else {
-        check_close(values(state.at("w").at("adam_m")), c.slot1, tol);
-        check_close(values(state.at("w").at("adam_v")), c.slot2, tol);
+        check_close(values(state.at("weights/w").at("adam_m")), c.slot1, tol);
+        check_close(values(state.at("weights/w").at("adam_v")), c.slot2, tol);
       }
     }
   }
@@ -134,7 +156,7 @@ TEST_CASE("optimizers match PyTorch over three steps", "[optim]") {
 TEST_CASE("first SGD-momentum step by hand", "[optim]") {
   // buf = g = a*p0 + b; p1 = p0 - lr * buf
   Problem prob(DType::f64);
-  auto opt = make_optimizer(sgd(0.9, false, 0), prob.params());
+  auto opt = make_optimizer(sgd(0.9, false, 0), prob.model);
   prob.compute_grad();
   opt->step(0.1);
   for (int i = 0; i < 4; ++i) CHECK(prob.p()[i] == Approx(kP0[i] - 0.1 * (kA[i] * kP0[i] + kB[i])));
@@ -144,14 +166,14 @@ TEST_CASE("resuming from state() and steps_taken continues bit for bit", "[optim
   for (const Case& c : cases()) {
     INFO(c.name);
     Problem straight(DType::f32), resumed(DType::f32);
-    auto a = make_optimizer(c.cfg, straight.params());
-    auto b = make_optimizer(c.cfg, resumed.params());
+    auto a = make_optimizer(c.cfg, straight.model);
+    auto b = make_optimizer(c.cfg, resumed.model);
     for (int s = 0; s < 2; ++s) {
       straight.compute_grad();
       a->step(c.lrs[s]);
     }
     // "Checkpoint": parameters, slots and step count into a fresh optimizer.
-    resumed.value.copy_from(straight.value);
+    resumed.value->copy_from(*straight.value);
     for (auto& [path, slots] : a->state())
       for (auto& [slot, tensor] : slots) b->state().at(path).at(slot)->copy_from(*tensor);
     b->set_steps_taken(a->steps_taken());
@@ -159,7 +181,7 @@ TEST_CASE("resuming from state() and steps_taken continues bit for bit", "[optim
     a->step(c.lrs[2]);
     resumed.compute_grad();
     b->step(c.lrs[2]);
-    CHECK(std::memcmp(straight.value.raw(), resumed.value.raw(), straight.value.nbytes()) == 0);
+    CHECK(std::memcmp(straight.value->raw(), resumed.value->raw(), straight.value->nbytes()) == 0);
   }
 }
 
@@ -168,11 +190,11 @@ TEST_CASE("optimizer kinds and hyperparameters are validated", "[optim]") {
   OptimizerConfig bad;
   bad.kind = "rmsprop";
   CHECK(optimizer_kinds() == std::vector<std::string>{"adamw", "sgd"});
-  CHECK_THROWS_WITH(make_optimizer(bad, prob.params()), "unknown optimizer kind 'rmsprop' (valid: adamw, sgd)");
-  CHECK_THROWS_AS(make_optimizer(sgd(0, true, 0), prob.params()), std::invalid_argument);
-  CHECK_THROWS_AS(make_optimizer(sgd(1.0, false, 0), prob.params()), std::invalid_argument);
-  CHECK_THROWS_AS(make_optimizer(adamw(0.9, 1.0, 1e-8, 0), prob.params()), std::invalid_argument);
-  CHECK_THROWS_AS(make_optimizer(adamw(0.9, 0.999, 0, 0), prob.params()), std::invalid_argument);
+  CHECK_THROWS_WITH(make_optimizer(bad, prob.model), "unknown optimizer kind 'rmsprop' (valid: adamw, sgd)");
+  CHECK_THROWS_AS(make_optimizer(sgd(0, true, 0), prob.model), std::invalid_argument);
+  CHECK_THROWS_AS(make_optimizer(sgd(1.0, false, 0), prob.model), std::invalid_argument);
+  CHECK_THROWS_AS(make_optimizer(adamw(0.9, 1.0, 1e-8, 0), prob.model), std::invalid_argument);
+  CHECK_THROWS_AS(make_optimizer(adamw(0.9, 0.999, 0, 0), prob.model), std::invalid_argument);
 }
 
 TEST_CASE("learning-rate schedules", "[optim][schedule]") {

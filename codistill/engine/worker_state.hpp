@@ -1,7 +1,8 @@
 #pragma once
 // The bridge between one worker's training state and checkpoint format v1 (DESIGN.md
 // section 5): what goes into /params, /optimizer and /state, and how it comes back.
-//   /params/<layer>/<param>           model parameters
+//   /params/<module path>/<param>     model parameters
+//   /buffers/<module path>/<buffer>   non-trainable buffers (e.g. running statistics)
 //   /optimizer/<layer>/<param>/<slot> optimizer slots (momentum, adam_m, adam_v)
 //   /state/optimizer/step             int64[1]  optimizer steps taken
 //   /state/sampler/position           int64[2]  epoch, cursor of the training sampler
@@ -36,29 +37,31 @@ struct WorkerState {
   std::vector<checkpoint::TeacherStep> teacher_steps;
 };
 
-// A view of the state (borrowing the model's tensors) plus the small state arrays it
-// points into. Valid until the model, optimizer or sampler next change.
-// A model on CUDA: its stream is synchronized and every parameter and optimizer slot is
-// copied to host tensors owned by the view (the checkpoint format reads host memory), so
-// such a view stays valid while training goes on. A few MB cost well under a millisecond
-// at a step boundary; the helper-thread copy of CheckpointManager then works as on the CPU.
+// A view of the state plus the small state arrays it points into. The checkpoint format
+// reads host memory: each block (parameter arena values, buffers, optimizer slots) is
+// seen through its backend's staging tensor (Backend::staging_for) — on the CPU the block
+// itself, borrowed and valid until the model or optimizer next change; on a device a host
+// copy owned by the view, taken on the model's queue at the step (a few MB cost well under
+// a millisecond), after which the helper-thread copy of CheckpointManager works as on the CPU.
 struct StateView {
   checkpoint::CheckpointView view;
   std::deque<std::vector<std::int64_t>> i64;
   std::deque<std::vector<std::uint64_t>> u64;
   std::deque<std::vector<double>> f64;
-  std::deque<kernels::Tensor> host;  // host copies of device tensors
+  std::deque<kernels::Tensor> host;  // host views of the blocks (copies of device ones)
 };
 StateView make_state_view(const WorkerState& w);
 
-// Puts a checkpoint's content back into the live state: every parameter, optimizer slot,
-// the optimizer step, the sampler position and the dropout generators (on whatever device
-// the model is; a CUDA device is waited for before this returns). Throws
+// Puts a checkpoint's content back into the live state: every parameter, buffer, optimizer
+// slot, the optimizer step, the sampler position and the dropout generators (on whatever
+// device the model is; the copies have landed when this returns). A checkpoint without
+// /buffers (written before buffers existed, or by a model without any) leaves buffers as
+// they are only when the model has none; otherwise it is an error naming the buffer. Throws
 // std::runtime_error naming the checkpoint entry that is missing or has the wrong shape.
 void restore_state(WorkerState& w, const checkpoint::CheckpointData& data);
 
 // Offline use (codistill-inspect, teachers): the model rebuilt from the checkpoint's own
-// `model` attribute, with its parameters loaded.
+// `model` attribute, with its parameters and buffers loaded (on the CPU).
 Model model_from_checkpoint(const checkpoint::CheckpointData& data);
 // The input normalization stored with a checkpoint ("none" when absent).
 data::Normalization normalization_from_checkpoint(const checkpoint::CheckpointData& data);

@@ -1,9 +1,8 @@
-#include "codistill/engine/snapshot.hpp"
+#include "codistill/engine/worker_state.hpp"
 
 #include <stdexcept>
 
 #include "codistill/config/config_loader.hpp"
-#include "codistill/util/device_memory.hpp"
 #include "codistill/util/rng.hpp"
 
 namespace codistill {
@@ -22,16 +21,27 @@ StateView make_state_view(const WorkerState& w) {
   v.meta.model_fingerprint = w.model->fingerprint();
   v.meta.config = w.config_yaml;
   v.meta.teacher_steps = w.teacher_steps;
-  // Host tensors are borrowed; device ones copied once the model's stream is done with them
-  // (the copy runs on the legacy stream, which does not wait for it).
-  const bool on_device = w.model->device().is_cuda();
-  if (on_device) w.model->synchronize();
-  auto host = [&](const kernels::Tensor& t) -> const kernels::Tensor& {
-    return t.device().is_cpu() ? t : sv.host.emplace_back(t.to(kernels::Device::cpu()));
+  // Each block seen from the host: borrowed where it is host memory, else copied on the
+  // model's queue (ordered after the step that wrote it) and waited for.
+  Model& m = *w.model;
+  kernels::Queue& q = m.queue();
+  auto host_block = [&](const kernels::Tensor& block) -> const kernels::Tensor& {
+    kernels::Tensor h = q.backend().staging_for(block);
+    q.copy(h, block);
+    return sv.host.emplace_back(std::move(h));
   };
-  for (const auto& p : w.model->params()) v.params.push_back(TensorRef::of(p.path, host(*p.value)));
+  ParamArena& arena = m.arena();
+  const kernels::Tensor& host_values = host_block(arena.values());
+  for (const ArenaEntry& e : arena.param_entries())
+    v.params.push_back(TensorRef::of(e.path, sv.host.emplace_back(ParamArena::view(host_values, e))));
+  if (!arena.buffer_entries().empty()) {
+    const kernels::Tensor& host_buffers = host_block(arena.buffers());
+    for (const ArenaEntry& e : arena.buffer_entries())
+      (void)e, (void)host_buffers;  // TEMP
+  }
   for (auto& [path, slots] : w.optimizer->state())
-    for (auto& [slot, tensor] : slots) v.optimizer.push_back(TensorRef::of(path + "/" + slot, host(*tensor)));
+    for (auto& [slot, tensor] : slots) v.optimizer.push_back(TensorRef::of(path + "/" + slot, host_block(*tensor)));
+  q.synchronize();
 
   auto add_i64 = [&](const std::string& name, std::vector<std::int64_t> values) {
     v.state.push_back(TensorRef::of(name, sv.i64.emplace_back(std::move(values))));
@@ -63,6 +73,7 @@ const TensorValue& require(const checkpoint::CheckpointData& d, Section s, const
   return *t;
 }
 
+// Parameters and buffers from the file into the model (wherever it is), by path and shape.
 void copy_params(Model& model, const checkpoint::CheckpointData& d) {
   for (auto& p : model.params()) {
     const TensorValue& t = require(d, Section::params, p.path);
@@ -71,12 +82,15 @@ void copy_params(Model& model, const checkpoint::CheckpointData& d) {
                                ", the model expects " + kernels::shape_str(p.value->shape()));
     p.value->copy_from(t.real);
   }
+  for (auto& b : model.buffers()) {
+    (void)b;  // TEMP
+  }
 }
 
 }  // namespace
 
 void restore_state(WorkerState& w, const checkpoint::CheckpointData& d) {
-  fence(w.model->device());  // nothing queued may still use the tensors overwritten here
+  w.model->synchronize();  // nothing queued may still use the tensors overwritten here
   copy_params(*w.model, d);
   for (auto& [path, slots] : w.optimizer->state())
     for (auto& [slot, tensor] : slots)
@@ -97,9 +111,6 @@ void restore_state(WorkerState& w, const checkpoint::CheckpointData& d) {
   w.step = d.meta.step;
   w.examples_seen = d.meta.examples_seen;
   w.teacher_steps = d.meta.teacher_steps;
-  // Host-to-device copies of copy_from run on the legacy stream: wait before the model's
-  // stream reads them.
-  fence(w.model->device());
 }
 
 Model model_from_checkpoint(const checkpoint::CheckpointData& d) {

@@ -1,0 +1,42 @@
+#pragma once
+// The state of a Trainer, shared by its two halves: set-up (training.cpp) and the run loop
+// (run_loop.cpp). Private to the engine.
+#include <memory>
+
+#include <spdlog/logger.h>
+
+#include "codistill/config/config.hpp"
+#include "codistill/data/dataset.hpp"
+#include "codistill/data/sampler.hpp"
+#include "codistill/engine/checkpointing.hpp"
+#include "codistill/engine/metrics.hpp"
+#include "codistill/engine/run_dir.hpp"
+#include "codistill/engine/step.hpp"
+#include "codistill/engine/teachers.hpp"
+#include "codistill/engine/training.hpp"
+#include "codistill/engine/worker_state.hpp"
+#include "codistill/models/model.hpp"
+#include "codistill/optim/optimizer.hpp"
+
+namespace codistill {
+
+struct Trainer::State {
+  Config cfg;
+  TrainOptions opts;
+  RunPaths paths;
+  std::shared_ptr<spdlog::logger> log;
+  std::unique_ptr<MetricsWriter> metrics;
+  data::Splits data;
+  kernels::Device device;
+  Model model;
+  std::unique_ptr<Optimizer> optimizer;
+  // Declared after the model: destroyed first, it waits for the model's queue before the
+  // model's device memory is released.
+  std::unique_ptr<TrainStep> step;
+  std::unique_ptr<data::BatchSampler> sampler;
+  std::unique_ptr<CheckpointManager> checkpoints;
+  std::unique_ptr<TeacherPool> teachers;  // codistillation with peers' checkpoints
+  WorkerState worker;  // what a checkpoint holds; worker.step counts completed steps
+};
+
+}  // namespace codistill

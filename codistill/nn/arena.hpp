@@ -1,0 +1,58 @@
+#pragma once
+// One parameter arena per model: every parameter, every gradient and every non-trainable
+// buffer of the module tree in three flat tensors (values, grads, buffers), each entry at
+// an offset aligned to 64 bytes (16 elements), with the modules' own tensors rebound as
+// named views into them. So an optimizer step is one op over `values` and `grads`, zeroing
+// the gradients one memset, a teacher load or a device move one copy per block, and a
+// gradient all-reduce (a later issue) one call. Padding between entries is zero and stays
+// zero under every update (zero gradient, zero value).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codistill/nn/module.hpp"
+
+namespace codistill {
+
+struct ArenaEntry {
+  std::string path;  // "fc1/weight"
+  kernels::Shape shape;
+  std::int64_t offset = 0;  // in elements
+  std::int64_t numel = 0;
+};
+
+class ParamArena {
+ public:
+  // Lays out root's parameters and buffers (collect_params / collect_buffers order), copies
+  // their current values in and rebinds every module's tensors as views. Parameters must
+  // share one dtype and device. Grads start at zero; a parameter without a grad tensor
+  // (none exist today) would get one. The values' dtype and device are the first
+  // parameter's.
+  void build(Module& root);
+
+  // Converts/moves the three blocks (one copy each) and rebinds the views. `q` must be
+  // idle (the caller synchronized the old queue).
+  void to_dtype(Module& root, kernels::DType dtype);
+  // copy = false: the new blocks are left uninitialized for the caller to fill (a teacher
+  // uploading its values itself); on the device the blocks are already on, nothing changes.
+  void to_device(Module& root, kernels::Device device, bool copy = true);
+  // Forward-only use (teachers): the gradient block is released, grads become empty.
+  void drop_grads(Module& root);
+
+  kernels::Tensor& values() { return values_; }
+  kernels::Tensor& grads() { return grads_; }
+  kernels::Tensor& buffers() { return buffers_; }  // empty (undefined) when there are none
+  const std::vector<ArenaEntry>& param_entries() const { return params_; }
+  const std::vector<ArenaEntry>& buffer_entries() const { return buffer_entries_; }
+  // A flat block laid out like values() (an optimizer slot) seen as the entry's tensor.
+  static kernels::Tensor view(const kernels::Tensor& flat, const ArenaEntry& e) { return flat.view(e.offset, e.shape); }
+  std::int64_t num_params() const;  // without padding
+
+ private:
+  void rebind(Module& root);
+
+  std::vector<ArenaEntry> params_, buffer_entries_;
+  kernels::Tensor values_, grads_, buffers_;
+};
+
+}  // namespace codistill

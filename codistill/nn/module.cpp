@@ -1,0 +1,119 @@
+#include "codistill/nn/module.hpp"
+
+#include <stdexcept>
+
+#include "codistill/nn/buffer.hpp"
+
+namespace codistill {
+
+using kernels::DType;
+using kernels::Tensor;
+
+namespace {
+
+// The input must be where the module runs, in its parameters' dtype; whether the backend
+// computes that dtype is checked by each op (require_support names the op).
+void check_input(Module& m, const Tensor& x, const char* pass) {
+  if (x.device() != m.device())
+    throw std::invalid_argument(m.kind() + pass + ": input is on " + x.device().str() + " but the module runs on " +
+                                m.device().str() + " (Model::to_device moves a model)");
+  if (!m.params().empty() && x.dtype() != m.params().front().value->dtype())
+    throw std::invalid_argument(m.kind() + pass + ": input is " + kernels::dtype_name(x.dtype()) +
+                                " but the parameters are " +
+                                kernels::dtype_name(m.params().front().value->dtype()) + " (convert with to_dtype)");
+}
+
+}  // namespace
+
+Tensor Module::forward(const Tensor& x, bool training) {
+  check_input(*this, x, "");
+  return do_forward(x, training);
+}
+
+Tensor Module::backward(const Tensor& dy, bool need_dx) {
+  check_input(*this, dy, " backward");
+  return do_backward(dy, need_dx);
+}
+
+void Module::set_queue(kernels::Queue& q) {
+  queue_ = &q;
+  for_each_child([&](const std::string&, Module& child) { child.set_queue(q); });
+  queue_changed();
+}
+
+void Module::set_reference(bool reference) {
+  if (!device().is_cpu()) throw std::logic_error(kind() + ": reference loops exist on the CPU only");
+  set_queue(kernels::default_cpu_queue(reference));
+}
+
+void Module::to_dtype(DType dtype) {
+  for (auto& p : params()) {
+    if (p.value->defined()) *p.value = p.value->to(dtype);
+    if (p.grad->defined()) *p.grad = p.grad->to(dtype);
+  }
+  for (auto& b : buffers())
+    if (b.value->defined()) *b.value = b.value->to(dtype);
+  for_each_child([&](const std::string&, Module& child) { child.to_dtype(dtype); });
+}
+
+bool Module::has_params() {
+  if (!params().empty()) return true;
+  bool any = false;
+  for_each_child([&](const std::string&, Module& child) { any = any || child.has_params(); });
+  return any;
+}
+
+Tensor& Module::ensure(Tensor& buf, const kernels::Shape& shape, DType dtype) {
+  return nn::ensure_buffer(buf, shape, dtype, queue());
+}
+
+DType Module::param_dtype() {
+  auto p = params();
+  return p.empty() ? DType::f32 : p.front().value->dtype();
+}
+
+namespace {
+
+void visit(Module& m, const std::string& prefix, const std::function<void(const std::string&, Module&)>& fn) {
+  m.for_each_child([&](const std::string& name, Module& child) {
+    const std::string path = prefix.empty() ? name : prefix + "/" + name;
+    fn(path, child);
+    visit(child, path, fn);
+  });
+}
+
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "/" + name;
+}
+
+}  // namespace
+
+void visit_modules(Module& root, const std::function<void(const std::string&, Module&)>& fn) { visit(root, "", fn); }
+
+std::vector<NamedParam> collect_params(Module& root) {
+  std::vector<NamedParam> out;
+  for (auto& p : root.params()) out.push_back({p.name, p.value, p.grad});
+  visit(root, "", [&](const std::string& path, Module& m) {
+    for (auto& p : m.params()) out.push_back({join(path, p.name), p.value, p.grad});
+  });
+  return out;
+}
+
+std::vector<NamedBuffer> collect_buffers(Module& root) {
+  std::vector<NamedBuffer> out;
+  for (auto& b : root.buffers()) out.push_back({b.name, b.value});
+  visit(root, "", [&](const std::string& path, Module& m) {
+    for (auto& b : m.buffers()) out.push_back({join(path, b.name), b.value});
+  });
+  return out;
+}
+
+std::vector<std::pair<std::string, Rng*>> collect_rngs(Module& root) {
+  std::vector<std::pair<std::string, Rng*>> out;
+  visit(root, "", [&](const std::string& path, Module& m) {
+    if (Rng* r = m.rng()) out.emplace_back(path, r);
+  });
+  return out;
+}
+
+}  // namespace codistill

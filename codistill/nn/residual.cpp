@@ -1,0 +1,51 @@
+#include "codistill/nn/residual.hpp"
+
+#include <stdexcept>
+
+namespace codistill {
+
+using kernels::Shape;
+using kernels::Tensor;
+
+Residual::Residual(std::unique_ptr<Sequential> body, ModulePtr shortcut)
+    : body_(std::move(body)), shortcut_(std::move(shortcut)) {
+  if (!body_) throw std::invalid_argument("residual: null body");
+  body_->set_queue(queue());
+  if (shortcut_) shortcut_->set_queue(queue());
+}
+
+Shape Residual::output_shape(const Shape& input) const {
+  const Shape b = body_->output_shape(input);
+  const Shape s = shortcut_ ? shortcut_->output_shape(input) : input;
+  if (b != s)
+    throw std::invalid_argument("residual: the body gives " + kernels::shape_str(b) + " but the shortcut " +
+                                kernels::shape_str(s) + " for input " + kernels::shape_str(input) +
+                                (shortcut_ ? "" : " (an identity shortcut needs a body that keeps the shape)"));
+  return b;
+}
+
+void Residual::for_each_child(const ChildFn& fn) {
+  fn("body", *body_);
+  if (shortcut_) fn("shortcut", *shortcut_);
+}
+
+Tensor Residual::do_forward(const Tensor& x, bool training) {
+  const Tensor b = body_->forward(x, training);
+  const Tensor s = shortcut_ ? shortcut_->forward(x, training) : x;
+  kernels::check_shape(s, b.shape(), "residual: shortcut output");
+  ensure(y_, b.shape(), b.dtype());
+  backend().add(b, s, y_, queue());
+  return y_;
+}
+
+Tensor Residual::do_backward(const Tensor& dy, bool need_dx) {
+  // Both branches see dy; each returns its input gradient, summed when the caller wants dx.
+  const Tensor db = body_->backward(dy, need_dx);
+  const Tensor ds = shortcut_ ? shortcut_->backward(dy, need_dx) : dy;
+  if (!need_dx) return {};
+  ensure(dx_, db.shape(), db.dtype());
+  backend().add(db, ds, dx_, queue());
+  return dx_;
+}
+
+}  // namespace codistill

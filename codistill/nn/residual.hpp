@@ -1,0 +1,34 @@
+#pragma once
+// A residual block: y = body(x) + shortcut(x), the shortcut being the identity (no module)
+// or a projection (e.g. a strided 1x1 convolution where the body changes the shape).
+// Children are named "body" and "shortcut", so parameter paths read
+// "block1/body/conv1/weight", "block1/shortcut/conv/weight".
+#include <string>
+
+#include "codistill/nn/module.hpp"
+#include "codistill/nn/sequential.hpp"
+
+namespace codistill {
+
+class Residual : public Module {
+ public:
+  // shortcut may be null: the identity (then body must keep the shape).
+  Residual(std::unique_ptr<Sequential> body, ModulePtr shortcut = nullptr);
+
+  std::string kind() const override { return "residual"; }
+  kernels::Shape output_shape(const kernels::Shape& input) const override;
+  void for_each_child(const ChildFn& fn) override;
+
+  Sequential& body() { return *body_; }
+
+ protected:
+  kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
+  kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) override;
+
+ private:
+  std::unique_ptr<Sequential> body_;
+  ModulePtr shortcut_;
+  kernels::Tensor y_, dx_;
+};
+
+}  // namespace codistill

@@ -1,0 +1,86 @@
+#include "codistill/nn/sequential.hpp"
+
+#include <stdexcept>
+
+#include "codistill/nn/activation.hpp"
+#include "codistill/nn/linear.hpp"
+
+namespace codistill {
+
+using kernels::Tensor;
+
+void Sequential::add(std::string name, ModulePtr child) {
+  if (!child) throw std::invalid_argument("Sequential::add: null module '" + name + "'");
+  if (name.empty() || name.find('/') != std::string::npos)
+    throw std::invalid_argument("Sequential::add: name '" + name + "' must be non-empty without '/'");
+  for (const auto& [n, m] : children_)
+    if (n == name) throw std::invalid_argument("Sequential::add: duplicate name '" + name + "'");
+  child->set_queue(queue());
+  children_.emplace_back(std::move(name), std::move(child));
+  queue_changed();
+}
+
+kernels::Shape Sequential::output_shape(const kernels::Shape& input) const {
+  kernels::Shape s = input;
+  for (const auto& [name, m] : children_) {
+    try {
+      s = m->output_shape(s);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("'" + name + "': " + e.what());
+    }
+  }
+  return s;
+}
+
+void Sequential::for_each_child(const ChildFn& fn) {
+  for (auto& [name, m] : children_) fn(name, *m);
+}
+
+Tensor Sequential::do_forward(const Tensor& x, bool training) {
+  Tensor h = x;
+  for (auto& [name, m] : children_) {
+    try {
+      h = m->forward(h, training);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("'" + name + "': " + e.what());
+    }
+  }
+  return h;
+}
+
+Tensor Sequential::do_backward(const Tensor& dy, bool need_dx) {
+  // Children before `first` need no input gradient and have no grads of their own.
+  std::size_t first = 0;
+  if (!need_dx) {
+    first = children_.size();
+    for (std::size_t i = 0; i < children_.size(); ++i)
+      if (children_[i].second->has_params()) {
+        first = i;
+        break;
+      }
+  }
+  Tensor g = dy;
+  for (std::size_t i = children_.size(); i-- > first;) {
+    auto& [name, m] = children_[i];
+    try {
+      g = m->backward(g, /*need_dx=*/need_dx || i > first);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("'" + name + "' backward: " + e.what());
+    }
+  }
+  return need_dx ? g : Tensor{};
+}
+
+void Sequential::queue_changed() {
+  // Linear -> ReLU/GELU pairs fuse where the backend has the op, and unfuse elsewhere.
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    auto* linear = dynamic_cast<Linear*>(children_[i].second.get());
+    if (!linear) continue;
+    auto* act = i + 1 < children_.size() ? dynamic_cast<ActivationLayer*>(children_[i + 1].second.get()) : nullptr;
+    const bool fuse = act && backend().supports(kernels::Op::linear_activation, linear->param_dtype());
+    linear->set_fused_activation(fuse ? act->activation() : kernels::Activation::none);
+    if (act) act->set_passthrough(fuse);
+  }
+}
+
+}  // namespace codistill

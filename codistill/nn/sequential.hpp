@@ -1,0 +1,37 @@
+#pragma once
+// Sequential: named children run in order; backward in reverse. The root of every model.
+// Backward skips the children before the first one with parameters (their input gradient
+// is nobody's business) unless the caller wants dx. Where the backend supports it
+// (Op::linear_activation), a Linear directly followed by a ReLU/GELU computes the
+// activation in its own output pass and the activation layer passes through: decided
+// again whenever the queue changes (set_queue).
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codistill/nn/module.hpp"
+
+namespace codistill {
+
+class Sequential : public Module {
+ public:
+  std::string kind() const override { return "sequential"; }
+  // Names are non-empty, without '/', unique among the children.
+  void add(std::string name, ModulePtr child);
+  kernels::Shape output_shape(const kernels::Shape& input) const override;
+  void for_each_child(const ChildFn& fn) override;
+
+  std::size_t size() const { return children_.size(); }
+  const std::vector<std::pair<std::string, ModulePtr>>& children() const { return children_; }
+
+ protected:
+  kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
+  kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) override;
+  void queue_changed() override;
+
+ private:
+  std::vector<std::pair<std::string, ModulePtr>> children_;
+};
+
+}  // namespace codistill
