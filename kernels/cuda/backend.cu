@@ -10,8 +10,8 @@
 //     with a workspace of its own), the cuDNN handle, the cuDNN descriptor and algorithm
 //     plans, the optimizer's slice tables and a scratch buffer. Handles and caches are made
 //     on first use. ~CudaQueue synchronizes the stream, then frees all of it.
-//   - CudaEvent: owns one timing-free cudaEvent_t, recorded when it is made; it may
-//     outlive its queue.
+//   - CudaEvent: owns one timing-free cudaEvent_t of one device (make_event), recorded on
+//     any queue of that device, as often as wanted; it may outlive those queues.
 //   - Tensors: device buffers from allocate() go back to the cache with their last
 //     reference; staging buffers (staging_for) are cudaMallocHost'd and cudaFreeHost'd
 //     with theirs.
@@ -22,7 +22,8 @@
 //     host), copies from or to pageable host memory (cudaMemcpyAsync stages them), and the
 //     set-up paths copy_sync/zero_sync (whole device, before and after).
 //   - Two queues are ordered only by events: record() on the producer, wait() on the
-//     consumer (the consumer's stream waits, the host does not).
+//     consumer (the consumer's stream waits, the host does not). wait() sees the event as
+//     last recorded when wait() is called; an event never recorded is reached already.
 //   - The allocator does not track streams: a freed block may be handed out again at once,
 //     to any queue. Reuse by the queue that last used the block is safe (its stream runs in
 //     order); so drop the last reference to a tensor that ANOTHER queue may still be
@@ -76,15 +77,10 @@ void wait_for_device(int device) {
 
 // ---- events ------------------------------------------------------------------------------
 
-CudaEvent::CudaEvent(int device, cudaStream_t stream) : device_(device) {
+CudaEvent::CudaEvent(int device) : device_(device) {
   CODISTILL_CUDA_CHECK(cudaSetDevice(device));
   // No timing: cheaper to record and to wait on.
   CODISTILL_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
-  if (const cudaError_t err = cudaEventRecord(event_, stream); err != cudaSuccess) {
-    cudaEventDestroy(event_);
-    event_ = nullptr;
-    throw_cuda_error(err, "cudaEventRecord(event, stream)", __FILE__, __LINE__);
-  }
 }
 
 CudaEvent::~CudaEvent() {
@@ -116,8 +112,17 @@ void CudaQueue::synchronize() {
   CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
-std::unique_ptr<kernels::Event> CudaQueue::record() {
-  return std::make_unique<CudaEvent>(device().index, stream());
+std::unique_ptr<kernels::Event> CudaQueue::make_event() {
+  return std::make_unique<CudaEvent>(device().index);
+}
+
+void CudaQueue::record(kernels::Event& event) {
+  auto* e = dynamic_cast<CudaEvent*>(&event);
+  if (!e || e->device() != device().index)
+    throw std::invalid_argument("Queue::record (cuda): the event was not made by a queue of " +
+                                device().str() + " (make it with this queue's make_event)");
+  CODISTILL_CUDA_CHECK(cudaSetDevice(device().index));
+  CODISTILL_CUDA_CHECK(cudaEventRecord(e->handle(), stream()));
 }
 
 void CudaQueue::wait(kernels::Event& event) {

@@ -14,17 +14,19 @@
 
 namespace codistill::kernels::cuda {
 
-// A timing-free event recorded on a queue's stream; destroyed with the object (the driver
-// keeps it until it has been reached if work is still pending).
+// A timing-free event of one device, recorded on its queues' streams (reached at once
+// until first recorded); destroyed with the object (the driver keeps it until it has been
+// reached if work is still pending).
 class CudaEvent final : public kernels::Event {
  public:
-  CudaEvent(int device, cudaStream_t stream);  // records at once
+  explicit CudaEvent(int device);
   ~CudaEvent() override;
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;
 
   void synchronize() override;
   bool ready() override;
+  int device() const { return device_; }
   cudaEvent_t handle() const { return event_; }
 
  private:
@@ -40,7 +42,8 @@ class CudaQueue final : public kernels::Queue {
   ~CudaQueue() override = default;  // ~StreamResources synchronizes, then frees
 
   void synchronize() override;
-  std::unique_ptr<kernels::Event> record() override;
+  std::unique_ptr<kernels::Event> make_event() override;
+  void record(kernels::Event& event) override;  // a CudaEvent of this queue's device
   void wait(kernels::Event& event) override;
   void copy(Tensor& dst, const Tensor& src) override;
   void zero(Tensor& t) override;
