@@ -164,7 +164,7 @@ void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor
 
 void CudaBackend::maxpool2d_forward(const Tensor& x, Tensor& y, Tensor& /*argmax*/,
                                     const Pool2dShape& s, kernels::Queue& q) {
-  // The argmax is the CPU's: cuDNN's backward finds the maxima again from x and y.
+  // The argmax is the CPU's: the CUDA backward finds the maxima again from x (pool.cu).
   const char* op = "maxpool2d";
   CudaQueue& cq = queue_of(q, op);
   require_support(*this, Op::maxpool2d, x.dtype(), op);

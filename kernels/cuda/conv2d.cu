@@ -1,4 +1,5 @@
-// Convolution and max pooling through cuDNN's legacy API (conv2d.hpp), float32 NCHW.
+// Convolution through cuDNN's legacy API (conv2d.hpp), float32 NCHW. (Max pooling is
+// pool.cu: its own kernels, with the CPU's tie rule.)
 //
 // Per queue (its cuDNN handle and plan cache, kernels/cuda/resources.cuh: never shared
 // between threads or streams) and per shape, a plan holds the descriptors and the chosen
@@ -32,7 +33,7 @@ constexpr std::size_t kMaxWorkspace = std::size_t{1} << 30;
 
 // The queue's cuDNN handle (resources.cuh), bound to ctx.stream.
 cudnnHandle_t handle_for(const Context& ctx) {
-  StreamResources& r = resources_of(ctx, "conv2d/maxpool2d");
+  StreamResources& r = resources_of(ctx, "conv2d");
   detail::use_device(ctx);
   return r.cudnn();
 }
@@ -82,14 +83,6 @@ struct ConvDesc {
   ConvDesc& operator=(const ConvDesc&) = delete;
 };
 
-struct PoolDesc {
-  cudnnPoolingDescriptor_t d = nullptr;
-  PoolDesc() { CODISTILL_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&d)); }
-  ~PoolDesc() { cudnnDestroyPoolingDescriptor(d); }
-  PoolDesc(const PoolDesc&) = delete;
-  PoolDesc& operator=(const PoolDesc&) = delete;
-};
-
 // ---- convolution plans --------------------------------------------------------------------
 
 template <class AlgoT>
@@ -112,21 +105,11 @@ struct ConvPlan {
 
 using ConvKey = std::tuple<bool, std::array<std::int64_t, 11>>;
 
-// ---- pooling plans ------------------------------------------------------------------------
-
-struct PoolPlan {
-  TensorDesc x, y;
-  PoolDesc pool;
-};
-
-using PoolKey = std::array<std::int64_t, 6>;
-
 }  // namespace cudnn_plan
 
 // A queue's plans (resources.cuh), one per shape it has run.
 struct CudnnPlans {
   std::map<cudnn_plan::ConvKey, std::unique_ptr<cudnn_plan::ConvPlan>> conv;
-  std::map<cudnn_plan::PoolKey, std::unique_ptr<cudnn_plan::PoolPlan>> pool;
 };
 
 CudnnPlans* new_cudnn_plans() { return new CudnnPlans(); }
@@ -234,22 +217,6 @@ void choose_backward_filter(ConvPlan& p, cudnnHandle_t h) {
       });
 }
 
-PoolPlan& pool_plan(const cpu::Pool2dShape& s, const Context& ctx) {
-  const PoolKey key{s.batch, s.channels, s.height, s.width, s.kernel, s.stride};
-  auto& slot = resources_of(ctx, "maxpool2d").cudnn_plans().pool[key];
-  if (slot) return *slot;
-  auto p = std::make_unique<PoolPlan>();
-  const char* op = "maxpool2d";
-  p->x.set(s.batch, s.channels, s.height, s.width, op);
-  p->y.set(s.batch, s.channels, s.out_height(), s.out_width(), op);
-  // MAX_DETERMINISTIC: the backward pass routes gradients without atomics (reproducible
-  // with overlapping windows). NaN propagates, so a NaN input is not silently dropped.
-  CODISTILL_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
-      p->pool.d, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN, to_int(s.kernel, op),
-      to_int(s.kernel, op), 0, 0, to_int(s.stride, op), to_int(s.stride, op)));
-  return *(slot = std::move(p));
-}
-
 const float kOne = 1.0f, kZero = 0.0f;
 
 }  // namespace
@@ -291,23 +258,6 @@ void conv2d_backward(const float* x, const float* w, const float* dy, float* dx,
   if (db)
     bias_grad_channels(dy, db, s.batch, s.out_channels, s.out_height() * s.out_width(),
                        accumulate, ctx);
-}
-
-void maxpool2d_forward(const float* x, float* y, const cpu::Pool2dShape& s, const Context& ctx) {
-  s.validate();
-  cudnnHandle_t h = handle_for(ctx);
-  PoolPlan& p = pool_plan(s, ctx);
-  CODISTILL_CUDNN_CHECK(cudnnPoolingForward(h, p.pool.d, &kOne, p.x.d, x, &kZero, p.y.d, y));
-}
-
-void maxpool2d_backward(const float* x, const float* y, const float* dy, float* dx,
-                        const cpu::Pool2dShape& s, const Context& ctx) {
-  s.validate();
-  cudnnHandle_t h = handle_for(ctx);
-  PoolPlan& p = pool_plan(s, ctx);
-  // beta = 0: dx is overwritten, as the CPU twin's zero-then-scatter.
-  CODISTILL_CUDNN_CHECK(cudnnPoolingBackward(h, p.pool.d, &kOne, p.y.d, y, p.y.d, dy, p.x.d, x,
-                                             &kZero, p.x.d, dx));
 }
 
 }  // namespace codistill::kernels::cuda
