@@ -6,7 +6,8 @@
 // (CUDNN_TENSOR_OP_MATH) only when ctx.allow_tf32.
 //   conv2d_forward:  y = conv(x, w) (+ b)
 //   conv2d_backward: dx (skipped when null), dw (+)=, db (+)= (db may be null)
-//   maxpool2d_forward:  y = max over each window (ties: the first in row-major order)
+//   maxpool2d_forward:  y = max over each window (ties: the first in row-major order; a NaN
+//                       is the maximum, as kernels/ops.hpp says)
 //   maxpool2d_backward: dx = dy routed to the maxima, overwritten; the maxima are found
 //                       again from x (y is not needed), so no argmax is kept
 // Errors throw std::runtime_error with file, line and cuDNN's message.

@@ -1,12 +1,13 @@
-// Max pooling (conv2d.hpp), float32 NCHW, with the exact rule of the CPU twin
-// (kernels/cpu/pool.cpp): each window is scanned in row-major order from its first element
-// and a later element wins only when strictly greater, so ties go to the first maximum (and
-// a NaN wins only as a window's first element, as on the CPU).
+// Max pooling (conv2d.hpp), float32 NCHW, with the rule of kernels/ops.hpp: each window is
+// scanned in row-major order from its first element and a later element wins only when
+// strictly greater, so ties go to the first maximum; a NaN is the window's maximum (its
+// first NaN wins). (The CPU twin, kernels/cpu/pool.cpp, keeps a NaN only where it comes
+// first in its window; without NaN the two agree bit for bit.)
 //   forward:  a thread per output element.
 //   backward: a thread per input element gathers dy from the windows that chose it, in the
 //             windows' row-major order (the order the CPU scatters in), with the choice
 //             recomputed from x: no argmax to keep, no atomics, the same sums bit for bit
-//             as the CPU's, overlapping windows included.
+//             as the CPU's, overlapping windows included (without NaN in x).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -33,7 +34,7 @@ __device__ __forceinline__ std::int64_t window_argmax(const float* plane, const 
     for (std::int64_t kw = 0; kw < d.K; ++kw) {
       const std::int64_t idx = (h0 + kh) * d.W + (w0 + kw);
       const float v = plane[idx];
-      if (v > best) {
+      if (v > best || (v != v && best == best)) {  // greater, or the first NaN
         best = v;
         arg = idx;
       }
