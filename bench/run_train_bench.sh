@@ -1,65 +1,235 @@
 #!/usr/bin/env bash
-# Training benchmark, side by side in one run: codistill-train and the PyTorch reference
-# (bench/torch_train.py) train the same config (model, hyper-parameters, batch, steps,
-# threads) on Fashion-MNIST. Prints a table with the throughput ratio and writes
-# bench/results/train_cpu.json and bench/results/train_cpu.txt (raw output).
+# Training benchmark, side by side in one run: codistill-train, the PyTorch reference
+# (bench/torch_train.py, Debian's torch) and the JAX/XLA reference (bench/jax_train.py, PyPI
+# jax[cpu] in .venv-bench/) train the same config (model, hyper-parameters, batch, steps,
+# threads) on Fashion-MNIST on the CPU.
 #   bench/run_train_bench.sh [CONFIG...]     (default: configs/fmnist_mlp.yaml configs/fmnist_cnn.yaml)
-# Environment: THREADS (default 2), STEPS (default: each config's train.steps).
+# The machine is shared and noisy, so the contenders alternate: round r runs the sgemm
+# ceiling (bench_sgemm) once, then for each config codistill, [codistill-before,] pytorch,
+# jax, one after the other; REPEATS rounds. The load average (/proc/loadavg) is recorded
+# before and after every run. The table gives, per config and contender, the best and the
+# median training throughput (examples/s over the step loop, evaluation excluded; JAX also
+# leaves out its compile and first steps, see jax_train.py) and the ratios codistill/jax,
+# codistill/pytorch (and codistill/codistill-before) best vs best and median vs median;
+# for fmnist_mlp also its GFLOP/s (examples/s x 1.21 MFLOP, the MLP's forward + backward
+# GEMM work per example) as a share of the measured sgemm peak.
+# Writes RESULTS_DIR/train_cpu.json and RESULTS_DIR/train_cpu.txt (raw output).
+# Environment:
+#   THREADS (2)          threads of every contender
+#   STEPS                override every config's train.steps (all contenders)
+#   REPEATS (3)          rounds
+#   BUILD_DIR (build/)   the codistill build measured (scripts/build.sh builds it there)
+#   SKIP_BUILD=1         use BUILD_DIR as it is, do not run scripts/build.sh
+#   BEFORE_BUILD=DIR     a second codistill build (e.g. of an older commit, built by the
+#                        caller) run as the extra contender "codistill-before", with the
+#                        ratio codistill/codistill-before (after / before)
+#   SGEMM_BIN            the sgemm program (default BUILD_DIR/bench/bench_sgemm; when it is
+#                        missing the sgemm columns are left out, with a warning)
+#   JAX_PYTHON           interpreter with jax (default .venv-bench/bin/python)
+#   RESULTS_DIR          where the results go (default bench/results; a smoke test can
+#                        point it elsewhere so as not to overwrite the committed numbers)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 "$root/scripts/setup.sh" --bench
-"$root/scripts/build.sh" >/dev/null
+build="$(realpath -m "${BUILD_DIR:-$root/build}")"
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  BUILD_DIR="$build" "$root/scripts/build.sh" >/dev/null
+fi
 threads="${THREADS:-2}"
+repeats="${REPEATS:-3}"
+jax_python="${JAX_PYTHON:-$root/.venv-bench/bin/python}"
+results="${RESULTS_DIR:-$root/bench/results}"
+sgemm="${SGEMM_BIN:-$build/bench/bench_sgemm}"
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(configs/fmnist_mlp.yaml configs/fmnist_cnn.yaml)
-out="$(mktemp -d)"
-raw="$root/bench/results/train_cpu.txt"
-: >"$raw"
-for cfg in "${configs[@]}"; do
-  name="$(basename "$cfg" .yaml)"
-  steps_args=()
-  [ -n "${STEPS:-}" ] && steps_args=(--set "train.steps=$STEPS")
-  echo "== $name: codistill" | tee -a "$raw"
-  start=$(date +%s%N)
-  build/trainer/codistill-train --config "$cfg" --run-dir "$out/$name" --set "run.threads=$threads" \
-    "${steps_args[@]}" 2>&1 | tee -a "$raw" | grep -E "^summary|done:" || true
-  end=$(date +%s%N)
-  echo "process_wall_ms $(( (end - start) / 1000000 ))" | tee -a "$raw"
-  echo "== $name: pytorch" | tee -a "$raw"
-  py_steps=()
-  [ -n "${STEPS:-}" ] && py_steps=(--steps "$STEPS")
-  /usr/bin/python3 bench/torch_train.py "$cfg" --threads "$threads" "${py_steps[@]}" | tee -a "$raw" \
-    >"$out/$name.torch.json"
+
+contenders=(codistill)
+declare -A trainer=([codistill]="$build/trainer/codistill-train")
+if [ -n "${BEFORE_BUILD:-}" ]; then
+  before="$(realpath "$BEFORE_BUILD")"
+  contenders+=(codistill-before)
+  trainer[codistill-before]="$before/trainer/codistill-train"
+fi
+contenders+=(pytorch jax)
+for c in "${!trainer[@]}"; do
+  [ -x "${trainer[$c]}" ] || { echo "run_train_bench.sh: no ${trainer[$c]} ($c)" >&2; exit 1; }
 done
-/usr/bin/python3 - "$out" "$raw" "$threads" "${configs[@]}" <<'PY'
-import json, os, platform, subprocess, sys, datetime
-out, raw, threads, configs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+[ -x "$jax_python" ] || { echo "run_train_bench.sh: no $jax_python (scripts/setup.sh --bench)" >&2; exit 1; }
+if [ ! -x "$sgemm" ]; then
+  echo "run_train_bench.sh: warning: no $sgemm: the sgemm peak is left out" >&2
+  sgemm=""
+fi
+
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+mkdir -p "$results"
+raw="$results/train_cpu.txt"
+: >"$raw"
+log() { tee -a "$raw"; }
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+steps_set=() steps_arg=()
+if [ -n "${STEPS:-}" ]; then
+  steps_set=(--set "train.steps=$STEPS")
+  steps_arg=(--steps "$STEPS")
+fi
+echo "contenders: ${contenders[*]}; $repeats rounds, $threads threads; build $build${before:+, before $before}" | log
+# One line per run for the report: round, config, contender, result file, load before and
+# after, process wall seconds.
+runs="$out/runs.tsv"
+: >"$runs"
+for ((r = 1; r <= repeats; r++)); do
+  if [ -n "$sgemm" ]; then
+    lb="$(loadavg)"
+    echo "== round $r: sgemm (load before $lb)" | log
+    "$sgemm" --threads "$threads" --json "$out/sgemm.$r.json" 2>&1 | log
+    la="$(loadavg)"
+    echo "load after $la" | log
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" - sgemm "$out/sgemm.$r.json" "$lb" "$la" 0 >>"$runs"
+  fi
+  for cfg in "${configs[@]}"; do
+    name="$(basename "$cfg" .yaml)"
+    for c in "${contenders[@]}"; do
+      lb="$(loadavg)"
+      echo "== round $r: $name: $c (load before $lb)" | log
+      start=$(date +%s%N)
+      case "$c" in
+        codistill*)
+          dir="$out/$r/$name/$c"
+          "${trainer[$c]}" --config "$cfg" --run-dir "$dir" --set "run.threads=$threads" \
+            "${steps_set[@]}" 2>&1 | log | { grep -E "^summary|done:" || true; }
+          result="$dir/worker-000/metrics.jsonl" ;;
+        pytorch)
+          result="$out/$r.$name.pytorch.json"
+          /usr/bin/python3 bench/torch_train.py "$cfg" --threads "$threads" "${steps_arg[@]}" | log >"$result" ;;
+        jax)
+          result="$out/$r.$name.jax.json"
+          "$jax_python" bench/jax_train.py "$cfg" --threads "$threads" "${steps_arg[@]}" | log >"$result" ;;
+      esac
+      end=$(date +%s%N)
+      la="$(loadavg)"
+      echo "process_wall_ms $(( (end - start) / 1000000 )); load after $la" | log
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$cfg" "$c" "$result" "$lb" "$la" \
+        "$(( (end - start) / 1000000 ))" >>"$runs"
+    done
+  done
+done
+
+/usr/bin/python3 - "$runs" "$raw" "$results/train_cpu.json" "$threads" "$repeats" "$build" "${before:-}" \
+  "${STEPS:-}" "${contenders[@]}" <<'PY'
+import datetime, json, os, platform, statistics, subprocess, sys
+runs_path, raw, json_path, threads, repeats, build, before, steps_env = sys.argv[1:9]
+contenders = sys.argv[9:]
+MLP_FLOP_PER_EXAMPLE = 1.21e6  # forward + backward GEMMs of the 784-256-256-10 MLP
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-rows = []
+def git(*args, cwd=None):
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd).stdout.strip()
+commit = git("rev-parse", "--short", "HEAD") + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+def source_head(build_dir):
+    """The source folder a CMake build was configured from and its git HEAD now (not
+    necessarily the commit that was built, if the tree moved on since)."""
+    try:
+        src = next(l.split("=", 1)[1].strip() for l in open(os.path.join(build_dir, "CMakeCache.txt"))
+                   if l.startswith("CMAKE_HOME_DIRECTORY:"))
+    except (OSError, StopIteration):
+        return None
+    head = git("rev-parse", "--short", "HEAD", cwd=src)
+    dirty = git("status", "--porcelain", "--untracked-files=no", cwd=src)
+    return {"source": src, "head": head + ("-dirty" if dirty else "") if head else None}
+def summary(values):
+    return {"best": max(values), "median": statistics.median(values), "worst": min(values), "n": len(values)}
+
+rows = [dict(zip(("round", "config", "contender", "path", "load_before", "load_after", "wall_ms"),
+                 l.rstrip("\n").split("\t"))) for l in open(runs_path)]
+sgemm_rounds = []
+for row in rows:
+    r = int(row["round"])
+    if row["contender"] == "sgemm":
+        d = json.load(open(row["path"]))
+        sgemm_rounds.append({"round": r, "peak_gflops": d["peak_gflops"], "peak_how": d["peak_how"],
+                             "mlp_step_gflops": max(d["mlp_step"]["gflops"]["openblas_mt"],
+                                                    d["mlp_step"]["gflops"]["omp_split"]),
+                             "load_before": row["load_before"], "load_after": row["load_after"], "detail": d})
+        continue
+    if row["contender"].startswith("codistill"):
+        done = [json.loads(l) for l in open(row["path"]) if '"done"' in l][-1]
+        run = {"train_examples_per_s": done["train_examples_per_s"], "test_accuracy": done["accuracy"],
+               "wall_s": done["wall_s"], "steps": done["step"]}
+    else:
+        d = json.load(open(row["path"]))
+        run = {k: d[k] for k in ("train_examples_per_s", "test_accuracy", "train_s", "steps")}
+        run["version"] = d.get("torch") or d.get("jax")
+        if row["contender"] == "jax":
+            run.update({k: d[k] for k in ("compile_s", "warmup_steps", "timed_steps")})
+    run.update({"round": r, "load_before": row["load_before"], "load_after": row["load_after"],
+                "process_wall_s": int(row["wall_ms"]) / 1e3})
+    row["run"] = run
+
+configs = list(dict.fromkeys(row["config"] for row in rows if row["contender"] != "sgemm"))
+peak = summary([s["peak_gflops"] for s in sgemm_rounds]) if sgemm_rounds else None
+results = []
 for cfg in configs:
-    name = os.path.basename(cfg)[:-5]
-    done = [json.loads(l) for l in open(f"{out}/{name}/worker-000/metrics.jsonl") if '"done"' in l][-1]
-    torch = json.load(open(f"{out}/{name}.torch.json"))
-    rows.append({"config": cfg, "steps": done["step"],
-                 "codistill": {"train_examples_per_s": done["train_examples_per_s"], "test_accuracy": done["accuracy"],
-                               "wall_s": done["wall_s"]},
-                 "pytorch": {"train_examples_per_s": torch["train_examples_per_s"], "test_accuracy": torch["test_accuracy"],
-                             "train_s": torch["train_s"], "version": torch["torch"]},
-                 "throughput_ratio": done["train_examples_per_s"] / torch["train_examples_per_s"]})
-doc = {"benchmark": "train_cpu", "device": cpu, "threads": threads, "date": datetime.date.today().isoformat(),
-       "commit": commit, "host": platform.node(), "results": rows}
-json.dump(doc, open("bench/results/train_cpu.json", "w"), indent=2)
-lines = [f"{'config':<14} {'steps':>6} {'codistill ex/s':>15} {'pytorch ex/s':>13} {'ratio':>6} "
-         f"{'acc ours':>9} {'acc torch':>9} {'wall s':>7}"]
-for r in rows:
-    lines.append(f"{os.path.basename(r['config'])[:-5]:<14} {r['steps']:>6} {r['codistill']['train_examples_per_s']:>15.0f} "
-                 f"{r['pytorch']['train_examples_per_s']:>13.0f} {r['throughput_ratio']:>6.2f} "
-                 f"{100*r['codistill']['test_accuracy']:>8.2f}% {100*r['pytorch']['test_accuracy']:>8.2f}% "
-                 f"{r['codistill']['wall_s']:>7.1f}")
+    per = {c: [row["run"] for row in rows if row["config"] == cfg and row["contender"] == c] for c in contenders}
+    entry = {"config": cfg, "steps": per["codistill"][0]["steps"], "contenders": {}}
+    for c, rs in per.items():
+        entry["contenders"][c] = {"train_examples_per_s": summary([x["train_examples_per_s"] for x in rs]),
+                                  "test_accuracy_median": statistics.median(x["test_accuracy"] for x in rs),
+                                  "version": rs[0].get("version"), "runs": rs}
+    ours = entry["contenders"]["codistill"]["train_examples_per_s"]
+    entry["ratios"] = {}
+    for other in contenders[1:]:
+        theirs = entry["contenders"][other]["train_examples_per_s"]
+        entry["ratios"][f"codistill/{other}"] = {"best": ours["best"] / theirs["best"],
+                                                 "median": ours["median"] / theirs["median"]}
+    if os.path.basename(cfg).startswith("fmnist_mlp") and peak:
+        by_round = {s["round"]: s for s in sgemm_rounds}
+        def gf(x): return x["train_examples_per_s"] * MLP_FLOP_PER_EXAMPLE / 1e9
+        entry["sgemm"] = {"flop_per_example": MLP_FLOP_PER_EXAMPLE, "peak_gflops": peak}
+        for c in contenders:
+            rs = entry["contenders"][c]["runs"]
+            entry["sgemm"][c] = {
+                "gflops": summary([gf(x) for x in rs]),
+                # best vs best peak, and the median over rounds of the run against its round's peak
+                "pct_of_peak_best": 100 * max(gf(x) for x in rs) / peak["best"],
+                "pct_of_peak_median": statistics.median(100 * gf(x) / by_round[x["round"]]["peak_gflops"] for x in rs),
+                "pct_of_mlp_gemm_peak_best": 100 * max(gf(x) for x in rs) / max(s["mlp_step_gflops"] for s in sgemm_rounds)}
+    results.append(entry)
+
+doc = {"benchmark": "train_cpu", "device": cpu, "threads": int(threads), "repeats": int(repeats),
+       "steps_override": int(steps_env) if steps_env else None,
+       "date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": commit,
+       "host": platform.node(), "build": build, "build_source": source_head(build),
+       "before_build": before or None, "before_source": source_head(before) if before else None,
+       "order": "round by round: sgemm, then per config " + ", ".join(contenders),
+       "timing": "train_examples_per_s over the step loop, evaluation excluded; jax also excludes "
+                 "its ahead-of-time compile and its first 5 steps",
+       "sgemm": {"peak_gflops": peak, "rounds": sgemm_rounds}, "results": results}
+with open(json_path, "w") as f:
+    json.dump(doc, f, indent=2)
+
+lines = [f"{'config':<12} {'contender':<17} {'best ex/s':>10} {'median ex/s':>12} {'worst ex/s':>11} "
+         f"{'acc (med)':>9}  load before -> after (1-min avg, per run)"]
+for e in results:
+    name = os.path.basename(e["config"])[:-5]
+    for c, s in e["contenders"].items():
+        t = s["train_examples_per_s"]
+        loads = " ".join(f"{x['load_before'].split()[0]}->{x['load_after'].split()[0]}" for x in s["runs"])
+        lines.append(f"{name:<12} {c:<17} {t['best']:>10.0f} {t['median']:>12.0f} {t['worst']:>11.0f} "
+                     f"{100 * s['test_accuracy_median']:>8.2f}%  {loads}")
+    for k, v in e["ratios"].items():
+        lines.append(f"{name:<12} {k:<27} ratio best {v['best']:5.2f}  median {v['median']:5.2f}")
+    if "sgemm" in e:
+        for c in contenders:
+            g = e["sgemm"][c]
+            lines.append(f"{name:<12} {c:<17} {g['gflops']['best']:6.1f} GFLOP/s best = {g['pct_of_peak_best']:5.1f}% "
+                         f"of the sgemm peak (median per round {g['pct_of_peak_median']:5.1f}%; "
+                         f"{g['pct_of_mlp_gemm_peak_best']:5.1f}% of its own GEMMs' best)")
+if peak:
+    lines.append(f"sgemm peak ({threads} threads): best {peak['best']:.1f} median {peak['median']:.1f} GFLOP/s "
+                 f"({sgemm_rounds[0]['peak_how']}...); the MLP's own GEMMs at batch 128: best "
+                 f"{max(s['mlp_step_gflops'] for s in sgemm_rounds):.1f} GFLOP/s")
+lines.append(f"({cpu}, {threads} threads, {repeats} rounds, commit {commit})")
 print("\n".join(lines))
 with open(raw, "a") as f:
-    f.write("\n".join(lines) + "\n")
+    f.write("== summary\n" + "\n".join(lines) + "\n")
 PY
-rm -rf "$out"

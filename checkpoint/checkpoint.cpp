@@ -1,20 +1,46 @@
 #include "checkpoint/checkpoint.hpp"
 
 #include <cstring>
+#include <stdexcept>
 
 namespace codistill::checkpoint {
 
 const char* section_group(Section s) {
   switch (s) {
     case Section::params: return "params";
+    case Section::buffers: return "buffers";
     case Section::optimizer: return "optimizer";
     case Section::state: return "state";
   }
   return "?";
 }
 
+std::vector<TensorRef>& CheckpointView::section(Section s) {
+  switch (s) {
+    case Section::params: return params;
+    case Section::buffers: return buffers;
+    case Section::optimizer: return optimizer;
+    case Section::state: return state;
+  }
+  throw std::logic_error("CheckpointView::section: bad section");
+}
+
+const std::vector<TensorRef>& CheckpointView::section(Section s) const {
+  return const_cast<CheckpointView*>(this)->section(s);
+}
+
+std::vector<TensorValue>& CheckpointData::section(Section s) {
+  switch (s) {
+    case Section::params: return params;
+    case Section::buffers: return buffers;
+    case Section::optimizer: return optimizer;
+    case Section::state: return state;
+  }
+  throw std::logic_error("CheckpointData::section: bad section");
+}
+
 const std::vector<TensorValue>& CheckpointData::section(Section s) const {
-  return s == Section::params ? params : s == Section::optimizer ? optimizer : state;
+  return const_cast<CheckpointData*>(this)->section(s);
 }
 
 const TensorValue* CheckpointData::find(Section s, const std::string& name) const {
@@ -26,9 +52,8 @@ const TensorValue* CheckpointData::find(Section s, const std::string& name) cons
 CheckpointView CheckpointData::view() const {
   CheckpointView v;
   v.meta = meta;
-  for (const auto& t : params) v.params.push_back(t.ref());
-  for (const auto& t : optimizer) v.optimizer.push_back(t.ref());
-  for (const auto& t : state) v.state.push_back(t.ref());
+  for (Section s : kSections)
+    for (const auto& t : section(s)) v.section(s).push_back(t.ref());
   return v;
 }
 
@@ -50,17 +75,14 @@ void copy_section(const std::vector<TensorRef>& refs, std::vector<TensorValue>& 
 
 void snapshot_into(const CheckpointView& view, CheckpointData& reuse) {
   reuse.meta = view.meta;
-  copy_section(view.params, reuse.params);
-  copy_section(view.optimizer, reuse.optimizer);
-  copy_section(view.state, reuse.state);
+  for (Section s : kSections) copy_section(view.section(s), reuse.section(s));
 }
 
 CheckpointData snapshot(const CheckpointView& view) {
   CheckpointData d;
   d.meta = view.meta;
-  for (const auto& t : view.params) d.params.push_back(TensorValue::copy_of(t));
-  for (const auto& t : view.optimizer) d.optimizer.push_back(TensorValue::copy_of(t));
-  for (const auto& t : view.state) d.state.push_back(TensorValue::copy_of(t));
+  for (Section s : kSections)
+    for (const auto& t : view.section(s)) d.section(s).push_back(TensorValue::copy_of(t));
   return d;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // Checkpoint format v1 (DESIGN.md section 5, docs/checkpoint-format.md): one HDF5 file
-// with root attributes and three groups of named tensors, /params, /optimizer and
-// /state. write() publishes atomically; read() and verify() check everything the format
-// promises (attributes, per-chunk fletcher32, content digest, finite parameters).
+// with root attributes and groups of named tensors, /params, /buffers (only when the
+// model has non-trainable buffers), /optimizer and /state. write() publishes atomically;
+// read() and verify() check everything the format promises (attributes, per-chunk
+// fletcher32, content digest, finite parameters and buffers).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,25 +39,36 @@ struct CheckpointMeta {
   bool operator==(const CheckpointMeta&) const = default;
 };
 
-enum class Section { params, optimizer, state };
-const char* section_group(Section s);  // "params", "optimizer", "state"
+// `buffers` holds a model's non-trainable tensors (e.g. BatchNorm running statistics).
+// It comes last in the enum only so that the older values keep their numbers; wherever
+// sections are listed the order is kSections: params, buffers, optimizer, state.
+enum class Section { params, optimizer, state, buffers };
+inline constexpr Section kSections[] = {Section::params, Section::buffers, Section::optimizer, Section::state};
+const char* section_group(Section s);  // "params", "buffers", "optimizer", "state"
 
 // What write() takes. Names are paths under the section's group: params "fc1/weight",
-// optimizer "fc1/weight/momentum", state "rng/model_init". Params and optimizer slots
-// must be float32; state may be float32, float64, int64 or uint64.
+// buffers "bn1/running_mean", optimizer "fc1/weight/momentum", state "rng/model_init".
+// Params, buffers and optimizer slots must be float32; state may be float32, float64,
+// int64 or uint64. With no buffers the file has no /buffers group at all (files of
+// models without buffers are exactly what they were before buffers existed).
 struct CheckpointView {
   CheckpointMeta meta;
-  std::vector<TensorRef> params, optimizer, state;
+  std::vector<TensorRef> params, buffers, optimizer, state;
+
+  const std::vector<TensorRef>& section(Section s) const;
+  std::vector<TensorRef>& section(Section s);
 };
 
 // What read() returns. Within each section tensors come in the file's creation order,
 // depth first: the written order whenever names that share a prefix are written together
-// (as a model's parameter list is).
+// (as a model's parameter list is). A file without a /buffers group (every file
+// written before buffers existed) reads as one with no buffers.
 struct CheckpointData {
   CheckpointMeta meta;
-  std::vector<TensorValue> params, optimizer, state;
+  std::vector<TensorValue> params, buffers, optimizer, state;
 
   const std::vector<TensorValue>& section(Section s) const;
+  std::vector<TensorValue>& section(Section s);
   // nullptr when absent.
   const TensorValue* find(Section s, const std::string& name) const;
   // Views of everything, e.g. to write the same content again.
@@ -98,12 +110,12 @@ WriteResult write(const std::string& path, const CheckpointView& ckpt, const Wri
 struct ReadOptions {
   // When set, a file whose model_fingerprint differs is rejected.
   std::optional<std::string> expected_fingerprint;
-  // Which sections to return; a teacher needs params only.
-  bool params = true, optimizer = true, state = true;
+  // Which sections to return; a teacher needs params and buffers only.
+  bool params = true, buffers = true, optimizer = true, state = true;
   // Recompute the content digest. It covers every dataset, so the sections not returned
   // are still read (through a small buffer) when this is on.
   bool verify_digest = true;
-  // Reject NaN or Inf in /params.
+  // Reject NaN or Inf in /params and /buffers (both feed a teacher's forward pass).
   bool check_finite = true;
   // true: raw chunks are read with H5Dread_chunk straight into the result and checked by
   // the library; false: HDF5's filter pipeline checks them (cross-check and fallback; it
@@ -129,7 +141,8 @@ struct TensorInfo {
   kernels::Shape shape;
   ElemType type = ElemType::f32;
 };
-// The datasets of a checkpoint (section by section, file order), without their data.
+// The datasets of a checkpoint (section by section in kSections order, each in file
+// order), without their data.
 std::vector<TensorInfo> list_tensors(const std::string& path);
 
 struct VerifyResult {

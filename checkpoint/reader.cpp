@@ -39,6 +39,10 @@ CheckpointMeta read_attributes(hid_t root) {
   return m;
 }
 
+// Sections whose values feed a model's forward pass: NaN or Inf there is rejected
+// (ReadOptions::check_finite).
+bool finite_checked(Section s) { return s == Section::params || s == Section::buffers; }
+
 struct Found {
   Section section;
   std::string name;  // relative to the section group
@@ -74,10 +78,14 @@ void list_group(hid_t group, const std::string& where, Section s, const std::str
 
 std::vector<Found> list_datasets(hid_t file) {
   std::vector<Found> out;
-  for (Section s : {Section::params, Section::optimizer, Section::state}) {
+  for (Section s : kSections) {
     std::string where = std::string("/") + section_group(s);
-    if (!h5::check_tri(H5Lexists(file, where.c_str(), H5P_DEFAULT), "looking up a group"))
+    if (!h5::check_tri(H5Lexists(file, where.c_str(), H5P_DEFAULT), "looking up a group")) {
+      // /buffers is written only by models that have buffers (and by no file older than
+      // them): its absence means an empty section. The other groups always exist.
+      if (s == Section::buffers) continue;
       throw h5::Error("missing group " + where);
+    }
     h5::Handle g = h5::group(H5Gopen2(file, where.c_str(), H5P_DEFAULT), ("opening " + where).c_str());
     list_group(g.get(), where, s, "", out);
   }
@@ -121,6 +129,7 @@ struct ReadTask {
   std::string header;  // digest header, on the first task of a dataset
   const std::string* path = nullptr;
   const std::string* name = nullptr;  // set when the finite check applies
+  Section section = Section::params;  // for the finite check's message
   ElemType type = ElemType::f32;
   std::uint64_t chunk = 0, first = 0;  // chunk index, index of its first element
   const unsigned char* buf = nullptr;
@@ -147,7 +156,8 @@ class DataReader {
     ReadTask base;
     base.header = opt_.verify_digest ? layout::digest_header(path, info.type, info.dims) : std::string();
     base.path = &path;
-    base.name = s == Section::params && opt_.check_finite ? &name : nullptr;
+    base.name = finite_checked(s) && opt_.check_finite ? &name : nullptr;
+    base.section = s;
     base.type = info.type;
     auto plan = opt_.direct_chunk_io && info.little_endian ? direct_plan(dset, info.dims) : std::nullopt;
     if (!plan) {  // HDF5 reads (and checks) it whole; then it is checked here like a chunk
@@ -222,7 +232,8 @@ class DataReader {
       if (i >= 0) {
         float v;
         std::memcpy(&v, t.buf + static_cast<std::size_t>(i) * esize, sizeof v);
-        throw h5::Error("parameter " + *t.name + " holds " + (std::isnan(v) ? "NaN" : "Inf") + " at index " +
+        throw h5::Error(std::string(t.section == Section::buffers ? "buffer " : "parameter ") + *t.name + " holds " +
+                        (std::isnan(v) ? "NaN" : "Inf") + " at index " +
                         std::to_string(t.first + static_cast<std::uint64_t>(i)));
       }
     }
@@ -263,10 +274,6 @@ TensorValue take_or_allocate(std::map<std::pair<Section, std::string>, TensorVal
   return v;
 }
 
-std::vector<TensorValue>& section_of(CheckpointData& d, Section s) {
-  return s == Section::params ? d.params : s == Section::optimizer ? d.optimizer : d.state;
-}
-
 void read_impl(const std::string& path, CheckpointData& out, const ReadOptions& opt) {
   auto lock = h5::exclusive();
   std::error_code ec;
@@ -279,7 +286,13 @@ void read_impl(const std::string& path, CheckpointData& out, const ReadOptions& 
                     *opt.expected_fingerprint);
 
   auto keep = [&](Section s) {
-    return s == Section::params ? opt.params : s == Section::optimizer ? opt.optimizer : opt.state;
+    switch (s) {
+      case Section::params: return opt.params;
+      case Section::buffers: return opt.buffers;
+      case Section::optimizer: return opt.optimizer;
+      case Section::state: return opt.state;
+    }
+    return true;
   };
   struct Job {
     Found found;
@@ -288,15 +301,15 @@ void read_impl(const std::string& path, CheckpointData& out, const ReadOptions& 
   std::vector<Found> found = list_datasets(file.get());
   std::vector<Job> jobs;
   for (const auto& f : found) {
-    if (!keep(f.section) && !opt.verify_digest && !(f.section == Section::params && opt.check_finite)) continue;
+    if (!keep(f.section) && !opt.verify_digest && !(finite_checked(f.section) && opt.check_finite)) continue;
     jobs.push_back({f, layout::full_path(f.section, f.name)});
   }
   std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.path < b.path; });
 
   std::map<std::pair<Section, std::string>, TensorValue> pool;
-  for (Section s : {Section::params, Section::optimizer, Section::state}) {
-    for (auto& t : section_of(out, s)) pool.emplace(std::pair{s, t.name}, std::move(t));
-    section_of(out, s).clear();
+  for (Section s : kSections) {
+    for (auto& t : out.section(s)) pool.emplace(std::pair{s, t.name}, std::move(t));
+    out.section(s).clear();
   }
   DataReader reader(opt, file_bytes >= (8u << 20));  // a thread only pays off for big files
   for (auto& job : jobs) {
@@ -304,7 +317,7 @@ void read_impl(const std::string& path, CheckpointData& out, const ReadOptions& 
     DatasetInfo info = inspect(dset.get(), job.path, job.found.section);
     unsigned char* dest = nullptr;
     if (keep(job.found.section)) {
-      auto& list = section_of(out, job.found.section);
+      auto& list = out.section(job.found.section);
       list.push_back(take_or_allocate(pool, job.found.section, job.found.name, info.dims, info.type));
       dest = static_cast<unsigned char*>(list.back().data());
     }
@@ -316,8 +329,8 @@ void read_impl(const std::string& path, CheckpointData& out, const ReadOptions& 
   // Back to the file's order (jobs ran in digest order).
   std::unordered_map<std::string, std::size_t> rank;
   for (std::size_t i = 0; i < found.size(); ++i) rank[layout::full_path(found[i].section, found[i].name)] = i;
-  for (Section s : {Section::params, Section::optimizer, Section::state}) {
-    std::sort(section_of(out, s).begin(), section_of(out, s).end(), [&](const TensorValue& a, const TensorValue& b) {
+  for (Section s : kSections) {
+    std::sort(out.section(s).begin(), out.section(s).end(), [&](const TensorValue& a, const TensorValue& b) {
       return rank.at(layout::full_path(s, a.name)) < rank.at(layout::full_path(s, b.name));
     });
   }
@@ -377,7 +390,7 @@ std::vector<TensorInfo> list_tensors(const std::string& path) {
 VerifyResult verify(const std::string& path, const std::optional<std::string>& expected_fingerprint) {
   ReadOptions opt;
   opt.expected_fingerprint = expected_fingerprint;
-  opt.params = opt.optimizer = opt.state = false;
+  opt.params = opt.buffers = opt.optimizer = opt.state = false;
   try {
     read(path, opt);
     return {true, {}};

@@ -30,7 +30,9 @@ void validate_section(Section s, const std::vector<TensorRef>& tensors) {
       throw std::invalid_argument(std::string(section_group(s)) + ": " + problem);
     if (!names.insert(t.name).second) throw std::invalid_argument("duplicate " + where);
     if (s != Section::state && t.type != ElemType::f32)
-      throw std::invalid_argument(where + " is " + elem_name(t.type) + "; params and optimizer slots are float32");
+      throw std::invalid_argument(where + " is " + elem_name(t.type) +
+                                  (s == Section::buffers ? "; buffers are float32"
+                                                         : "; params and optimizer slots are float32"));
     for (auto d : t.shape)
       if (d < 0) throw std::invalid_argument(where + " has a negative dimension");
     if (t.numel() > 0 && t.data == nullptr) throw std::invalid_argument(where + " has no data");
@@ -213,9 +215,11 @@ std::string write_file(const std::string& tmp, const CheckpointView& c, const Wr
   Groups groups(root);
   std::vector<Entry> entries;
   std::size_t max_chunk_bytes = 0;
-  for (Section s : {Section::params, Section::optimizer, Section::state}) {
-    groups.make_parents(layout::full_path(s, "x"));  // the section group, even when empty
-    const auto& list = s == Section::params ? c.params : s == Section::optimizer ? c.optimizer : c.state;
+  for (Section s : kSections) {
+    const auto& list = c.section(s);
+    // The section group, even when empty; except /buffers, which exists only with buffers
+    // in it, so that a model without buffers writes the same file as before they existed.
+    if (s != Section::buffers || !list.empty()) groups.make_parents(layout::full_path(s, "x"));
     for (const auto& t : list) {
       Entry e;
       e.ref = &t;
@@ -256,9 +260,7 @@ WriteResult write(const std::string& path, const CheckpointView& ckpt, const Wri
   tmp_name += std::to_string(fsutil::this_pid());
   std::string tmp = (fs::path(dir) / tmp_name).string();
   try {
-    validate_section(Section::params, ckpt.params);
-    validate_section(Section::optimizer, ckpt.optimizer);
-    validate_section(Section::state, ckpt.state);
+    for (Section s : kSections) validate_section(s, ckpt.section(s));
   } catch (const std::invalid_argument& e) {
     throw CheckpointError(path, e.what());
   }

@@ -2,7 +2,10 @@
 # Installs, with apt-get, whatever this project needs and this machine lacks.
 # Idempotent: when everything is present it prints nothing and changes nothing.
 #   scripts/setup.sh           build + test dependencies
-#   scripts/setup.sh --bench   also the side-by-side benchmark references (PyTorch CPU)
+#   scripts/setup.sh --bench   also the side-by-side benchmark references: PyTorch (Debian's)
+#                              and JAX/XLA on CPU from PyPI in the virtual environment
+#                              .venv-bench/ at the repository root (ignored by git)
+# Environment for --bench: JAX_VERSION (default 0.10.2, the newest for Python 3.11).
 set -euo pipefail
 
 packages=(
@@ -17,12 +20,37 @@ packages=(
   python3 gnuplot-nox
   patchelf  # scripts/bundle.sh (relocatable bundle)
 )
+bench=0
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(python3-torch python3-h5py python3-numpy python3-yaml) ;;
+    --bench) bench=1; packages+=(python3-torch python3-h5py python3-numpy python3-yaml python3-venv) ;;
     *) echo "setup.sh: unknown argument '$arg' (valid: --bench)" >&2; exit 2 ;;
   esac
 done
+
+# JAX/XLA (CPU) for bench/jax_*.py: PyPI's jax[cpu] in a plain virtual environment of
+# Debian's interpreter (its own numpy; Debian's torch stays out of it). Nothing is done when
+# the pinned versions are already there.
+bench_venv() {
+  local root venv jax_version yaml_version
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  venv="$root/.venv-bench"
+  jax_version="${JAX_VERSION:-0.10.2}"
+  yaml_version=6.0.3
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "$jax_version" "$yaml_version" <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version
+sys.exit(0 if (version("jax"), version("jaxlib"), version("PyYAML")) == (sys.argv[1], sys.argv[1], sys.argv[2]) else 1)
+PY
+  then
+    return 0
+  fi
+  echo "setup.sh: creating $venv with jax[cpu]==$jax_version"
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "jax[cpu]==$jax_version" "PyYAML==$yaml_version"
+  echo "setup.sh: done"
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,12 +58,14 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-echo "setup.sh: installing ${missing[*]}"
-sudo_cmd=()
-[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "setup.sh: done"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup.sh: done"
+fi
+[ "$bench" -eq 1 ] && bench_venv
+exit 0

@@ -37,7 +37,7 @@ StateView make_state_view(const WorkerState& w) {
   if (!arena.buffer_entries().empty()) {
     const kernels::Tensor& host_buffers = host_block(arena.buffers());
     for (const ArenaEntry& e : arena.buffer_entries())
-      (void)e, (void)host_buffers;  // TEMP
+      v.buffers.push_back(TensorRef::of(e.path, sv.host.emplace_back(ParamArena::view(host_buffers, e))));
   }
   for (auto& [path, slots] : w.optimizer->state())
     for (auto& [slot, tensor] : slots) v.optimizer.push_back(TensorRef::of(path + "/" + slot, host_block(*tensor)));
@@ -83,7 +83,8 @@ void copy_params(Model& model, const checkpoint::CheckpointData& d) {
     p.value->copy_from(t.real);
   }
   for (auto& b : model.buffers()) {
-    (void)b;  // TEMP
+    const TensorValue& t = require(d, Section::buffers, b.path, b.value->numel());
+    b.value->copy_from(t.real);
   }
 }
 

@@ -247,8 +247,8 @@ Report show(const std::string& path, const ShowOptions& options) {
   std::int64_t params = 0;
   for (const auto& t : data.params) params += t.numel();
   json tensors = json::array();
-  for (Section s : {Section::params, Section::optimizer, Section::state}) {
-    if (s != Section::params && !options.all) continue;
+  for (Section s : checkpoint::kSections) {
+    if (s != Section::params && s != Section::buffers && !options.all) continue;
     for (const auto& t : data.section(s)) tensors.push_back(tensor_json(s, t));
   }
   std::error_code ec;

@@ -1,10 +1,11 @@
 // The training engine on CUDA, in-process: a CUDA run follows the CPU run of the same
 // config to float32 rounding (mlp and cnn, with dropout), its checkpoints hold exactly its
 // device state, it resumes bit-exactly, and two codistilling workers (teachers on their
-// own streams) follow their CPU twins.
+// own queues) follow their CPU twins.
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -42,21 +43,24 @@ Config small_config(const std::string& run_dir, const std::string& model_kind, c
   c.model.dropout = 0.1;  // the masks are drawn on the host: the same on both devices
   c.train.steps = 30;
   c.train.eval_every = 0;
+  c.train.eval_batch_size = 100;  // 256 test examples: two full batches and a short one
   c.train.log_every = 10;
   return c;
 }
 
+// The parameters wherever the model is, once its queue is done.
 Params params_of(Model& m) {
   Params out;
-  for (auto& p : m.params()) out.push_back(test::host_values(*p.value, m.cuda_context()));
+  for (auto& p : m.params()) out.push_back(test::host_values(*p.value, m.queue()));
   return out;
 }
 
-Params train(const Config& c) {
+Params train(const Config& c, TrainSummary* summary = nullptr) {
   TrainOptions opts;
   opts.console = false;
   Trainer t(c, opts);
-  t.run();
+  const TrainSummary s = t.run();
+  if (summary) *summary = s;
   return params_of(t.model());
 }
 
@@ -110,10 +114,16 @@ TEST_CASE("a CUDA run follows the CPU run of the same config; its checkpoint is 
   for (std::string kind : {"mlp", "cnn"}) {
     DYNAMIC_SECTION(kind) {
       test::TempDir dir;
-      const Params cpu = train(small_config(dir.str("cpu"), kind, "cpu"));
-      const Params gpu = train(small_config(dir.str("gpu"), kind, "cuda"));
+      TrainSummary cpu_sum, gpu_sum;
+      const Params cpu = train(small_config(dir.str("cpu"), kind, "cpu"), &cpu_sum);
+      const Params gpu = train(small_config(dir.str("gpu"), kind, "cuda"), &gpu_sum);
       // 30 SGD steps: float32 differences of the sums grow a little from step to step.
       check_close(gpu, cpu, 1e-3);
+      // The final evaluation (on the device, batches of 100 and a short last one) scores
+      // alike: the same loss to that rounding, the same predictions but for a near tie.
+      CHECK(gpu_sum.steps == cpu_sum.steps);
+      CHECK(gpu_sum.test_loss == Approx(cpu_sum.test_loss).epsilon(1e-3));
+      CHECK(std::abs(gpu_sum.test_accuracy - cpu_sum.test_accuracy) <= 2.0 / 256);
       // The final checkpoint, written from the device state, holds exactly that state.
       auto data = ckpt::read(ckpt::RunStore(dir.str("gpu")).checkpoint_path(0, 30));
       REQUIRE(data.params.size() == gpu.size());

@@ -1,28 +1,29 @@
 // Full training steps on CUDA against the CPU: the same model (same seed), the same batches,
 // forward, fused loss (with a teacher term), backward and optimizer step, a few times; the
 // losses, parameters and optimizer slots agree to float32 rounding. mlp and cnn, SGD (with
-// momentum, Nesterov and weight decay) and AdamW; dropout included (same masks).
+// momentum, Nesterov and weight decay) and AdamW; dropout included (same masks). And an
+// optimizer made before its model moved follows it onto CUDA, slots and all.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
-#include "codistill/util/device_memory.hpp"
 #include "codistill/util/rng.hpp"
-#include "kernels/cpu/distill_loss.hpp"
-#include "kernels/cuda/allocator.hpp"
-#include "kernels/cuda/distill_loss.hpp"
 #include "support/cuda_test.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill;
 using codistill::kernels::Device;
+using codistill::kernels::DType;
 using codistill::kernels::Tensor;
 using codistill::test::host_values;
 using codistill::test::on_device;
 using codistill::test::rel_error;
 
 namespace {
+
+constexpr std::int64_t kBatch = 16, kClasses = 5;
 
 ModelConfig small_model(const std::string& kind) {
   ModelConfig mc;
@@ -33,11 +34,87 @@ ModelConfig small_model(const std::string& kind) {
   mc.pool = 2;
   mc.dropout = 0.1;
   mc.input_shape = {1, 8, 8};
-  mc.classes = 5;
+  mc.classes = kClasses;
   return mc;
 }
 
 std::vector<float> values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+
+// The host inputs of one step: a batch, its labels and one teacher's logits.
+struct Batch {
+  Tensor x, labels, teacher;
+};
+
+Batch make_batch(std::uint64_t seed) {
+  Batch b;
+  b.x = Tensor::from_vector({kBatch, 1, 8, 8}, test::random_vector<float>(kBatch * 64, seed, -2, 2));
+  b.teacher = Tensor::from_vector({kBatch, kClasses}, test::random_vector<float>(kBatch * kClasses, seed + 1, -3, 3));
+  b.labels = Tensor::empty({kBatch}, DType::i32);
+  Rng rng(seed + 2);
+  for (std::int64_t i = 0; i < kBatch; ++i)
+    b.labels.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.below(kClasses));
+  return b;
+}
+
+kernels::DistillLossParams loss_params() {
+  kernels::DistillLossParams lp;
+  lp.temperature = 2.0;
+  lp.weight = 0.5;
+  return lp;
+}
+
+// One training step of m on its queue, whatever its device: the inputs copied there, grads
+// zeroed, forward, the fused loss against the teacher, backward, update. Ends with the
+// queue drained, so that the device copies made here may be released.
+kernels::DistillLossResult train_step(Model& m, Optimizer& opt, double lr, const Batch& b) {
+  kernels::Queue& q = m.queue();
+  const Tensor x = on_device(b.x, q), labels = on_device(b.labels, q), teacher = on_device(b.teacher, q);
+  Tensor dlogits = Tensor::empty({kBatch, kClasses}, DType::f32, q.device());
+  m.zero_grad();
+  const Tensor logits = m.forward(x, true);
+  REQUIRE(logits.device() == q.device());
+  const auto loss = q.backend().distill_loss(logits, {&teacher}, labels, &dlogits, loss_params(), q);
+  m.backward(dlogits);
+  opt.step(lr);
+  m.synchronize();
+  return loss;
+}
+
+// Parameters, and the optimizer's slots, of the CUDA model against the CPU model's.
+void check_state(Model& cpu, Optimizer& opt_cpu, Model& gpu, Optimizer& opt_gpu, double tol) {
+  kernels::Queue& q = gpu.queue();
+  CHECK(opt_gpu.steps_taken() == opt_cpu.steps_taken());
+  auto pc = cpu.params(), pg = gpu.params();
+  REQUIRE(pc.size() == pg.size());
+  for (std::size_t k = 0; k < pc.size(); ++k) {
+    INFO("parameter " << pc[k].path);
+    CHECK(pg[k].path == pc[k].path);
+    CHECK(pg[k].value->device().is_cuda());
+    CHECK(rel_error(host_values(*pg[k].value, q), values(*pc[k].value)) < tol);
+  }
+  auto sc = opt_cpu.state(), sg = opt_gpu.state();
+  REQUIRE(sc.size() == sg.size());
+  for (auto& [path, slots] : sc)
+    for (auto& [slot, tensor] : slots) {
+      INFO("optimizer slot " << path << "/" << slot);
+      Tensor* dev = sg.at(path).at(slot);
+      CHECK(dev->device().is_cuda());
+      CHECK(rel_error(host_values(*dev, q), values(*tensor)) < tol);
+    }
+}
+
+// The arena's padding (between entries, and after the last) is zero and stays zero under
+// every update on the device.
+void check_padding_zero(Model& m, Tensor& block) {
+  const std::vector<float> v = host_values(block, m.queue());
+  std::vector<bool> used(v.size(), false);
+  for (const ArenaEntry& e : m.arena().param_entries())
+    for (std::int64_t i = e.offset; i < e.offset + e.numel; ++i) used[static_cast<std::size_t>(i)] = true;
+  std::size_t nonzero = 0;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!used[i] && v[i] != 0.0f) ++nonzero;
+  CHECK(nonzero == 0);
+}
 
 struct Case {
   const char* name;
@@ -75,77 +152,61 @@ TEST_CASE("training steps on CUDA match the CPU: mlp and cnn, SGD and AdamW", "[
       const ModelConfig mc = small_model(kind);
       Rng r1(seed), r2(seed);
       Model cpu = build_model(mc, r1), gpu = build_model(mc, r2);
-      kernels::cuda::Stream stream(0);
-      const auto ctx = stream.context();
-      gpu.to_device(Device::cuda(0), ctx);
-      auto opt_cpu = make_optimizer(c.opt, cpu.params());
-      auto opt_gpu = make_optimizer(c.opt, gpu.params());
-      opt_gpu->set_cuda_context(ctx);
+      gpu.to_device(Device::cuda(0));
+      REQUIRE(gpu.arena().values().device() == Device::cuda(0));
+      REQUIRE(gpu.arena().grads().device() == Device::cuda(0));
+      auto opt_cpu = make_optimizer(c.opt, cpu);
+      auto opt_gpu = make_optimizer(c.opt, gpu);
 
-      const std::int64_t B = 16, V = 5;
-      kernels::cpu::DistillLossParams lp;
-      lp.temperature = 2.0;
-      lp.weight = 0.5;
-      Tensor dlogits = Tensor::empty({B, V});
-      Tensor dlogits_dev = Tensor::empty({B, V}, kernels::DType::f32, Device::cuda(0));
-      DeviceBuffer labels_dev(B * sizeof(std::int32_t), 0);
       for (int step = 0; step < 4; ++step) {
         INFO("step " << step);
-        const Tensor x = Tensor::from_vector({B, 1, 8, 8}, test::random_vector<float>(B * 64, seed + 10 + step, -2, 2));
-        const Tensor teacher = Tensor::from_vector({B, V}, test::random_vector<float>(B * V, seed + 20 + step, -3, 3));
-        Rng lr(seed + 30 + step);
-        std::vector<std::int32_t> labels(B);
-        for (auto& y : labels) y = static_cast<std::int32_t>(lr.below(V));
-        const float* t_cpu = teacher.data<float>();
-
-        cpu.zero_grad();
-        const Tensor logits = cpu.forward(x, true);
-        const auto want = kernels::cpu::distill_loss<float>(logits.data<float>(), &t_cpu, 1, labels.data(),
-                                                            dlogits.data<float>(), B, V, lp);
-        cpu.backward(dlogits);
-        opt_cpu->step(c.opt.lr);
-
-        gpu.zero_grad();
-        const Tensor x_dev = on_device(x, ctx), teacher_dev = on_device(teacher, ctx);
-        kernels::cuda::memcpy_async(labels_dev.data(), labels.data(), labels_dev.size(),
-                                    kernels::cuda::CopyKind::host_to_device, ctx);
-        const Tensor logits_dev = gpu.forward(x_dev, true);
-        const float* t_gpu = teacher_dev.data<float>();
-        const auto got = kernels::cuda::distill_loss(logits_dev.data<float>(), &t_gpu, 1, labels_dev.as<std::int32_t>(),
-                                                     dlogits_dev.data<float>(), B, V, lp, 0, ctx.stream);
-        gpu.backward(dlogits_dev);
-        opt_gpu->step(c.opt.lr);
+        const Batch b = make_batch(seed + 10 + static_cast<std::uint64_t>(step) * 3);
+        const auto want = train_step(cpu, *opt_cpu, c.opt.lr, b);
+        const auto got = train_step(gpu, *opt_gpu, c.opt.lr, b);
+        CHECK(got.rows == want.rows);
         CHECK(got.loss == Approx(want.loss).epsilon(c.tol));
+        CHECK(got.ce == Approx(want.ce).epsilon(c.tol));
         CHECK(got.distill == Approx(want.distill).epsilon(c.tol));
       }
-      CHECK(opt_gpu->steps_taken() == opt_cpu->steps_taken());
-      auto pc = cpu.params(), pg = gpu.params();
-      REQUIRE(pc.size() == pg.size());
-      for (std::size_t k = 0; k < pc.size(); ++k) {
-        INFO("parameter " << pc[k].path);
-        CHECK(pg[k].value->device().is_cuda());
-        CHECK(rel_error(host_values(*pg[k].value, ctx), values(*pc[k].value)) < c.tol);
-      }
-      auto sc = opt_cpu->state(), sg = opt_gpu->state();
-      REQUIRE(sc.size() == sg.size());
-      for (auto& [path, slots] : sc)
-        for (auto& [slot, tensor] : slots) {
-          INFO("optimizer slot " << path << "/" << slot);
-          Tensor* dev = sg.at(path).at(slot);
-          CHECK(dev->device().is_cuda());
-          CHECK(rel_error(host_values(*dev, ctx), values(*tensor)) < c.tol);
-        }
+      check_state(cpu, *opt_cpu, gpu, *opt_gpu, c.tol);
+      INFO("arena padding");
+      check_padding_zero(gpu, gpu.arena().values());
+      check_padding_zero(gpu, gpu.arena().grads());
     }
   }
 }
 
-TEST_CASE("an optimizer over CUDA parameters needs the model's stream", "[cuda][optim]") {
+TEST_CASE("an optimizer made before its model moved follows it onto CUDA, slots and all", "[cuda][optim]") {
   if (test::skip_without_cuda()) return;
-  Rng rng(1);
-  Model m = build_model(small_model("mlp"), rng);
-  kernels::cuda::Stream stream(0);
-  m.to_device(Device::cuda(0), stream.context());
-  OptimizerConfig oc;
-  auto opt = make_optimizer(oc, m.params());
-  CHECK_THROWS_WITH(opt->step(0.1), Catch::Matchers::Contains("set_cuda_context"));
+  OptimizerConfig sgd;
+  sgd.kind = "sgd";
+  sgd.lr = 0.05;
+  sgd.momentum = 0.9;
+  OptimizerConfig adamw;
+  adamw.kind = "adamw";
+  adamw.lr = 1e-3;
+  adamw.weight_decay = 0.01;
+  for (const auto& [oc, tol] : {std::pair{sgd, 2e-4}, std::pair{adamw, 1e-3}}) {
+    const auto seed = test::fresh_seed();
+    INFO(oc.kind << ", seed " << seed);
+    Rng r1(seed), r2(seed);
+    Model cpu = build_model(small_model("mlp"), r1), moved = build_model(small_model("mlp"), r2);
+    auto opt_cpu = make_optimizer(oc, cpu);
+    auto opt_moved = make_optimizer(oc, moved);
+    // Two steps on the CPU (the slots are made there), then the model moves and trains on.
+    for (int step = 0; step < 5; ++step) {
+      INFO("step " << step);
+      if (step == 2) {
+        for (auto& [path, slots] : opt_moved->state())
+          for (auto& [slot, t] : slots) CHECK(t->device().is_cpu());
+        moved.to_device(Device::cuda(0));
+      }
+      const Batch b = make_batch(seed + 10 + static_cast<std::uint64_t>(step) * 3);
+      const auto want = train_step(cpu, *opt_cpu, oc.lr, b);
+      const auto got = train_step(moved, *opt_moved, oc.lr, b);
+      CHECK(got.loss == Approx(want.loss).epsilon(tol));
+    }
+    CHECK(moved.device() == Device::cuda(0));
+    check_state(cpu, *opt_cpu, moved, *opt_moved, tol);
+  }
 }

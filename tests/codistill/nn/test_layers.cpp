@@ -11,6 +11,8 @@
 #include "codistill/nn/activation.hpp"
 #include "codistill/nn/linear.hpp"
 #include "codistill/nn/maxpool2d.hpp"
+#include "codistill/nn/residual.hpp"
+#include "codistill/nn/sequential.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/impl.hpp"
 #include "support/test_util.hpp"
@@ -48,13 +50,13 @@ Tensor random_tensor(const Shape& shape, std::uint64_t seed, double lo = -1, dou
 
 // before() runs ahead of every forward (dropout restores its rng there, so that every
 // evaluation of the objective sees one mask).
-void check_gradients(Layer& layer, Tensor x, std::uint64_t seed, Impl impl,
+void check_gradients(Module& layer, Tensor x, std::uint64_t seed, Impl impl,
                      const std::function<void()>& before = [] {}) {
   INFO("layer " << layer.kind() << ", impl " << (impl == Impl::fast ? "fast" : "reference")
                 << ", input " << kernels::shape_str(x.shape()));
   layer.to_dtype(DType::f64);
   layer.set_reference(impl == Impl::reference);
-  std::vector<Param> params = layer.params();
+  std::vector<NamedParam> params = collect_params(layer);
   for (auto& p : params) p.grad->zero();
 
   before();
@@ -77,7 +79,7 @@ void check_gradients(Layer& layer, Tensor x, std::uint64_t seed, Impl impl,
 
   CHECK(max_rel_error(dx, numeric_gradient(objective, pointers(x))) < kTol);
   for (std::size_t k = 0; k < params.size(); ++k) {
-    INFO("param " << params[k].name);
+    INFO("param " << params[k].path);
     CHECK(max_rel_error(dparams[k], numeric_gradient(objective, pointers(*params[k].value))) < kTol);
   }
 
@@ -217,4 +219,65 @@ TEST_CASE("Dropout gradients match finite differences with a fixed mask", "[nn][
     CHECK(dropped > 0);
     CHECK(dropped < x.numel());
   }
+}
+
+namespace {
+
+std::unique_ptr<Linear> linear(std::int64_t in, std::int64_t out, Rng& rng, bool bias = true) {
+  auto l = std::make_unique<Linear>(in, out, bias);
+  l->init_params(rng, "kaiming_uniform");
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("Sequential gradients match finite differences, fused Linear+activation included", "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    for (bool gelu : {false, true}) {
+      const auto seed = fresh_seed();
+      INFO("seed " << seed << (gelu ? ", gelu" : ", relu"));
+      Rng rng(seed);
+      Sequential seq;
+      seq.add("fc1", linear(5, 7, rng));
+      if (gelu) seq.add("act", std::make_unique<GELU>());
+      else seq.add("act", std::make_unique<ReLU>());
+      seq.add("fc2", linear(7, 3, rng));
+      // The CPU backend has Op::linear_activation: the container fused the pair.
+      auto& fc1 = dynamic_cast<Linear&>(*seq.children()[0].second);
+      CHECK(fc1.fused_activation() == (gelu ? kernels::Activation::gelu : kernels::Activation::relu));
+      CHECK(dynamic_cast<ActivationLayer&>(*seq.children()[1].second).passthrough());
+      check_gradients(seq, random_tensor({4, 5}, seed + 1), seed, impl);
+    }
+  }
+}
+
+TEST_CASE("Residual gradients match finite differences (identity and projection shortcuts)", "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed);
+    Rng rng(seed);
+    auto body = std::make_unique<Sequential>();
+    body->add("fc1", linear(6, 6, rng));
+    body->add("act", std::make_unique<GELU>());
+    body->add("fc2", linear(6, 6, rng));
+    Residual identity(std::move(body));
+    CHECK(identity.output_shape({6}) == Shape{6});
+    check_gradients(identity, random_tensor({3, 6}, seed + 1), seed, impl);
+
+    auto body2 = std::make_unique<Sequential>();
+    body2->add("fc", linear(6, 4, rng));
+    Residual projected(std::move(body2), linear(6, 4, rng, /*bias=*/false));
+    check_gradients(projected, random_tensor({3, 6}, seed + 2), seed, impl);
+    std::vector<std::string> paths;
+    for (auto& p : collect_params(projected)) paths.push_back(p.path);
+    CHECK(paths == std::vector<std::string>{"body/fc/weight", "body/fc/bias", "shortcut/weight"});
+  }
+}
+
+TEST_CASE("Residual refuses a body and shortcut of different shapes", "[nn]") {
+  Rng rng(1);
+  auto body = std::make_unique<Sequential>();
+  body->add("fc", linear(6, 4, rng));
+  Residual bad(std::move(body));
+  CHECK_THROWS_WITH(bad.output_shape({6}), Catch::Matchers::Contains("identity shortcut"));
 }

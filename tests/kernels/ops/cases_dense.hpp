@@ -1,0 +1,228 @@
+#pragma once
+// Op cases of the dense and elementwise entry points: linear (with the fused activations),
+// activation, softmax, multiply and add. See op_case.hpp for what a case is.
+#include <random>
+
+#include "op_case.hpp"
+
+namespace codistill::test::ops {
+
+using k::Activation;
+
+struct LinearShape {
+  std::int64_t M, N, K;  // y[M,N] = x[M,K] w[N,K]^T
+};
+
+// gelu' crosses zero near x = -0.75, where the float fast path is off by up to ~3e-7 of
+// its O(1) terms: outputs through it are judged relative to at least a tenth of a term.
+inline double backward_floor(Activation act) { return act == Activation::gelu ? 0.1 : kFloor; }
+
+inline std::vector<Op> linear_ops(Activation act) {
+  if (act == Activation::none) return {Op::linear};
+  return {Op::linear, Op::linear_activation};
+}
+
+// y = act(x w^T + b), and the pre-activation where gelu keeps it.
+class LinearForward final : public OpCase {
+ public:
+  LinearForward(LinearShape s, bool bias, Activation act) : s_(s), bias_(bias), act_(act) {}
+  std::string name() const override {
+    return "linear_forward " + sizes({{"M", s_.M}, {"N", s_.N}, {"K", s_.K}, {"bias", bias_}}) +
+           " act=" + k::activation_name(act_);
+  }
+  std::vector<Op> ops() const override { return linear_ops(act_); }
+  bool reproducible() const override { return true; }
+  std::vector<Output> run(Ctx& c) const override {
+    Tensor x = c.random({s_.M, s_.K}, seed), w = c.random({s_.N, s_.K}, seed + 1);
+    Tensor b = c.random({s_.N}, seed + 2), y = c.poison({s_.M, s_.N});
+    Tensor pre = act_ == Activation::gelu ? c.poison({s_.M, s_.N}) : Tensor();
+    c.backend().linear_forward(x, w, bias_ ? &b : nullptr, y, act_, pre.defined() ? &pre : nullptr, c.q);
+    std::vector<Output> out{c.out("y", y, c.bound(s_.K))};
+    if (pre.defined()) out.push_back(c.out("pre", pre, c.bound(s_.K)));
+    return out;
+  }
+
+ private:
+  LinearShape s_;
+  bool bias_;
+  Activation act_;
+};
+
+// dx = dpre w, dw += dpre^T x, db += colsum(dpre), dpre = dy * act'(saved); dw and db start
+// random (accumulation) or poisoned then Queue::zero'd (zeroed: the caller's overwrite),
+// dx poisoned (overwritten).
+class LinearBackward final : public OpCase {
+ public:
+  LinearBackward(LinearShape s, bool dx, bool db, Activation act, bool zeroed = false)
+      : s_(s), dx_(dx), db_(db), act_(act), zeroed_(zeroed) {}
+  std::string name() const override {
+    return "linear_backward " + sizes({{"M", s_.M}, {"N", s_.N}, {"K", s_.K}, {"dx", dx_}, {"db", db_}}) +
+           " act=" + k::activation_name(act_) + (zeroed_ ? " dw,db zeroed" : "");
+  }
+  std::vector<Op> ops() const override { return linear_ops(act_); }
+  bool reproducible() const override { return true; }
+  std::vector<Output> run(Ctx& c) const override {
+    const std::int64_t M = s_.M, N = s_.N, K = s_.K;
+    Tensor x = c.random({M, K}, seed), w = c.random({N, K}, seed + 1), dy = c.random({M, N}, seed + 2);
+    // saved: relu's output (zeros included) or gelu's pre-activation.
+    auto sv = uniform(static_cast<std::size_t>(M * N), seed + 3, -3, 3);
+    Tensor saved = c.in(act_ == Activation::relu ? relu_of(sv) : sv, {M, N});
+    Tensor dpre = act_ == Activation::none ? Tensor() : c.poison({M, N});  // scratch
+    Tensor dx = c.poison({M, K}), dw = c.random({N, K}, seed + 4), db = c.random({N}, seed + 5);
+    if (zeroed_) c.zero(dw), c.zero(db);
+    c.backend().linear_backward(x, w, dy, dx_ ? &dx : nullptr, dw, db_ ? &db : nullptr, act_,
+                                act_ == Activation::none ? nullptr : &saved, dpre.defined() ? &dpre : nullptr,
+                                c.q);
+    const double floor = backward_floor(act_);
+    std::vector<Output> out{c.out("dw", dw, c.bound(M), floor)};
+    if (dx_) out.push_back(c.out("dx", dx, c.bound(N), floor));
+    if (db_) out.push_back(c.out("db", db, c.bound(M), floor));
+    return out;
+  }
+
+ private:
+  LinearShape s_;
+  bool dx_, db_;
+  Activation act_;
+  bool zeroed_;
+};
+
+// y = act(x), then dx = dy * act'(saved) (saved: y for relu, x for gelu), dx in place of dy
+// or poisoned.
+class ActivationCase final : public OpCase {
+ public:
+  ActivationCase(std::int64_t n, Activation act, bool in_place) : n_(n), act_(act), in_place_(in_place) {}
+  std::string name() const override {
+    return std::string("activation_forward+backward ") + sizes({{"n", n_}}) + " act=" + k::activation_name(act_) +
+           (in_place_ ? " dx=dy" : "");
+  }
+  std::vector<Op> ops() const override { return {Op::activation}; }
+  std::vector<Output> run(Ctx& c) const override {
+    Tensor x = c.random({n_}, seed, -6, 6), y = c.poison({n_});
+    c.backend().activation_forward(x, y, act_, c.q);
+    Tensor dy = c.random({n_}, seed + 1);
+    Tensor dx = in_place_ ? dy : c.poison({n_});
+    c.backend().activation_backward(act_ == Activation::relu ? y : x, dy, dx, act_, c.q);
+    return {c.out("y", y, c.bound()), c.out("dx", dx, c.bound(), backward_floor(act_))};
+  }
+
+ private:
+  std::int64_t n_;
+  Activation act_;
+  bool in_place_;
+};
+
+// Row softmax (y in place of x or poisoned), then its backward from the backend's own y.
+class SoftmaxCase final : public OpCase {
+ public:
+  SoftmaxCase(std::int64_t m, std::int64_t n, bool in_place) : m_(m), n_(n), in_place_(in_place) {}
+  std::string name() const override {
+    return "softmax_forward+backward " + sizes({{"M", m_}, {"N", n_}}) + (in_place_ ? " y=x" : "");
+  }
+  std::vector<Op> ops() const override { return {Op::softmax}; }
+  std::vector<Output> run(Ctx& c) const override {
+    Tensor x = c.random({m_, n_}, seed, -8, 8);
+    Tensor y = in_place_ ? x : c.poison({m_, n_});
+    c.backend().softmax_forward(x, y, c.q);
+    Tensor dy = c.random({m_, n_}, seed + 1), dx = c.poison({m_, n_});
+    c.backend().softmax_backward(y, dy, dx, c.q);
+    // Entries of 1/N: judged on the output's scale alone (floor 0).
+    return {c.out("y", y, c.bound(n_), 0.0), c.out("dx", dx, c.bound(n_), 0.0)};
+  }
+
+ private:
+  std::int64_t m_, n_;
+  bool in_place_;
+};
+
+// y = x * m with a dropout mask (0 or 1/0.7).
+class MultiplyCase final : public OpCase {
+ public:
+  explicit MultiplyCase(std::int64_t n) : n_(n) {}
+  std::string name() const override { return "multiply " + sizes({{"n", n_}}); }
+  std::vector<Op> ops() const override { return {Op::multiply}; }
+  std::vector<Output> run(Ctx& c) const override {
+    auto mask = uniform(static_cast<std::size_t>(n_), seed + 1, 0, 1);
+    for (double& m : mask) m = m < 0.3 ? 0.0 : 1.0 / 0.7;
+    Tensor x = c.random({n_}, seed), m = c.in(mask, {n_}), y = c.poison({n_});
+    c.backend().multiply(x, m, y, c.q);
+    return {c.out("y", y, c.bound())};
+  }
+
+ private:
+  std::int64_t n_;
+};
+
+// y = a + b, y poisoned or aliasing a or b.
+class AddCase final : public OpCase {
+ public:
+  enum Alias { none, a, b };
+  AddCase(std::int64_t n, Alias alias) : n_(n), alias_(alias) {}
+  std::string name() const override {
+    return "add " + sizes({{"n", n_}}) + (alias_ == a ? " y=a" : alias_ == b ? " y=b" : "");
+  }
+  std::vector<Op> ops() const override { return {Op::add}; }
+  std::vector<Output> run(Ctx& c) const override {
+    Tensor ta = c.random({n_}, seed), tb = c.random({n_}, seed + 1);
+    Tensor y = alias_ == a ? ta : alias_ == b ? tb : c.poison({n_});
+    c.backend().add(ta, tb, y, c.q);
+    return {c.out("y", y, c.bound())};
+  }
+
+ private:
+  std::int64_t n_;
+  Alias alias_;
+};
+
+// ---- the table ----
+
+inline constexpr std::initializer_list<DType> kAllDtypes = {DType::f32, DType::f64, DType::bf16};
+
+inline Cases linear_cases() {
+  Cases out;
+  const LinearShape shapes[] = {{1, 1, 1},    {7, 13, 33}, {129, 65, 300}, {300, 10, 784},
+                                {33, 1000, 17}, {600, 45, 3}, {70000, 3, 2},  // many rows to reduce
+                                {0, 5, 7}};                                   // an empty batch
+  for (const auto& s : shapes)
+    for (Activation act : {Activation::none, Activation::relu, Activation::gelu}) {
+      for (bool bias : {true, false}) add<LinearForward>(out, kAllDtypes, s, bias, act);
+      add<LinearBackward>(out, kAllDtypes, s, true, true, act);
+      add<LinearBackward>(out, kAllDtypes, s, false, false, act);
+      if (act == Activation::none) {
+        add<LinearBackward>(out, kAllDtypes, s, true, false, act);
+        add<LinearBackward>(out, kAllDtypes, s, false, true, act);
+        add<LinearBackward>(out, kAllDtypes, s, true, true, act, /*zeroed=*/true);
+      }
+    }
+  // Large enough for split reductions (atomics would show as run-to-run differences).
+  add<LinearBackward>(out, {DType::f32}, LinearShape{1000, 300, 200}, true, true, Activation::none);
+  // TF32 where a backend has it (the CPU ignores the option): within TF32 precision.
+  const std::size_t from = out.size();
+  add<LinearForward>(out, {DType::f32}, LinearShape{129, 65, 300}, true, Activation::relu);
+  add<LinearBackward>(out, {DType::f32}, LinearShape{129, 65, 300}, true, true, Activation::none);
+  for (std::size_t i = from; i < out.size(); ++i) out[i]->options.allow_tf32 = true;
+  return out;
+}
+
+inline Cases elementwise_cases() {
+  Cases out;
+  // 1 and 7: below any vector width; 4099 an odd tail; 100003 over the threading thresholds.
+  for (std::int64_t n : {1, 7, 4099, 100003})
+    for (Activation act : {Activation::relu, Activation::gelu})
+      for (bool in_place : {false, true}) add<ActivationCase>(out, kAllDtypes, n, act, in_place);
+  const std::pair<std::int64_t, std::int64_t> rows[] = {{1, 1}, {7, 33}, {64, 10}, {300, 257}, {3, 4001}};
+  for (auto [m, n] : rows)
+    for (bool in_place : {false, true}) add<SoftmaxCase>(out, kAllDtypes, m, n, in_place);
+  for (std::int64_t n : {1, 7, 77777}) add<MultiplyCase>(out, kAllDtypes, n);
+  for (std::int64_t n : {1, 13, 65537, 100003})
+    for (auto alias : {AddCase::none, AddCase::a, AddCase::b}) add<AddCase>(out, kAllDtypes, n, alias);
+  // Unaligned starts (the scalar prologue of vector loops).
+  const std::size_t from = out.size();
+  add<MultiplyCase>(out, {DType::f32, DType::bf16}, std::int64_t{1001});
+  add<AddCase>(out, {DType::f32, DType::bf16}, std::int64_t{1001}, AddCase::none);
+  add<ActivationCase>(out, {DType::f32, DType::bf16}, std::int64_t{1001}, Activation::gelu, false);
+  for (std::size_t i = from; i < out.size(); ++i) out[i]->offset = 1;
+  return out;
+}
+
+}  // namespace codistill::test::ops

@@ -1,0 +1,278 @@
+#pragma once
+// The op cases of tests/kernels/test_backend_ops.cpp (ggml's test-backend-ops is the model):
+// an OpCase is one call pattern of one Backend entry point at one dtype and size. Its run()
+// builds its inputs from its seed on a Ctx (a queue plus the dtype to run in), calls the
+// op and returns its outputs as host values. The driver runs every case once on the CPU
+// reference queue and once on each backend's queue and compares the outputs.
+//
+// On a Ctx, inputs are uploaded through Backend::staging_for and Queue::copy, outputs are
+// poisoned with NaN before the call (an element the op forgets to write fails), gradients
+// that accumulate are pre-filled with random values, and results come back with Queue::copy.
+// A bfloat16 case runs on the reference in float32 on the same (bf16-rounded) values.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "support/test_util.hpp"
+
+namespace codistill::test::ops {
+
+namespace k = codistill::kernels;
+using k::DType;
+using k::Op;
+using k::Shape;
+using k::Tensor;
+
+// ---- bfloat16 as raw bits: the upper half of a float, rounded to nearest even ----
+inline std::uint16_t bf16_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+inline float bf16_value(std::uint16_t b) {
+  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// v as the nearest value of dtype t holds (so that reference and backend read the same).
+inline double round_to(DType t, double v) {
+  switch (t) {
+    case DType::f32: return static_cast<float>(v);
+    case DType::bf16: return bf16_value(bf16_bits(static_cast<float>(v)));
+    default: return v;
+  }
+}
+
+inline const char* short_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
+  }
+  return "?";
+}
+
+// The relative-error bound of a backend against the reference (DESIGN.md section 9), for
+// an output each element of which sums `terms` products: float32 1e-5 .. 1e-4, float64
+// 1e-12 .. 1e-11 (the fast path's reductions in another order), bfloat16 1e-2.
+inline double bound_for(DType t, double terms = 1) {
+  const double grow = std::sqrt(std::max(terms, 1.0));
+  switch (t) {
+    case DType::f32: return std::clamp(2e-6 * grow, 1e-5, 1e-4);
+    case DType::f64: return std::clamp(2e-14 * grow, 1e-12, 1e-11);
+    default: return 1e-2;
+  }
+}
+
+// n values uniform in [lo, hi), element i a hash of (seed, i) (splitmix64): inputs of a
+// million elements cost milliseconds, not the tenths of a second of a Mersenne twister.
+inline std::vector<double> uniform(std::size_t n, std::uint64_t seed, double lo = -1, double hi = 1) {
+  std::vector<double> v(n);
+  const std::uint64_t base = seed * 0x9e3779b97f4a7c15ull;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t z = base + (i + 1) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    v[i] = lo + (hi - lo) * static_cast<double>(z >> 11) * 0x1p-53;
+  }
+  return v;
+}
+
+// The base seed of this run: CODISTILL_TEST_SEED when set, else fresh (printed on failure).
+inline std::uint64_t base_seed() {
+  static const std::uint64_t seed = [] {
+    const char* env = std::getenv("CODISTILL_TEST_SEED");
+    return env && *env ? std::strtoull(env, nullptr, 0) : fresh_seed();
+  }();
+  return seed;
+}
+
+// max_i |got_i - want_i| / max(|want_i|, rms(want), floor), NaN counted as infinitely
+// wrong: elements near zero among larger ones are judged on the output's scale, and an
+// output that cancels to near zero on the scale of its terms (floor). test_util's
+// max_rel_error has the floor only, at 1e-3: too coarse for an output of tiny entries such
+// as a loss gradient over 131072 classes, which passes floor 0 (an all-zero reference
+// must then be matched exactly).
+inline double op_error(const std::vector<double>& got, const std::vector<double>& want, double floor) {
+  double ss = 0;
+  for (double v : want) ss += v * v;
+  const double rms = want.empty() ? 0.0 : std::sqrt(ss / static_cast<double>(want.size()));
+  return max_rel_error(got, want, std::max({rms, floor, std::numeric_limits<double>::min()}));
+}
+
+// The floor of outputs built from O(1) inputs (test_util's max_rel_error default).
+inline constexpr double kFloor = 1e-3;
+
+// One output of a run, as host values, with its bound (0: must match exactly) and the
+// floor of op_error.
+struct Output {
+  std::string name;
+  std::vector<double> values;
+  double bound = 0;
+  double floor = kFloor;
+};
+
+// One queue and the dtype to run a case in; keeps the staging tensors alive until the
+// queue has caught up (values(), or the destructor when a run throws).
+class Ctx {
+ public:
+  // dtype: the case's dtype; on the reference queue bfloat16 runs as float32.
+  Ctx(k::Queue& queue, DType dtype, std::int64_t offset = 0)
+      : q(queue),
+        dtype_(dtype),
+        run_dtype_(dtype == DType::bf16 && queue.options().reference ? DType::f32 : dtype),
+        offset_(offset) {}
+  ~Ctx() {
+    try {
+      q.synchronize();  // no copy from a staging tensor may outlive it
+    } catch (...) {
+    }
+  }
+  Ctx(const Ctx&) = delete;
+  Ctx& operator=(const Ctx&) = delete;
+
+  k::Queue& q;
+  k::Backend& backend() const { return q.backend(); }
+  bool reference() const { return q.options().reference; }
+  DType dtype() const { return dtype_; }      // the case's dtype (bounds, rounding)
+  // TF32 products carry a 10-bit mantissa: 1e-2, as bfloat16.
+  double bound(double terms = 1) const {
+    return q.options().allow_tf32 && dtype_ == DType::f32 ? 1e-2 : bound_for(dtype_, terms);
+  }
+
+  // An input on the queue's device holding v (rounded to the case's dtype).
+  Tensor in(const std::vector<double>& v, const Shape& shape) {
+    Tensor dev = device_tensor(shape, run_dtype_);
+    REQUIRE(static_cast<std::int64_t>(v.size()) == dev.numel());
+    Tensor host = backend().staging_for(dev);
+    const std::size_t n = v.size();
+    if (run_dtype_ == DType::f64) std::copy(v.begin(), v.end(), host.data<double>());
+    if (run_dtype_ == DType::bf16)
+      for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(host.raw())[i] = bf16_bits(static_cast<float>(v[i]));
+    if (run_dtype_ == DType::f32) {
+      float* h = host.data<float>();
+      if (dtype_ == DType::bf16)  // the reference of a bfloat16 case: the values bf16 holds
+        for (std::size_t i = 0; i < n; ++i) h[i] = bf16_value(bf16_bits(static_cast<float>(v[i])));
+      else
+        for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<float>(v[i]);
+    }
+    q.copy(dev, host);
+    keep_.push_back(host);
+    return dev;
+  }
+  Tensor random(const Shape& shape, std::uint64_t seed, double lo = -1, double hi = 1) {
+    return in(uniform(static_cast<std::size_t>(k::shape_numel(shape)), seed, lo, hi), shape);
+  }
+  // An output, every element NaN.
+  Tensor poison(const Shape& shape) {
+    return in(std::vector<double>(static_cast<std::size_t>(k::shape_numel(shape)),
+                                  std::numeric_limits<double>::quiet_NaN()),
+              shape);
+  }
+  Tensor labels(const std::vector<std::int32_t>& v) {
+    Tensor dev = device_tensor({static_cast<std::int64_t>(v.size())}, DType::i32);
+    Tensor host = backend().staging_for(dev);
+    if (!v.empty()) std::memcpy(host.raw(), v.data(), v.size() * sizeof(std::int32_t));
+    q.copy(dev, host);
+    keep_.push_back(host);
+    return dev;
+  }
+
+  void zero(Tensor& t) { q.zero(t); }
+
+  // The values of t (on this queue's device) once the queue has run everything so far.
+  std::vector<double> values(const Tensor& t) {
+    Tensor host = Tensor::empty(t.shape(), t.dtype());
+    q.copy(host, t);
+    q.synchronize();
+    keep_.clear();
+    std::vector<double> out(static_cast<std::size_t>(t.numel()));
+    const std::size_t n = out.size();
+    switch (t.dtype()) {
+      case DType::f32: std::copy_n(host.data<float>(), n, out.begin()); break;
+      case DType::f64: std::copy_n(host.data<double>(), n, out.begin()); break;
+      case DType::i32: std::copy_n(host.data<std::int32_t>(), n, out.begin()); break;
+      case DType::bf16:
+        for (std::size_t i = 0; i < n; ++i) out[i] = bf16_value(static_cast<const std::uint16_t*>(host.raw())[i]);
+        break;
+    }
+    return out;
+  }
+  Output out(std::string name, const Tensor& t, double bound, double floor = kFloor) {
+    return {std::move(name), values(t), bound, floor};
+  }
+
+ private:
+  Tensor device_tensor(const Shape& shape, DType t) {
+    const k::Device d = q.device();
+    if (offset_ == 0) return Tensor::empty(shape, t, d);
+    // offset_ elements past an aligned allocation: the unaligned paths.
+    return Tensor::empty({k::shape_numel(shape) + offset_}, t, d).view(offset_, shape);
+  }
+
+  DType dtype_, run_dtype_;  // the case's; what the tensors hold here
+  std::int64_t offset_;
+  std::vector<Tensor> keep_;
+};
+
+// One call pattern of one op. The table fills dtype and the sizes; the driver the seed.
+class OpCase {
+ public:
+  virtual ~OpCase() = default;
+  virtual std::string name() const = 0;          // "linear_backward M=7 N=13 K=33 act=relu"
+  virtual std::vector<Op> ops() const = 0;       // what a backend must support to run it
+  virtual std::vector<Output> run(Ctx& c) const = 0;
+  virtual bool reproducible() const { return false; }  // two runs agree bit for bit
+
+  std::string label() const { return name() + " [" + short_name(dtype) + (offset ? ", unaligned" : "") +
+                                     (options.allow_tf32 ? ", tf32" : "") + "]"; }
+
+  DType dtype = DType::f32;
+  std::uint64_t seed = 0;
+  std::int64_t offset = 0;     // > 0: the backend's tensors start that many elements off
+  k::QueueOptions options{};   // the backend's queue (allow_tf32)
+};
+
+using Cases = std::vector<std::unique_ptr<OpCase>>;
+
+// Adds a case of type C for each dtype in dtypes: add<LinearForward>(out, {f32, f64}, args...).
+template <class C, class... A>
+void add(Cases& out, std::initializer_list<DType> dtypes, const A&... args) {
+  for (DType t : dtypes) {
+    auto c = std::make_unique<C>(args...);
+    c->dtype = t;
+    out.push_back(std::move(c));
+  }
+}
+
+inline std::vector<double> relu_of(std::vector<double> v) {
+  for (double& x : v) x = std::max(x, 0.0);
+  return v;
+}
+
+inline std::string sizes(std::initializer_list<std::pair<const char*, std::int64_t>> kv) {
+  std::string s;
+  for (const auto& [key, v] : kv) {
+    if (!s.empty()) s += ' ';
+    s.append(key).append("=").append(std::to_string(v));
+  }
+  return s;
+}
+
+}  // namespace codistill::test::ops
