@@ -1,5 +1,4 @@
-// The caching device allocator, pinned host memory and asynchronous copies (allocator.hpp),
-// plus the per-stream scratch workspace of common.cuh.
+// The caching device allocator, pinned host memory and asynchronous copies (allocator.hpp).
 //
 // Per device, two pools of free blocks ordered by (size, address), so a best fit is one
 // std::set::lower_bound:
@@ -233,50 +232,4 @@ void memcpy_async(void* dst, const void* src, std::size_t bytes, CopyKind kind,
   CODISTILL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, detail::stream_of(ctx)));
 }
 
-// ---- per-stream workspace ------------------------------------------------------------
-
-namespace detail {
-namespace {
-
-struct Workspaces {
-  struct Buffer {
-    void* ptr = nullptr;
-    std::size_t size = 0;
-  };
-  std::map<std::pair<int, void*>, Buffer> buffers;  // (device, stream) -> buffer
-
-  ~Workspaces() {
-    for (auto& [key, buf] : buffers) {
-      if (!buf.ptr) continue;
-      // The thread may end with work still queued on the buffer: wait for the device
-      // before another thread can be handed the block. Errors (runtime shutting down at
-      // exit) are ignored.
-      if (cudaSetDevice(key.first) == cudaSuccess) cudaDeviceSynchronize();
-      cached_free(buf.ptr, key.first);
-    }
-  }
-};
-
-thread_local Workspaces workspaces;
-
-}  // namespace
-
-void* stream_workspace(const Context& ctx, std::size_t bytes) {
-  if (bytes == 0) return nullptr;
-  auto& buf = workspaces.buffers[{ctx.device, ctx.stream}];
-  if (buf.size >= bytes) return buf.ptr;
-  if (buf.ptr) {
-    // Work queued earlier on this stream may still use the old buffer.
-    use_device(ctx);
-    CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
-    cached_free(buf.ptr, ctx.device);
-    buf = {};
-  }
-  const std::size_t size = std::max(bytes, std::size_t{1} << 20);  // avoid regrowing by crumbs
-  buf.ptr = cached_malloc(size, ctx.device);
-  buf.size = size;
-  return buf.ptr;
-}
-
-}  // namespace detail
 }  // namespace codistill::kernels::cuda

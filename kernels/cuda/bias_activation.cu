@@ -1,5 +1,5 @@
-// Fused bias + activation kernels, the channel bias and the dropout multiply
-// (bias_activation.hpp). Every bias gradient is a deterministic reduction: no atomics,
+// Fused bias + activation kernels, the channel bias, the dropout multiply and the residual
+// add (bias_activation.hpp). Every bias gradient is a deterministic reduction: no atomics,
 // double accumulators, and a summation order fixed by the shape alone (not by timing or
 // the device), so a run is reproducible bit for bit:
 //   rows (db[n] = sum_m dy[m,n]):  blocks of 32 columns x 8 row lanes, each block summing a
@@ -89,6 +89,14 @@ __global__ void multiply_kernel(const float* x, const float* mask, float* y, I n
   for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<I>(gridDim.x) * blockDim.x)
     y[i] = x[i] * mask[i];
+}
+
+// y may alias a or b (each element read before it is written).
+template <class I>
+__global__ void add_kernel(const float* a, const float* b, float* y, I n) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * blockDim.x)
+    y[i] = a[i] + b[i];
 }
 
 // uint32 indexing when i + grid stride cannot wrap.
@@ -364,6 +372,18 @@ void multiply(const float* x, const float* mask, float* y, std::int64_t n, const
     using I = decltype(tag);
     multiply_kernel<I><<<grid_for(n, kThreads), kThreads, 0, stream_of(ctx)>>>(
         x, mask, y, static_cast<I>(n));
+  });
+  CODISTILL_CUDA_LAUNCH_CHECK();
+}
+
+void add(const float* a, const float* b, float* y, std::int64_t n, const Context& ctx) {
+  detail::check_nonnegative("add", n);
+  if (n == 0) return;
+  detail::use_device(ctx);
+  launch_sized(n, [&](auto tag) {
+    using I = decltype(tag);
+    add_kernel<I><<<grid_for(n, kThreads), kThreads, 0, stream_of(ctx)>>>(a, b, y,
+                                                                          static_cast<I>(n));
   });
   CODISTILL_CUDA_LAUNCH_CHECK();
 }

@@ -8,6 +8,7 @@
 //   activation_forward / activation_backward: the plain elementwise versions of
 //       kernels/cpu/activation.hpp (relu backward from y, gelu backward from x).
 //   bias_add_channels / bias_grad_channels: y[B,C,S] += b[C] and its gradient (NCHW).
+//   multiply / add: the elementwise ops of kernels/cpu/elementwise.hpp.
 // The CPU twins are kernels/cpu/bias.hpp and kernels/cpu/activation.hpp; gelu is the
 // exact erf form in both.
 #include <cstdint>
@@ -38,5 +39,7 @@ void bias_grad_channels(const float* dy, float* db, std::int64_t B, std::int64_t
 
 // y[i] = x[i] * mask[i] (dropout with a mask drawn on the host, already scaled by 1/keep).
 void multiply(const float* x, const float* mask, float* y, std::int64_t n, const Context& ctx);
+// y[i] = a[i] + b[i] (residual connections); y may alias a or b.
+void add(const float* a, const float* b, float* y, std::int64_t n, const Context& ctx);
 
 }  // namespace codistill::kernels::cuda

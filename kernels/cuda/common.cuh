@@ -1,7 +1,7 @@
 #pragma once
 // Internals shared by the .cu files of the CUDA backend (never included outside
 // kernels/cuda/): stream and device plumbing, launch checks, per-device properties, the
-// per-stream scratch workspace and the deterministic warp/block sums.
+// queue's scratch workspace and the deterministic warp/block sums.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -44,11 +44,11 @@ struct DeviceInfo {
 };
 const DeviceInfo& device_info(int device);
 
-// Scratch device memory for one op on one stream (allocator.cu): a buffer per (host thread,
-// device, stream), from the caching allocator, grown on demand and kept. Work queued on one
-// stream runs in order, so the ops of that stream can share it without synchronizing; when
-// it must grow, the stream is synchronized before the old buffer goes back to the cache.
-// The pointer is valid until the next stream_workspace call of this thread for the stream.
+// Scratch device memory for one op: the buffer of the queue behind ctx (ctx.resources,
+// resources.cuh), from the caching allocator, grown on demand and kept. Work queued on one
+// stream runs in order, so the ops of that stream share it without synchronizing; when it
+// must grow, the stream is synchronized before the old buffer goes back to the cache. Valid
+// until the next call for the same queue. Throws std::logic_error when ctx has no resources.
 void* stream_workspace(const Context& ctx, std::size_t bytes);
 
 constexpr int kWarp = 32;

@@ -5,37 +5,30 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/context.hpp"
+#include "kernels/cuda/resources.cuh"
 
 namespace codistill::kernels::cuda {
 
 // ---- Stream ------------------------------------------------------------------------
 
 struct Stream::Impl {
-  int device = 0;
-  cudaStream_t stream = nullptr;
+  // TF32 comes with each context (Context::allow_tf32), not from the handles' defaults.
+  explicit Impl(int device) : resources(device, /*allow_tf32=*/false) {}
+  StreamResources resources;
 };
 
-Stream::Stream(int device) : impl_(std::make_unique<Impl>()) {
-  impl_->device = device;
-  CODISTILL_CUDA_CHECK(cudaSetDevice(device));
-  // Non-blocking: work on this stream does not wait for (nor block) the legacy default
-  // stream, which synchronous cudaMemcpy calls elsewhere in the process use.
-  CODISTILL_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-}
+Stream::Stream(int device) : impl_(std::make_unique<Impl>(device)) {}
 
-Stream::~Stream() {
-  if (!impl_ || !impl_->stream) return;
-  // cudaStreamDestroy returns at once; queued work still completes. Errors are ignored: a
-  // destructor cannot report them, and at process exit the runtime may already be gone.
-  if (cudaSetDevice(impl_->device) == cudaSuccess) cudaStreamDestroy(impl_->stream);
-}
+// ~StreamResources waits for the stream, then frees the handles, buffers and the stream.
+Stream::~Stream() = default;
 
-int Stream::device() const { return impl_->device; }
-void* Stream::handle() const { return impl_->stream; }
+int Stream::device() const { return impl_->resources.device(); }
+void* Stream::handle() const { return impl_->resources.stream(); }
+void* Stream::resources() const { return &impl_->resources; }
 
 void Stream::synchronize() const {
-  CODISTILL_CUDA_CHECK(cudaSetDevice(impl_->device));
-  CODISTILL_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  CODISTILL_CUDA_CHECK(cudaSetDevice(device()));
+  CODISTILL_CUDA_CHECK(cudaStreamSynchronize(impl_->resources.stream()));
 }
 
 // ---- Event -------------------------------------------------------------------------
@@ -71,7 +64,10 @@ bool Event::ready() const {
   CODISTILL_CUDA_CHECK(cudaSetDevice(impl_->device));
   const cudaError_t err = cudaEventQuery(impl_->event);
   if (err == cudaSuccess) return true;
-  if (err == cudaErrorNotReady) return false;
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();  // "not ready" is an answer, not an error: leave none behind
+    return false;
+  }
   throw_cuda_error(err, "cudaEventQuery(event)", __FILE__, __LINE__);
 }
 

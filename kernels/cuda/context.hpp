@@ -1,8 +1,12 @@
 #pragma once
 // Where and how a CUDA op runs, with no CUDA type in sight: the device ordinal, the stream
-// (an opaque cudaStream_t; null is the legacy default stream) and whether float32 GEMMs
+// (an opaque cudaStream_t; null is the legacy default stream), whether float32 GEMMs
 // and convolutions may use TF32 tensor cores (opt-in from the config, off by default so
-// that CUDA results stay within float32 tolerance of the CPU).
+// that CUDA results stay within float32 tolerance of the CPU) and the per-stream resources
+// of the queue that owns the stream (its cuBLAS and cuDNN handles, workspaces and plan
+// caches: kernels/cuda/resources.cuh). A CUDA queue (kernels/cuda/backend.cu) makes the
+// contexts its ops run with; the ops that need a library handle or scratch memory (linear,
+// conv2d, maxpool2d, optimizer steps, bias gradients of many rows) throw without resources.
 //
 // Stream and Event own a CUDA stream/event behind a pimpl. Every function throws
 // std::runtime_error carrying file, line and the CUDA message on failure, and "built
@@ -15,9 +19,13 @@ struct Context {
   int device = 0;
   void* stream = nullptr;  // cudaStream_t
   bool allow_tf32 = false;
+  void* resources = nullptr;  // the queue's StreamResources (owned by the queue), bound to stream
 };
 
-// A non-blocking stream on one device (does not synchronize with the legacy stream).
+// A non-blocking stream on one device (does not synchronize with the legacy stream), with
+// the per-stream resources its ops need (handles, workspaces, plan caches), owned like a
+// CUDA queue's: destroying it waits for the stream, then frees them. (The pre-backend API;
+// a kernels::Queue of the CUDA backend is the same thing behind kernels/backend.hpp.)
 class Stream {
  public:
   explicit Stream(int device = 0);
@@ -26,8 +34,11 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   int device() const;
-  void* handle() const;  // cudaStream_t
-  Context context(bool allow_tf32 = false) const { return {device(), handle(), allow_tf32}; }
+  void* handle() const;     // cudaStream_t
+  void* resources() const;  // its StreamResources
+  Context context(bool allow_tf32 = false) const {
+    return {device(), handle(), allow_tf32, resources()};
+  }
   void synchronize() const;
 
  private:

@@ -1,7 +1,8 @@
-// Convolution and max pooling through cuDNN's legacy API (conv2d.hpp), float32 NCHW.
+// Convolution through cuDNN's legacy API (conv2d.hpp), float32 NCHW. (Max pooling is
+// pool.cu: its own kernels, with the CPU's tie rule.)
 //
-// Per host thread (cuDNN handles and descriptors are not to be shared between threads
-// that may use them at once) and per shape, a plan holds the descriptors and the chosen
+// Per queue (its cuDNN handle and plan cache, kernels/cuda/resources.cuh: never shared
+// between threads or streams) and per shape, a plan holds the descriptors and the chosen
 // algorithms, so the heuristics run once per shape. Algorithms come from cuDNN's
 // heuristics (cudnnGet*Algorithm_v7, no benchmarking runs), deterministic ones first, so
 // a run is reproducible (cuDNN's backward-data algo 0 and backward-filter algos 0 and 3
@@ -22,43 +23,19 @@
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv2d.hpp"
-
-#define CODISTILL_CUDNN_CHECK(expr)                                                         \
-  do {                                                                                      \
-    cudnnStatus_t codistill_status_ = (expr);                                               \
-    if (codistill_status_ != CUDNN_STATUS_SUCCESS)                                          \
-      ::codistill::kernels::cuda::throw_cudnn_error(codistill_status_, #expr, __FILE__,     \
-                                                    __LINE__);                              \
-  } while (0)
+#include "kernels/cuda/resources.cuh"
 
 namespace codistill::kernels::cuda {
-
-[[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* expr, const char* file,
-                                    int line) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr +
-                           " failed: " + cudnnGetErrorString(status));
-}
-
 namespace {
 
 // Workspace above this is not worth an algorithm's speed-up (and may not fit next to a model).
 constexpr std::size_t kMaxWorkspace = std::size_t{1} << 30;
 
-struct Handles {
-  std::map<int, cudnnHandle_t> by_device;
-  ~Handles() {
-    for (auto& [device, h] : by_device)
-      if (cudaSetDevice(device) == cudaSuccess) cudnnDestroy(h);
-  }
-};
-thread_local Handles handles;
-
+// The queue's cuDNN handle (resources.cuh), bound to ctx.stream.
 cudnnHandle_t handle_for(const Context& ctx) {
+  StreamResources& r = resources_of(ctx, "conv2d");
   detail::use_device(ctx);
-  auto& h = handles.by_device[ctx.device];
-  if (!h) CODISTILL_CUDNN_CHECK(cudnnCreate(&h));
-  CODISTILL_CUDNN_CHECK(cudnnSetStream(h, detail::stream_of(ctx)));
-  return h;
+  return r.cudnn();
 }
 
 int to_int(std::int64_t v, const char* op) {
@@ -67,6 +44,12 @@ int to_int(std::int64_t v, const char* op) {
                                 " exceeds cuDNN's int range");
   return static_cast<int>(v);
 }
+
+}  // namespace
+
+// The plan types have names outside an anonymous namespace: a queue's CudnnPlans (declared
+// in resources.cuh) holds them.
+namespace cudnn_plan {
 
 // ---- descriptors (RAII) -----------------------------------------------------------------
 
@@ -100,14 +83,6 @@ struct ConvDesc {
   ConvDesc& operator=(const ConvDesc&) = delete;
 };
 
-struct PoolDesc {
-  cudnnPoolingDescriptor_t d = nullptr;
-  PoolDesc() { CODISTILL_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&d)); }
-  ~PoolDesc() { cudnnDestroyPoolingDescriptor(d); }
-  PoolDesc(const PoolDesc&) = delete;
-  PoolDesc& operator=(const PoolDesc&) = delete;
-};
-
 // ---- convolution plans --------------------------------------------------------------------
 
 template <class AlgoT>
@@ -128,14 +103,27 @@ struct ConvPlan {
   Algo<cudnnConvolutionBwdFilterAlgo_t> bwd_filter;
 };
 
-using ConvKey = std::tuple<int, bool, std::array<std::int64_t, 11>>;
-thread_local std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans;
+using ConvKey = std::tuple<bool, std::array<std::int64_t, 11>>;
+
+}  // namespace cudnn_plan
+
+// A queue's plans (resources.cuh), one per shape it has run.
+struct CudnnPlans {
+  std::map<cudnn_plan::ConvKey, std::unique_ptr<cudnn_plan::ConvPlan>> conv;
+};
+
+CudnnPlans* new_cudnn_plans() { return new CudnnPlans(); }
+void CudnnPlansDeleter::operator()(CudnnPlans* p) const noexcept { delete p; }
+
+namespace {
+
+using namespace cudnn_plan;
 
 ConvPlan& conv_plan(const cpu::Conv2dShape& s, const Context& ctx) {
-  const ConvKey key{ctx.device, ctx.allow_tf32,
+  const ConvKey key{ctx.allow_tf32,
                     {s.batch, s.in_channels, s.height, s.width, s.out_channels, s.kernel_h,
                      s.kernel_w, s.stride_h, s.stride_w, s.pad_h, s.pad_w}};
-  auto& slot = conv_plans[key];
+  auto& slot = resources_of(ctx, "conv2d").cudnn_plans().conv[key];
   if (slot) return *slot;
   auto p = std::make_unique<ConvPlan>();
   const char* op = "conv2d";
@@ -229,32 +217,6 @@ void choose_backward_filter(ConvPlan& p, cudnnHandle_t h) {
       });
 }
 
-// ---- pooling plans ------------------------------------------------------------------------
-
-struct PoolPlan {
-  TensorDesc x, y;
-  PoolDesc pool;
-};
-
-using PoolKey = std::tuple<int, std::array<std::int64_t, 6>>;
-thread_local std::map<PoolKey, std::unique_ptr<PoolPlan>> pool_plans;
-
-PoolPlan& pool_plan(const cpu::Pool2dShape& s, const Context& ctx) {
-  const PoolKey key{ctx.device, {s.batch, s.channels, s.height, s.width, s.kernel, s.stride}};
-  auto& slot = pool_plans[key];
-  if (slot) return *slot;
-  auto p = std::make_unique<PoolPlan>();
-  const char* op = "maxpool2d";
-  p->x.set(s.batch, s.channels, s.height, s.width, op);
-  p->y.set(s.batch, s.channels, s.out_height(), s.out_width(), op);
-  // MAX_DETERMINISTIC: the backward pass routes gradients without atomics (reproducible
-  // with overlapping windows). NaN propagates, so a NaN input is not silently dropped.
-  CODISTILL_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
-      p->pool.d, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN, to_int(s.kernel, op),
-      to_int(s.kernel, op), 0, 0, to_int(s.stride, op), to_int(s.stride, op)));
-  return *(slot = std::move(p));
-}
-
 const float kOne = 1.0f, kZero = 0.0f;
 
 }  // namespace
@@ -296,23 +258,6 @@ void conv2d_backward(const float* x, const float* w, const float* dy, float* dx,
   if (db)
     bias_grad_channels(dy, db, s.batch, s.out_channels, s.out_height() * s.out_width(),
                        accumulate, ctx);
-}
-
-void maxpool2d_forward(const float* x, float* y, const cpu::Pool2dShape& s, const Context& ctx) {
-  s.validate();
-  cudnnHandle_t h = handle_for(ctx);
-  PoolPlan& p = pool_plan(s, ctx);
-  CODISTILL_CUDNN_CHECK(cudnnPoolingForward(h, p.pool.d, &kOne, p.x.d, x, &kZero, p.y.d, y));
-}
-
-void maxpool2d_backward(const float* x, const float* y, const float* dy, float* dx,
-                        const cpu::Pool2dShape& s, const Context& ctx) {
-  s.validate();
-  cudnnHandle_t h = handle_for(ctx);
-  PoolPlan& p = pool_plan(s, ctx);
-  // beta = 0: dx is overwritten, as the CPU twin's zero-then-scatter.
-  CODISTILL_CUDNN_CHECK(cudnnPoolingBackward(h, p.pool.d, &kOne, p.y.d, y, p.y.d, dy, p.x.d, x,
-                                             &kZero, p.x.d, dx));
 }
 
 }  // namespace codistill::kernels::cuda

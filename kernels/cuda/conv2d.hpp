@@ -1,13 +1,15 @@
 #pragma once
-// Convolution and max pooling on CUDA through cuDNN, float32 NCHW, with the shapes and
-// semantics of kernels/cpu/conv2d.hpp and kernels/cpu/pool.hpp (the tests' references).
-// Descriptors and the chosen algorithms are cached per shape; workspace comes from the
-// caching allocator. TF32 (CUDNN_TENSOR_OP_MATH) only when ctx.allow_tf32.
+// Convolution (through cuDNN) and max pooling (pool.cu) on CUDA, float32 NCHW, with the
+// shapes and semantics of kernels/cpu/conv2d.hpp and kernels/cpu/pool.hpp (the tests'
+// references). Convolution descriptors and the chosen algorithms are cached per shape by
+// the queue (ctx.resources); workspace is the queue's scratch. TF32
+// (CUDNN_TENSOR_OP_MATH) only when ctx.allow_tf32.
 //   conv2d_forward:  y = conv(x, w) (+ b)
 //   conv2d_backward: dx (skipped when null), dw (+)=, db (+)= (db may be null)
-//   maxpool2d_forward:  y = max over each window
-//   maxpool2d_backward: dx = gradient routed to the maxima (needs forward's x and y; with
-//                       ties cuDNN may pick another maximum than the CPU's first one)
+//   maxpool2d_forward:  y = max over each window (ties: the first in row-major order; a NaN
+//                       is the maximum, as kernels/ops.hpp says)
+//   maxpool2d_backward: dx = dy routed to the maxima, overwritten; the maxima are found
+//                       again from x (y is not needed), so no argmax is kept
 // Errors throw std::runtime_error with file, line and cuDNN's message.
 #include "kernels/cpu/conv2d.hpp"
 #include "kernels/cpu/pool.hpp"

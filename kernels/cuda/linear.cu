@@ -11,60 +11,21 @@
 #include <cuda_runtime.h>
 
 #include <climits>
-#include <map>
 #include <string>
 
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/linear.hpp"
-
-#define CODISTILL_CUBLAS_CHECK(expr)                                                        \
-  do {                                                                                      \
-    cublasStatus_t codistill_status_ = (expr);                                              \
-    if (codistill_status_ != CUBLAS_STATUS_SUCCESS)                                         \
-      ::codistill::kernels::cuda::throw_cublas_error(codistill_status_, #expr, __FILE__,    \
-                                                     __LINE__);                             \
-  } while (0)
+#include "kernels/cuda/resources.cuh"
 
 namespace codistill::kernels::cuda {
-
-[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file,
-                                     int line) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr +
-                           " failed: " + cublasGetStatusName(status) + ": " +
-                           cublasGetStatusString(status));
-}
-
 namespace {
 
-// One handle per (host thread, device): a cuBLAS handle must not be used by two threads at
-// once, and it is bound to the device current when it was created. Destroyed when the
-// thread ends.
-struct Handles {
-  std::map<int, cublasHandle_t> by_device;
-  ~Handles() {
-    for (auto& [device, h] : by_device)
-      if (cudaSetDevice(device) == cudaSuccess) cublasDestroy(h);
-  }
-};
-thread_local Handles handles;
-
+// The queue's cuBLAS handle (resources.cuh): bound to ctx.stream, with its own workspace.
 cublasHandle_t handle_for(const Context& ctx) {
+  StreamResources& r = resources_of(ctx, "linear");
   detail::use_device(ctx);
-  auto& h = handles.by_device[ctx.device];
-  if (!h) {
-    CODISTILL_CUBLAS_CHECK(cublasCreate(&h));
-    // No atomics-based reductions inside cuBLAS kernels: results reproducible run to run.
-    CODISTILL_CUBLAS_CHECK(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED));
-  }
-  // cublasSetStream also resets the workspace to cuBLAS's default pool, which concurrent
-  // streams would share (and then results could differ run to run): give each stream its
-  // own, the size cuBLAS recommends (32 MiB on Hopper, 4 MiB before).
-  CODISTILL_CUBLAS_CHECK(cublasSetStream(h, detail::stream_of(ctx)));
-  const std::size_t ws_bytes =
-      (detail::device_info(ctx.device).major >= 9 ? std::size_t{32} : std::size_t{4}) << 20;
-  CODISTILL_CUBLAS_CHECK(cublasSetWorkspace(h, detail::stream_workspace(ctx, ws_bytes), ws_bytes));
-  return h;
+  return r.cublas();
 }
 
 void check_sizes(const char* op, std::int64_t M, std::int64_t N, std::int64_t K) {

@@ -7,7 +7,7 @@
 //             dw[N,K] (+)= dy^T * x;  db[N] (+)= column sums of dy (db may be null)
 // The bias of a layer followed by an activation is better applied by
 // bias_activation_forward (kernels/cuda/bias_activation.hpp): pass b = null here then.
-// One cuBLAS handle per (device, host thread), created on first use, bound to ctx.stream.
+// The cuBLAS handle is the queue's own (ctx.resources, kernels/cuda/resources.cuh).
 #include <cstdint>
 
 #include "kernels/cuda/context.hpp"

@@ -36,6 +36,7 @@ Stream::Stream(int) { no_cuda(); }
 Stream::~Stream() = default;
 int Stream::device() const { no_cuda(); }
 void* Stream::handle() const { no_cuda(); }
+void* Stream::resources() const { no_cuda(); }
 void Stream::synchronize() const { no_cuda(); }
 struct Event::Impl {};
 Event::Event(int) { no_cuda(); }
@@ -74,6 +75,7 @@ void bias_add_channels(float*, const float*, std::int64_t, std::int64_t, std::in
 void bias_grad_channels(const float*, float*, std::int64_t, std::int64_t, std::int64_t, bool,
                         const Context&) { no_cuda(); }
 void multiply(const float*, const float*, float*, std::int64_t, const Context&) { no_cuda(); }
+void add(const float*, const float*, float*, std::int64_t, const Context&) { no_cuda(); }
 
 // conv2d.hpp
 void conv2d_forward(const float*, const float*, const float*, float*, const cpu::Conv2dShape&,

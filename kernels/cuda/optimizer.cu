@@ -3,7 +3,9 @@
 // The parameters are described by a table of slices in device memory, each slice cut into
 // chunks of kChunk elements; block b updates chunk b, finding its slice by a binary search
 // over the slices' first chunks. A model's slice list is the same every step, so its table
-// is uploaded once and cached (keyed by the list's contents); only a new list is uploaded.
+// is uploaded once and cached by the queue (keyed by the list's contents; the queue's
+// OptimizerTables, resources.cuh); only a new list is uploaded. A single slice (one flat
+// arena, as the backend passes) is a kernel argument instead.
 //
 // The arithmetic is that of codistill/optim/sgd.cpp and adamw.cpp in float32, operation for
 // operation, with explicitly rounded intrinsics (__fmul_rn, __fadd_rn, ...): nvcc would
@@ -13,20 +15,21 @@
 #include <cstring>
 #include <list>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/allocator.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/optimizer.hpp"
+#include "kernels/cuda/resources.cuh"
 
 namespace codistill::kernels::cuda {
-namespace {
+// Named, not anonymous: a queue's OptimizerTables (declared in resources.cuh) holds Tables.
+namespace optimizer_detail {
 
 constexpr std::int64_t kChunk = 4096;  // elements per block: 16 per thread
 constexpr int kThreads = 256;
-constexpr std::size_t kCachedTables = 16;  // per device
+constexpr std::size_t kCachedTables = 16;  // per queue
 
 struct DevSlice {
   float* value;
@@ -88,17 +91,10 @@ __device__ __forceinline__ void update_one(const Op& op, const DevSlice& sl, std
   if (sl.slot1) sl.slot1[i] = s1;
 }
 
+// The block's chunk of slice sl (whose chunks start at sl.first_chunk).
 template <class Op>
-__global__ void __launch_bounds__(kThreads)
-    step_kernel(const DevSlice* __restrict__ table, int slices, Op op) {
-  const std::int64_t chunk = blockIdx.x;
-  int lo = 0, hi = slices - 1;  // the last slice whose first chunk is <= this one
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (table[mid].first_chunk <= chunk) lo = mid;
-    else hi = mid - 1;
-  }
-  const DevSlice sl = table[lo];
+__device__ __forceinline__ void update_chunk(const Op& op, const DevSlice& sl,
+                                             std::int64_t chunk) {
   const std::int64_t begin = (chunk - sl.first_chunk) * kChunk;
   const std::int64_t end = begin + kChunk < sl.n ? begin + kChunk : sl.n;
   std::int64_t i = begin + threadIdx.x;
@@ -123,6 +119,26 @@ __global__ void __launch_bounds__(kThreads)
   for (; i < end; i += kThreads) update_one(op, sl, i);
 }
 
+template <class Op>
+__global__ void __launch_bounds__(kThreads)
+    step_kernel(const DevSlice* __restrict__ table, int slices, Op op) {
+  const std::int64_t chunk = blockIdx.x;
+  int lo = 0, hi = slices - 1;  // the last slice whose first chunk is <= this one
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (table[mid].first_chunk <= chunk) lo = mid;
+    else hi = mid - 1;
+  }
+  const DevSlice sl = table[lo];
+  update_chunk(op, sl, chunk);
+}
+
+// One slice (a flat parameter arena: the backend's case) comes by value: no table.
+template <class Op>
+__global__ void __launch_bounds__(kThreads) step_one_kernel(const DevSlice sl, Op op) {
+  update_chunk(op, sl, blockIdx.x);
+}
+
 // ---- the cached slice tables -----------------------------------------------------------
 
 struct Table {
@@ -131,15 +147,30 @@ struct Table {
   std::int64_t chunks = 0;
 };
 
-struct TableCache {
-  std::mutex mutex;
-  std::map<int, std::list<Table>> by_device;  // most recently used first
+}  // namespace optimizer_detail
+
+// A queue's slice tables, most recently used first (at most kCachedTables). Only kernels
+// queued on the queue's stream read them.
+struct OptimizerTables {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  std::list<optimizer_detail::Table> tables;
 };
 
-TableCache& table_cache() {
-  static auto* cache = new TableCache();  // leaked: usable during exit
-  return *cache;
+OptimizerTables* new_optimizer_tables(int device, cudaStream_t stream) {
+  auto* t = new OptimizerTables();
+  t->device = device;
+  t->stream = stream;
+  return t;
 }
+
+void OptimizerTablesDeleter::operator()(OptimizerTables* p) const noexcept {
+  // The owner (StreamResources) synchronized the stream first: no kernel reads a table.
+  for (auto& t : p->tables) cached_free(t.device, p->device);
+  delete p;
+}
+
+namespace optimizer_detail {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
@@ -176,19 +207,23 @@ void launch(const std::vector<ParamSlice>& params, bool slot0, bool slot1, const
   if (host.empty()) return;
   if (host.size() > 0x7fffffff)
     throw std::invalid_argument(std::string(name) + " (cuda): too many slices");
+  if (host.size() == 1) {
+    detail::use_device(ctx);
+    step_one_kernel<Op><<<static_cast<unsigned>(chunks), kThreads, 0, detail::stream_of(ctx)>>>(
+        host.front(), op);
+    CODISTILL_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  auto& tables = resources_of(ctx, name).optimizer_tables().tables;
   detail::use_device(ctx);
-  TableCache& cache = table_cache();
-  // Held through the launch: another thread must not evict (free) the table in between.
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  auto& tables = cache.by_device[ctx.device];
   auto it = tables.begin();
   while (it != tables.end() && it->host != host) ++it;
   if (it != tables.end()) {
     tables.splice(tables.begin(), tables, it);  // most recently used first
   } else {
     if (tables.size() >= kCachedTables) {
-      // A kernel queued on some stream may still read the evicted table.
-      CODISTILL_CUDA_CHECK(cudaDeviceSynchronize());
+      // A kernel queued earlier on this stream may still read the evicted table.
+      CODISTILL_CUDA_CHECK(cudaStreamSynchronize(detail::stream_of(ctx)));
       cached_free(tables.back().device, ctx.device);
       tables.pop_back();
     }
@@ -197,11 +232,15 @@ void launch(const std::vector<ParamSlice>& params, bool slot0, bool slot1, const
     t.chunks = chunks;
     const std::size_t bytes = sizeof(DevSlice) * t.host.size();
     t.device = static_cast<DevSlice*>(cached_malloc(bytes, ctx.device));
-    tables.push_front(std::move(t));
     // Ordered before the kernel on the same stream. From pageable memory the call returns
     // once the bytes are staged, and the host copy lives in the cache anyway.
-    CODISTILL_CUDA_CHECK(cudaMemcpyAsync(tables.front().device, tables.front().host.data(), bytes,
-                                         cudaMemcpyHostToDevice, detail::stream_of(ctx)));
+    const cudaError_t err = cudaMemcpyAsync(t.device, t.host.data(), bytes,
+                                            cudaMemcpyHostToDevice, detail::stream_of(ctx));
+    if (err != cudaSuccess) {
+      cached_free(t.device, ctx.device);
+      throw_cuda_error(err, "cudaMemcpyAsync(slice table)", __FILE__, __LINE__);
+    }
+    tables.push_front(std::move(t));
   }
   const Table& t = tables.front();
   step_kernel<Op><<<static_cast<unsigned>(t.chunks), kThreads, 0, detail::stream_of(ctx)>>>(
@@ -209,7 +248,11 @@ void launch(const std::vector<ParamSlice>& params, bool slot0, bool slot1, const
   CODISTILL_CUDA_LAUNCH_CHECK();
 }
 
-}  // namespace
+}  // namespace optimizer_detail
+
+using optimizer_detail::AdamWOp;
+using optimizer_detail::launch;
+using optimizer_detail::SgdOp;
 
 void sgd_step(const std::vector<ParamSlice>& params, const SgdScalars& s, const Context& ctx) {
   launch(params, s.momentum != 0.0f, false, SgdOp{s}, "sgd_step", ctx);

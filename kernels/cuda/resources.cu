@@ -1,0 +1,132 @@
+// A queue's per-stream resources (resources.cuh) and the library error messages.
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda/allocator.hpp"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/resources.cuh"
+
+namespace codistill::kernels::cuda {
+
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file,
+                                     int line) {
+  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr +
+                           " failed: " + cublasGetStatusName(status) + ": " +
+                           cublasGetStatusString(status));
+}
+
+[[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* expr, const char* file,
+                                    int line) {
+  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr +
+                           " failed: " + cudnnGetErrorString(status));
+}
+
+StreamResources::StreamResources(int device, bool allow_tf32)
+    : device_(device), allow_tf32_(allow_tf32) {
+  CODISTILL_CUDA_CHECK(cudaSetDevice(device));
+  // Non-blocking: work on this stream does not wait for (nor block) the legacy default
+  // stream, which synchronous cudaMemcpy calls elsewhere in the process use.
+  CODISTILL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+StreamResources::~StreamResources() {
+  if (cudaSetDevice(device_) != cudaSuccess) return;  // no runtime left: nothing to free
+  // Everything below may still be in use by queued work.
+  cudaStreamSynchronize(stream_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (cudnn_) cudnnDestroy(cudnn_);
+  cudnn_plans_.reset();
+  optimizer_tables_.reset();
+  cached_free(cublas_workspace_, device_);
+  cached_free(scratch_, device_);
+  cudaStreamDestroy(stream_);
+  cudaGetLastError();  // leave no error of this teardown behind for the thread's next call
+}
+
+cublasHandle_t StreamResources::cublas() {
+  if (cublas_) return cublas_;
+  CODISTILL_CUDA_CHECK(cudaSetDevice(device_));
+  // The size cuBLAS recommends: 32 MiB on Hopper, 4 MiB before. Allocated first, so that a
+  // failure leaves no half-made handle behind.
+  const std::size_t ws_bytes =
+      (detail::device_info(device_).major >= 9 ? std::size_t{32} : std::size_t{4}) << 20;
+  if (!cublas_workspace_) cublas_workspace_ = cached_malloc(ws_bytes, device_);
+  cublasHandle_t h = nullptr;
+  CODISTILL_CUBLAS_CHECK(cublasCreate(&h));
+  try {
+    // cublasSetStream resets the workspace to cuBLAS's default pool, which concurrent
+    // streams would share: set the stream first, then this stream's own workspace.
+    CODISTILL_CUBLAS_CHECK(cublasSetStream(h, stream_));
+    CODISTILL_CUBLAS_CHECK(cublasSetWorkspace(h, cublas_workspace_, ws_bytes));
+    // No atomics-based reductions inside cuBLAS kernels: results reproducible run to run.
+    CODISTILL_CUBLAS_CHECK(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED));
+    CODISTILL_CUBLAS_CHECK(
+        cublasSetMathMode(h, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  } catch (...) {
+    cublasDestroy(h);
+    throw;
+  }
+  return cublas_ = h;
+}
+
+cudnnHandle_t StreamResources::cudnn() {
+  if (cudnn_) return cudnn_;
+  CODISTILL_CUDA_CHECK(cudaSetDevice(device_));
+  cudnnHandle_t h = nullptr;
+  CODISTILL_CUDNN_CHECK(cudnnCreate(&h));
+  if (const cudnnStatus_t st = cudnnSetStream(h, stream_); st != CUDNN_STATUS_SUCCESS) {
+    cudnnDestroy(h);
+    throw_cudnn_error(st, "cudnnSetStream(handle, stream)", __FILE__, __LINE__);
+  }
+  return cudnn_ = h;
+}
+
+CudnnPlans& StreamResources::cudnn_plans() {
+  if (!cudnn_plans_) cudnn_plans_.reset(new_cudnn_plans());
+  return *cudnn_plans_;
+}
+
+OptimizerTables& StreamResources::optimizer_tables() {
+  if (!optimizer_tables_) optimizer_tables_.reset(new_optimizer_tables(device_, stream_));
+  return *optimizer_tables_;
+}
+
+void* StreamResources::scratch(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (scratch_bytes_ >= bytes) return scratch_;
+  if (scratch_) {
+    // Work queued earlier on this stream may still use the old buffer.
+    CODISTILL_CUDA_CHECK(cudaSetDevice(device_));
+    CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    cached_free(scratch_, device_);
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+  }
+  const std::size_t size = std::max(bytes, std::size_t{1} << 20);  // avoid regrowing by crumbs
+  scratch_ = cached_malloc(size, device_);
+  scratch_bytes_ = size;
+  return scratch_;
+}
+
+StreamResources& resources_of(const Context& ctx, const char* op) {
+  if (!ctx.resources)
+    throw std::logic_error(std::string(op) +
+                           " (cuda): the context has no queue resources (cuBLAS/cuDNN handles, "
+                           "workspaces); run it on a queue of the CUDA backend");
+  auto& r = *static_cast<StreamResources*>(ctx.resources);
+  // The handles are bound to the resources' stream: work on another would be misordered.
+  if (ctx.stream != r.stream() || ctx.device != r.device())
+    throw std::logic_error(std::string(op) +
+                           " (cuda): the context's stream or device is not its resources' own");
+  return r;
+}
+
+namespace detail {
+
+void* stream_workspace(const Context& ctx, std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  return resources_of(ctx, "scratch memory").scratch(bytes);
+}
+
+}  // namespace detail
+}  // namespace codistill::kernels::cuda
