@@ -1,13 +1,12 @@
 // Max pooling (conv2d.hpp), float32 NCHW, with the rule of kernels/ops.hpp: each window is
 // scanned in row-major order from its first element and a later element wins only when
 // strictly greater, so ties go to the first maximum; a NaN is the window's maximum (its
-// first NaN wins). (The CPU twin, kernels/cpu/pool.cpp, keeps a NaN only where it comes
-// first in its window; without NaN the two agree bit for bit.)
+// first NaN wins) — the rule of the CPU twin, kernels/cpu/pool.cpp, too.
 //   forward:  a thread per output element.
 //   backward: a thread per input element gathers dy from the windows that chose it, in the
 //             windows' row-major order (the order the CPU scatters in), with the choice
 //             recomputed from x: no argmax to keep, no atomics, the same sums bit for bit
-//             as the CPU's, overlapping windows included (without NaN in x).
+//             as the CPU's, overlapping windows included.
 #include <cuda_runtime.h>
 
 #include <cstdint>
