@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/store.hpp"
 #include "codistill/engine/worker_state.hpp"
+#include "support/checkpoint_compare.hpp"
 #include "support/process.hpp"
 
 using namespace codistill::test;
@@ -39,20 +40,8 @@ TEST_CASE("a checkpoint written before the parameter arena resumes bit-identical
   REQUIRE(resumed.exit_code == 0);
   CHECK(resumed.out.find("resuming from") != std::string::npos);
 
-  auto a = ckpt::read(ckpt::RunStore(dir.str("whole")).checkpoint_path(0, 40));
-  auto b = ckpt::read(ckpt::RunStore(dir.str("resumed")).checkpoint_path(0, 40));
-  CHECK(a.meta.model_fingerprint == b.meta.model_fingerprint);
-  for (auto section : {ckpt::Section::params, ckpt::Section::optimizer, ckpt::Section::state}) {
-    const auto& xs = a.section(section);
-    const auto& ys = b.section(section);
-    REQUIRE(xs.size() == ys.size());
-    for (std::size_t i = 0; i < xs.size(); ++i) {
-      INFO(xs[i].name);
-      REQUIRE(xs[i].name == ys[i].name);
-      REQUIRE(xs[i].nbytes() == ys[i].nbytes());
-      CHECK(std::memcmp(xs[i].ref().data, ys[i].ref().data, xs[i].nbytes()) == 0);
-    }
-  }
+  require_identical(ckpt::RunStore(dir.str("whole")).checkpoint_path(0, 40),
+                    ckpt::RunStore(dir.str("resumed")).checkpoint_path(0, 40));
 }
 
 TEST_CASE("a checkpoint written before the parameter arena loads as a model", "[compat]") {

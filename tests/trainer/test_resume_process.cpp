@@ -8,6 +8,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/store.hpp"
+#include "support/checkpoint_compare.hpp"
 #include "support/process.hpp"
 
 using namespace codistill::test;
@@ -52,24 +53,6 @@ std::string cmd(const TempDir& dir, const std::string& run, const std::string& e
 }
 
 ckpt::RunStore store(const TempDir& dir, const std::string& run) { return ckpt::RunStore(dir.str(run)); }
-
-// Every parameter, optimizer slot and state entry of two checkpoints is bit-identical.
-void require_identical(const std::string& a, const std::string& b) {
-  auto x = ckpt::read(a), y = ckpt::read(b);
-  CHECK(x.meta.step == y.meta.step);
-  CHECK(x.meta.content_digest == y.meta.content_digest);
-  for (auto section : {ckpt::Section::params, ckpt::Section::optimizer, ckpt::Section::state}) {
-    const auto& xs = x.section(section);
-    const auto& ys = y.section(section);
-    REQUIRE(xs.size() == ys.size());
-    for (std::size_t i = 0; i < xs.size(); ++i) {
-      INFO(xs[i].name);
-      REQUIRE(xs[i].name == ys[i].name);
-      REQUIRE(xs[i].nbytes() == ys[i].nbytes());
-      CHECK(std::memcmp(xs[i].ref().data, ys[i].ref().data, xs[i].nbytes()) == 0);
-    }
-  }
-}
 
 }  // namespace
 
