@@ -168,9 +168,8 @@ std::string CudaBackend::unavailable_reason() const {
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear the "no driver" error
-    return std::string("no usable CUDA device: cudaGetDeviceCount failed: ") +
-           cudaGetErrorName(err) + ": " + cudaGetErrorString(err) +
-           " (no NVIDIA driver, or no GPU visible to this process)";
+    return std::string("no CUDA device is visible to this process (cudaGetDeviceCount: ") +
+           cudaGetErrorName(err) + ": " + cudaGetErrorString(err) + "; no NVIDIA driver, or no GPU)";
   }
   if (n == 0) return "no CUDA device is visible to this process (see CUDA_VISIBLE_DEVICES)";
   return {};

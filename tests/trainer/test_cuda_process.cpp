@@ -66,7 +66,7 @@ TEST_CASE("codistill-train on a CUDA device it cannot use exits 1 saying why, be
   const std::string device = n == 0 ? "cuda" : "cuda:" + std::to_string(n);
   const std::string why = !cuda::built_with_cuda() ? "no CUDA backend"
                           : n == 0                 ? "no CUDA device is visible"
-                                                   : "CUDA device(s) are visible";
+                                                   : "device(s) are visible";
   for (const std::string& how : {"--device " + device, "--set device=" + device}) {
     INFO(how);
     auto r = run_command(train_cmd(dir, how), dir);
