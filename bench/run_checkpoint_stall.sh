@@ -4,11 +4,17 @@
 # background thread) vs synchronous (written on the training thread), side by side in one
 # run. Reads the `checkpoint` events of metrics.jsonl; writes
 # bench/results/checkpoint_stall.json and .txt.
+# Environment: BUILD_DIR (build/), SKIP_BUILD=1 (use BUILD_DIR as it is), REPEATS (1) rounds,
+# BEFORE_BUILD=DIR a second build (an older commit) measured in the same rounds, alternating.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 "$root/scripts/setup.sh"
-"$root/scripts/build.sh" >/dev/null
+build="${BUILD_DIR:-$root/build}"
+[ "${SKIP_BUILD:-0}" = 1 ] || BUILD_DIR="$build" "$root/scripts/build.sh" >/dev/null
+repeats="${REPEATS:-1}"
+labels=(codistill); dirs=("$build")
+if [ -n "${BEFORE_BUILD:-}" ]; then labels+=(codistill-before); dirs+=("$BEFORE_BUILD"); fi
 out="$(mktemp -d "${TMPDIR:-/tmp}/codistill-stall.XXXXXX")"
 trap 'rm -rf "$out"' EXIT
 cat >"$out/big.yaml" <<'YAML'
@@ -22,33 +28,46 @@ YAML
 raw="$root/bench/results/checkpoint_stall.txt"
 {
   echo "== checkpoint stall, 100M-parameter MLP, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
-  for mode in true false; do
-    echo "-- checkpoint.async=$mode"
-    build/trainer/codistill-train --config "$out/big.yaml" --run-dir "$out/async-$mode" \
-      --set checkpoint.async=$mode | grep -E "checkpoint|done:" || true
+  for r in $(seq 1 "$repeats"); do
+    for i in "${!labels[@]}"; do
+      for mode in true false; do
+        echo "-- round $r ${labels[$i]} checkpoint.async=$mode (load $(cut -d' ' -f1-3 /proc/loadavg))"
+        "${dirs[$i]}/trainer/codistill-train" --config "$out/big.yaml" --run-dir "$out/${labels[$i]}-$r-async-$mode" \
+          --set checkpoint.async=$mode | grep -E "checkpoint|done:" || true
+      done
+    done
   done
 } | tee "$raw"
-/usr/bin/python3 - "$out" "$raw" <<'PY'
+/usr/bin/python3 - "$out" "$raw" "$repeats" "${labels[@]}" <<'PY'
 import json, sys, subprocess, datetime, statistics
-out, raw = sys.argv[1], sys.argv[2]
-def events(mode):
-    return [json.loads(l) for l in open(f"{out}/async-{mode}/worker-000/metrics.jsonl") if '"checkpoint"' in l]
-a, s = events("true"), events("false")
-# Periodic checkpoints only: the final one has no next step to hide behind.
-final = max(e["step"] for e in a)
-a_periodic = [e for e in a if e["step"] != final]
-sync_write = statistics.mean(e["write_ms"] for e in s if e["step"] != final)
-stall = statistics.mean(e["stall_ms"] for e in a_periodic)
+out, raw, repeats, labels = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+def events(label, r, mode):
+    return [json.loads(l) for l in open(f"{out}/{label}-{r}-async-{mode}/worker-000/metrics.jsonl") if '"checkpoint"' in l]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 doc = {"benchmark": "checkpoint_stall", "device": cpu, "date": datetime.date.today().isoformat(),
        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
-       "parameters": 100110010, "checkpoint_bytes": a[0]["bytes"],
-       "async_events": a, "sync_events": s,
-       "mean_async_stall_ms": stall, "mean_sync_write_ms": sync_write, "stall_fraction": stall / sync_write}
+       "parameters": 100110010, "rounds": repeats, "contenders": {}}
+lines = []
+for label in labels:
+    stalls, writes, rounds = [], [], []
+    for r in range(1, repeats + 1):
+        a, s = events(label, r, "true"), events(label, r, "false")
+        # Periodic checkpoints only: the final one has no next step to hide behind.
+        final = max(e["step"] for e in a)
+        stall = statistics.mean(e["stall_ms"] for e in a if e["step"] != final)
+        write = statistics.mean(e["write_ms"] for e in s if e["step"] != final)
+        stalls.append(stall)
+        writes.append(write)
+        rounds.append({"async_events": a, "sync_events": s, "mean_async_stall_ms": stall, "mean_sync_write_ms": write})
+    doc["checkpoint_bytes"] = rounds[0]["async_events"][0]["bytes"]
+    doc["contenders"][label] = {"rounds": rounds, "best_async_stall_ms": min(stalls),
+                                "median_async_stall_ms": statistics.median(stalls),
+                                "best_sync_write_ms": min(writes), "median_sync_write_ms": statistics.median(writes)}
+    lines.append(f"{label:<17} checkpoint {doc['checkpoint_bytes']/1e6:.0f} MB: sync write best {min(writes):.0f} / median "
+                 f"{statistics.median(writes):.0f} ms (training stalled all of it); async stall best {min(stalls):.1f} / "
+                 f"median {statistics.median(stalls):.1f} ms = {100*statistics.median(stalls)/statistics.median(writes):.2f}% "
+                 f"of the sync write")
 json.dump(doc, open("bench/results/checkpoint_stall.json", "w"), indent=2)
-line = (f"checkpoint {a[0]['bytes']/1e6:.0f} MB: sync write {sync_write:.0f} ms (training stalled all of it); "
-        f"async stall {stall:.1f} ms = {100*stall/sync_write:.2f}% of the sync write "
-        f"(async write on the background thread {statistics.mean(e['write_ms'] for e in a_periodic):.0f} ms)")
-print(line)
-open(raw, "a").write(line + "\n")
+print("\n".join(lines))
+open(raw, "a").write("\n".join(lines) + "\n")
 PY
