@@ -33,8 +33,9 @@ class Model {
   void finalize();
 
   // x: [B, C, H, W] (or [B, F]) -> logits [B, classes], x and logits on the model's device.
-  // The logits are the last module's own buffer, valid until this model's next forward
-  // (no allocation and no copy per step): a caller that keeps them clones them.
+  // The logits are the last module's output — its own buffer, or its input where it passes
+  // through (Flatten, an inactive Dropout) — valid until this model's next forward (no
+  // allocation and no copy per step): a caller that keeps them clones them.
   kernels::Tensor forward(const kernels::Tensor& x, bool training);
   // dlogits: [B, classes]; accumulates parameter grads. The input gradient is not computed.
   void backward(const kernels::Tensor& dlogits);
