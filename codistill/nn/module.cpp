@@ -17,10 +17,11 @@ void check_input(Module& m, const Tensor& x, const char* pass) {
   if (x.device() != m.device())
     throw std::invalid_argument(m.kind() + pass + ": input is on " + x.device().str() + " but the module runs on " +
                                 m.device().str() + " (Model::to_device moves a model)");
-  if (!m.params().empty() && x.dtype() != m.params().front().value->dtype())
+  const auto params = m.params();
+  if (!params.empty() && x.dtype() != params.front().value->dtype())
     throw std::invalid_argument(m.kind() + pass + ": input is " + kernels::dtype_name(x.dtype()) +
-                                " but the parameters are " +
-                                kernels::dtype_name(m.params().front().value->dtype()) + " (convert with to_dtype)");
+                                " but the parameters are " + kernels::dtype_name(params.front().value->dtype()) +
+                                " (convert with to_dtype)");
 }
 
 }  // namespace

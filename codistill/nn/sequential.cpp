@@ -17,6 +17,7 @@ void Sequential::add(std::string name, ModulePtr child) {
     if (n == name) throw std::invalid_argument("Sequential::add: duplicate name '" + name + "'");
   child->set_queue(queue());
   children_.emplace_back(std::move(name), std::move(child));
+  first_with_params_ = kUnknown;
   queue_changed();
 }
 
@@ -49,16 +50,16 @@ Tensor Sequential::do_forward(const Tensor& x, bool training) {
 }
 
 Tensor Sequential::do_backward(const Tensor& dy, bool need_dx) {
-  // Children before `first` need no input gradient and have no grads of their own.
-  std::size_t first = 0;
-  if (!need_dx) {
-    first = children_.size();
+  // Children before the first with parameters need no input gradient and have no grads.
+  if (first_with_params_ > children_.size()) {
+    first_with_params_ = children_.size();
     for (std::size_t i = 0; i < children_.size(); ++i)
       if (children_[i].second->has_params()) {
-        first = i;
+        first_with_params_ = i;
         break;
       }
   }
+  const std::size_t first = need_dx ? 0 : first_with_params_;
   Tensor g = dy;
   for (std::size_t i = children_.size(); i-- > first;) {
     auto& [name, m] = children_[i];

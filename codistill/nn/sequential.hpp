@@ -31,7 +31,11 @@ class Sequential : public Module {
   void queue_changed() override;
 
  private:
+  static constexpr std::size_t kUnknown = static_cast<std::size_t>(-1);
   std::vector<std::pair<std::string, ModulePtr>> children_;
+  // Index of the first child with parameters (children_.size(): none), found on the first
+  // backward after the children last changed.
+  std::size_t first_with_params_ = kUnknown;
 };
 
 }  // namespace codistill
