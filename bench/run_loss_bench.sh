@@ -38,18 +38,8 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   fi
   cmake --build "$build" --target bench_loss -j "${JOBS:-$(nproc)}" >/dev/null
 fi
-contenders=(codistill)
-declare -A bin=([codistill]="$build/bench/bench_loss")
-if [ -n "${BEFORE_BUILD:-}" ]; then
-  before="$(realpath "$BEFORE_BUILD")"
-  contenders+=(codistill-before)
-  bin[codistill-before]="$before/bench/bench_loss"
-fi
-contenders+=(pytorch jax)
-for c in "${!bin[@]}"; do
-  [ -x "${bin[$c]}" ] || { echo "run_loss_bench.sh: no ${bin[$c]} ($c)" >&2; exit 1; }
-done
-[ -x "$jax_python" ] || { echo "run_loss_bench.sh: no $jax_python (scripts/setup.sh --bench)" >&2; exit 1; }
+. "$root/bench/contenders.sh"
+codistill_contenders run_loss_bench.sh bench/bench_loss
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT

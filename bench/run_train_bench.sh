@@ -44,18 +44,8 @@ sgemm="${SGEMM_BIN:-$build/bench/bench_sgemm}"
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(configs/fmnist_mlp.yaml configs/fmnist_cnn.yaml)
 
-contenders=(codistill)
-declare -A trainer=([codistill]="$build/trainer/codistill-train")
-if [ -n "${BEFORE_BUILD:-}" ]; then
-  before="$(realpath "$BEFORE_BUILD")"
-  contenders+=(codistill-before)
-  trainer[codistill-before]="$before/trainer/codistill-train"
-fi
-contenders+=(pytorch jax)
-for c in "${!trainer[@]}"; do
-  [ -x "${trainer[$c]}" ] || { echo "run_train_bench.sh: no ${trainer[$c]} ($c)" >&2; exit 1; }
-done
-[ -x "$jax_python" ] || { echo "run_train_bench.sh: no $jax_python (scripts/setup.sh --bench)" >&2; exit 1; }
+. "$root/bench/contenders.sh"
+codistill_contenders run_train_bench.sh trainer/codistill-train
 if [ ! -x "$sgemm" ]; then
   echo "run_train_bench.sh: warning: no $sgemm: the sgemm peak is left out" >&2
   sgemm=""
@@ -96,7 +86,7 @@ for ((r = 1; r <= repeats; r++)); do
       case "$c" in
         codistill*)
           dir="$out/$r/$name/$c"
-          "${trainer[$c]}" --config "$cfg" --run-dir "$dir" --set "run.threads=$threads" \
+          "${bin[$c]}" --config "$cfg" --run-dir "$dir" --set "run.threads=$threads" \
             "${steps_set[@]}" 2>&1 | log | { grep -E "^summary|done:" || true; }
           result="$dir/worker-000/metrics.jsonl" ;;
         pytorch)
