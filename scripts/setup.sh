@@ -12,7 +12,7 @@ packages=(
   build-essential cmake pkg-config zlib1g-dev
   libhdf5-dev hdf5-tools
   libyaml-cpp-dev
-  libboost-filesystem-dev libboost-program-options-dev
+  libboost-filesystem-dev libboost-program-options-dev libboost-context-dev
   libopenblas-dev
   catch2
   nlohmann-json3-dev libspdlog-dev libfmt-dev
