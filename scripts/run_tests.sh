@@ -6,3 +6,5 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/build.sh" "$@"
 cd "${BUILD_DIR:-$root/build}"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 600
+# The CUDA kernels under the SIMT executor again, with AddressSanitizer + UBSan.
+"$root/scripts/run_simt_sanitized.sh"

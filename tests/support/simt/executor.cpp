@@ -19,6 +19,10 @@
 
 #include "simt/stack_pool.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace simt {
 namespace detail {
 
@@ -33,6 +37,28 @@ std::uint64_t g_switches = 0;  // process-wide, for cost measurements only
 
 enum class State { runnable, at_barrier, at_warp, done };
 
+// AddressSanitizer must be told of every stack switch (fcontext's are invisible to it):
+// start_switch before leaving a stack, finish_switch first thing on arrival.
+struct StackBounds {
+  const void* bottom = nullptr;
+  std::size_t size = 0;
+};
+#if defined(__SANITIZE_ADDRESS__)
+void start_switch(void** fake, const StackBounds& to) {
+  __sanitizer_start_switch_fiber(fake, to.bottom, to.size);
+}
+void finish_switch(void* fake, StackBounds* from) {
+  __sanitizer_finish_switch_fiber(fake, from ? &from->bottom : nullptr, from ? &from->size : nullptr);
+}
+#else
+void start_switch(void**, const StackBounds&) {}
+void finish_switch(void*, StackBounds*) {}
+#endif
+
+// Thrown inside a suspended thread when its block is abandoned after a fault: unwinds the
+// kernel's frames through the ordinary exit path (no forced unwinding across contexts).
+struct Abandon {};
+
 struct Thread {
   Coords coords;
   unsigned linear = 0, warp = 0, lane = 0;
@@ -44,7 +70,12 @@ struct Thread {
   int arg = 0, width = 32;
   ctx::fiber fiber;  // this thread, while suspended
   ctx::fiber sink;   // the scheduler, while this thread runs
+  boost::context::stack_context stack;
+  void* fake_stack = nullptr;  // ASan's, while suspended
   std::exception_ptr error;
+  StackBounds bounds() const {
+    return {static_cast<const char*>(stack.sp) - stack.size, stack.size};
+  }
 };
 
 struct Block {
@@ -55,6 +86,9 @@ struct Block {
   Thread* current = nullptr;
   void* dyn = nullptr;
   std::mt19937_64 rng;
+  bool abandoned = false;  // a thread faulted: the others are unwound, not run on
+  StackBounds scheduler_stack;
+  void* scheduler_fake_stack = nullptr;
 };
 
 thread_local Block* g_block = nullptr;
@@ -79,8 +113,22 @@ std::string where(const Coords& c) {
 
 // Back to the scheduler; returns when this thread is resumed.
 void suspend() {
-  Thread& t = *block().current;
+  Block& b = block();
+  Thread& t = *b.current;
+  start_switch(&t.fake_stack, b.scheduler_stack);
   t.sink = std::move(t.sink).resume();
+  finish_switch(t.fake_stack, &b.scheduler_stack);
+  if (b.abandoned) throw Abandon{};
+}
+
+// Runs thread t until it suspends or exits.
+void resume(Block& b, Thread& t) {
+  b.current = &t;
+  g_coords = &t.coords;
+  ++g_switches;
+  start_switch(&b.scheduler_fake_stack, t.bounds());
+  t.fiber = std::move(t.fiber).resume();
+  finish_switch(b.scheduler_fake_stack, nullptr);
 }
 
 void make_runnable(Block& b, Thread& t) {
@@ -219,16 +267,19 @@ void run_block(const LaunchConfig& cfg, uint3 block_idx, std::uint64_t block_lin
                       block_idx, cfg.block, cfg.grid};
     t.linear = i, t.warp = i / kWarp, t.lane = i % kWarp;
     b.warp_exists[t.warp] |= 1u << t.lane;
-    t.fiber = ctx::fiber(std::allocator_arg, PooledStack{}, [&t, &body](ctx::fiber&& sink) {
+    t.fiber = ctx::fiber(std::allocator_arg, PooledStack{&t.stack},
+                         [&t, &b, &body](ctx::fiber&& sink) {
+      finish_switch(nullptr, &b.scheduler_stack);
       t.sink = std::move(sink);
       try {
-        body();
-      } catch (const ctx::detail::forced_unwind&) {
-        throw;  // a suspended thread being unwound after another one faulted
+        if (!b.abandoned) body();
+      } catch (const Abandon&) {
+        // unwound after another thread faulted
       } catch (...) {
         t.error = std::current_exception();
       }
       t.state = State::done;
+      start_switch(nullptr, b.scheduler_stack);  // this stack is done with
       return std::move(t.sink);
     });
     b.runnable.push_back(i);
@@ -244,10 +295,7 @@ void run_block(const LaunchConfig& cfg, uint3 block_idx, std::uint64_t block_lin
     Thread& t = b.threads[b.runnable[pick]];
     b.runnable[pick] = b.runnable.back();
     b.runnable.pop_back();
-    b.current = &t;
-    g_coords = &t.coords;
-    ++g_switches;
-    t.fiber = std::move(t.fiber).resume();
+    resume(b, t);
     if (t.error) {
       error = t.error, error_where = where(t.coords);
       break;
@@ -265,12 +313,11 @@ void run_block(const LaunchConfig& cfg, uint3 block_idx, std::uint64_t block_lin
     error = std::make_exception_ptr(KernelFault(describe_deadlock(b)));
     error_where.clear();
   }
-  // Unwind every suspended thread (their fibers' destructors do) before leaving the block.
-  g_coords = nullptr;
-  for (auto& t : b.threads) {
-    b.current = &t;
-    t.fiber = {};
-  }
+  // Unwind every thread that has not finished: each is resumed once more and leaves the
+  // kernel by an exception (Abandon), so its frames are destroyed on its own stack.
+  b.abandoned = true;
+  for (auto& t : b.threads)
+    if (t.fiber) resume(b, t);
   g_block = outer;
   g_coords = outer_coords;
   if (!error) return;

@@ -52,8 +52,14 @@ class StackPool {
 };
 
 // The allocator handed to boost::context::fiber: a handle on the calling thread's pool.
+// `last` (optional) receives the stack handed out: AddressSanitizer needs its bounds.
 struct PooledStack {
-  boost::context::stack_context allocate() { return StackPool::local().allocate(); }
+  boost::context::stack_context* last = nullptr;
+  boost::context::stack_context allocate() {
+    auto sc = StackPool::local().allocate();
+    if (last) *last = sc;
+    return sc;
+  }
   void deallocate(boost::context::stack_context& sc) noexcept {
     StackPool::local().deallocate(sc);
   }
