@@ -402,15 +402,18 @@ int main(int argc, char** argv) try {
           t16.push_back(bufs[k]->as<const std::uint16_t>());
         }
         const std::int32_t* y = dlabels.as<const std::int32_t>();
+        // The loss runs on a queue's stream with its scratch (made once, outside the timing).
+        static std::unique_ptr<cuda::Stream> stream;
+        if (!o.host && !stream) stream = std::make_unique<cuda::Stream>(o.device);
         auto call = [&]() -> cpu::DistillLossResult {
           if (bf16) {
             auto* z = work.as<std::uint16_t>();
             return o.host ? host_loss_bf16(z, t16.data(), K, y, z, N, V, p)
-                          : cuda::distill_loss_bf16(z, t16.data(), K, y, z, N, V, p, o.device);
+                          : cuda::distill_loss_bf16(z, t16.data(), K, y, z, N, V, p, stream->context());
           }
           auto* z = work.as<float>();
           return o.host ? cpu::distill_loss<float>(z, t32.data(), K, y, z, N, V, p)
-                        : cuda::distill_loss(z, t32.data(), K, y, z, N, V, p, o.device);
+                        : cuda::distill_loss(z, t32.data(), K, y, z, N, V, p, stream->context());
         };
         auto prepare = [&] {
           be.copy(work.get(), bufs[0]->get(), bytes);  // undo the last call's in-place gradient

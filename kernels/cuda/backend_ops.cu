@@ -252,7 +252,7 @@ DistillLossResult CudaBackend::distill_loss(const Tensor& student,
   if (grad) expect(*grad, dev, dt, N * V, op, "grad");
   const auto K = static_cast<int>(teachers.size());
   const auto* y = static_cast<const std::int32_t*>(labels.raw());
-  void* stream = cq.stream();
+  const cuda::Context ctx = cq.context();
   // The launcher validates the labels, runs the loss and waits for the result.
   if (dt == DType::bf16) {
     std::vector<const std::uint16_t*> ts;
@@ -260,12 +260,12 @@ DistillLossResult CudaBackend::distill_loss(const Tensor& student,
     for (const Tensor* t : teachers) ts.push_back(static_cast<const std::uint16_t*>(t->raw()));
     return cuda::distill_loss_bf16(static_cast<const std::uint16_t*>(student.raw()), ts.data(), K,
                                    y, grad ? static_cast<std::uint16_t*>(grad->raw()) : nullptr,
-                                   N, V, p, dev.index, stream);
+                                   N, V, p, ctx);
   }
   std::vector<const float*> ts;
   ts.reserve(teachers.size());
   for (const Tensor* t : teachers) ts.push_back(f32(*t));
-  return cuda::distill_loss(f32(student), ts.data(), K, y, f32(grad), N, V, p, dev.index, stream);
+  return cuda::distill_loss(f32(student), ts.data(), K, y, f32(grad), N, V, p, ctx);
 }
 
 // ---- optimizers: one slice, one launch ---------------------------------------------------------

@@ -1,7 +1,7 @@
 #pragma once
-// Internals shared by the .cu files of the CUDA backend (never included outside
-// kernels/cuda/): stream and device plumbing, launch checks, per-device properties, the
-// queue's scratch workspace and the deterministic warp/block sums.
+// Host-side internals shared by the .cu files of the CUDA backend (never included outside
+// kernels/cuda/): stream and device plumbing, launch checks, per-device properties and the
+// queue's scratch workspace. Device code is in kernels/cuda/device/.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/context.hpp"
+#include "kernels/cuda/launch_shapes.hpp"
 
 // A kernel launch reports configuration errors only through cudaGetLastError.
 #define CODISTILL_CUDA_LAUNCH_CHECK() CODISTILL_CUDA_CHECK(cudaGetLastError())
@@ -29,12 +30,8 @@ inline void check_nonnegative(const char* op, std::int64_t a, std::int64_t b = 0
                                 ", " + std::to_string(b) + ", " + std::to_string(c) + ")");
 }
 
-// Grid for a grid-stride loop over n items, capped so that huge n does not launch more
-// blocks than the device can keep busy (each thread then walks several items).
-inline unsigned grid_for(std::int64_t n, int threads, std::int64_t max_blocks = 65536) {
-  const std::int64_t blocks = (n + threads - 1) / threads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > max_blocks ? max_blocks : blocks));
-}
+// Grid for a grid-stride loop over n items (launch_shapes.hpp).
+using shapes::grid_for;
 
 // Properties the launch heuristics need, read once per device (context.cu).
 struct DeviceInfo {
@@ -50,30 +47,5 @@ const DeviceInfo& device_info(int device);
 // must grow, the stream is synchronized before the old buffer goes back to the cache. Valid
 // until the next call for the same queue. Throws std::logic_error when ctx has no resources.
 void* stream_workspace(const Context& ctx, std::size_t bytes);
-
-constexpr int kWarp = 32;
-
-// Butterfly sum: every lane ends with the same bits (the xor pattern is fixed and IEEE
-// addition is commutative), so the result is reproducible run to run.
-template <class V>
-__device__ __forceinline__ V warp_sum(V v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Block-wide sum in a fixed order; every thread gets the result. smem: one slot per warp.
-// Contains __syncthreads: every thread of the block must call it.
-template <class V>
-__device__ V block_sum(V v, V* smem) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int warps = (blockDim.x + kWarp - 1) / kWarp;
-  v = warp_sum(v);
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  v = lane < warps ? smem[lane] : V(0);
-  v = warp_sum(v);
-  __syncthreads();  // smem may be reused right after
-  return v;
-}
 
 }  // namespace codistill::kernels::cuda::detail

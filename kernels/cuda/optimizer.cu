@@ -7,9 +7,8 @@
 // OptimizerTables, resources.cuh); only a new list is uploaded. A single slice (one flat
 // arena, as the backend passes) is a kernel argument instead.
 //
-// The arithmetic is that of codistill/optim/sgd.cpp and adamw.cpp in float32, operation for
-// operation, with explicitly rounded intrinsics (__fmul_rn, __fadd_rn, ...): nvcc would
-// otherwise contract a*b+c into one FMA, which rounds differently from the CPU loop.
+// The kernels (the CPU loops' arithmetic, operation for operation) are in
+// device/optimizer.cuh, the launch shape in launch_shapes.hpp.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -20,6 +19,8 @@
 
 #include "kernels/cuda/allocator.hpp"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device/optimizer.cuh"
+#include "kernels/cuda/launch_shapes.hpp"
 #include "kernels/cuda/optimizer.hpp"
 #include "kernels/cuda/resources.cuh"
 
@@ -27,117 +28,13 @@ namespace codistill::kernels::cuda {
 // Named, not anonymous: a queue's OptimizerTables (declared in resources.cuh) holds Tables.
 namespace optimizer_detail {
 
-constexpr std::int64_t kChunk = 4096;  // elements per block: 16 per thread
-constexpr int kThreads = 256;
+using device::AdamWOp;
+using device::DevSlice;
+using device::SgdOp;
+using device::step_kernel;
+using device::step_one_kernel;
+constexpr std::int64_t kChunk = shapes::kOptimizerChunk;
 constexpr std::size_t kCachedTables = 16;  // per queue
-
-struct DevSlice {
-  float* value;
-  const float* grad;
-  float* slot0;
-  float* slot1;
-  std::int64_t n;
-  std::int64_t first_chunk;
-  int vec4;  // every pointer 16-byte aligned: float4 loads and stores
-  int pad;
-};
-
-bool operator==(const DevSlice& a, const DevSlice& b) {
-  return std::memcmp(&a, &b, sizeof(DevSlice)) == 0;
-}
-
-// ---- the element updates ---------------------------------------------------------------
-
-struct SgdOp {
-  SgdScalars s;
-  // p -= lr * (g + wd * p)   or, with momentum,
-  // d = g + wd * p;  b = mu * b + d;  p -= lr * (nesterov ? d + mu * b : b)
-  __device__ __forceinline__ void operator()(float& p, float g, float& b, float&) const {
-    const float d = __fadd_rn(g, __fmul_rn(s.weight_decay, p));
-    if (s.momentum == 0.0f) {
-      p = __fsub_rn(p, __fmul_rn(s.lr, d));
-      return;
-    }
-    const float nb = __fadd_rn(__fmul_rn(s.momentum, b), d);
-    b = nb;
-    const float step = s.nesterov ? __fadd_rn(d, __fmul_rn(s.momentum, nb)) : nb;
-    p = __fsub_rn(p, __fmul_rn(s.lr, step));
-  }
-};
-
-struct AdamWOp {
-  AdamWScalars s;
-  // m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
-  // p = p decay - step_size m / (sqrt(v) inv_sqrt_bc2 + eps)
-  __device__ __forceinline__ void operator()(float& p, float g, float& m, float& v) const {
-    const float mi = __fadd_rn(__fmul_rn(s.beta1, m), __fmul_rn(__fsub_rn(1.0f, s.beta1), g));
-    const float vi = __fadd_rn(__fmul_rn(s.beta2, v),
-                               __fmul_rn(__fmul_rn(__fsub_rn(1.0f, s.beta2), g), g));
-    m = mi;
-    v = vi;
-    const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), s.inv_sqrt_bc2), s.eps);
-    p = __fsub_rn(__fmul_rn(p, s.decay), __fdiv_rn(__fmul_rn(s.step_size, mi), denom));
-  }
-};
-
-// Slots a step does not use are null; they are read and written through a dummy.
-template <class Op>
-__device__ __forceinline__ void update_one(const Op& op, const DevSlice& sl, std::int64_t i) {
-  float p = sl.value[i];
-  float s0 = sl.slot0 ? sl.slot0[i] : 0.0f, s1 = sl.slot1 ? sl.slot1[i] : 0.0f;
-  op(p, sl.grad[i], s0, s1);
-  sl.value[i] = p;
-  if (sl.slot0) sl.slot0[i] = s0;
-  if (sl.slot1) sl.slot1[i] = s1;
-}
-
-// The block's chunk of slice sl (whose chunks start at sl.first_chunk).
-template <class Op>
-__device__ __forceinline__ void update_chunk(const Op& op, const DevSlice& sl,
-                                             std::int64_t chunk) {
-  const std::int64_t begin = (chunk - sl.first_chunk) * kChunk;
-  const std::int64_t end = begin + kChunk < sl.n ? begin + kChunk : sl.n;
-  std::int64_t i = begin + threadIdx.x;
-  if (sl.vec4) {
-    // begin is a multiple of 4 (kChunk is), so with aligned bases every float4 is aligned.
-    const std::int64_t vec_end = begin + (end - begin) / 4 * 4;
-    for (std::int64_t j = begin + 4 * threadIdx.x; j < vec_end; j += 4 * kThreads) {
-      float4 p = *reinterpret_cast<const float4*>(sl.value + j);
-      const float4 g = *reinterpret_cast<const float4*>(sl.grad + j);
-      float4 a = sl.slot0 ? *reinterpret_cast<const float4*>(sl.slot0 + j) : float4{};
-      float4 b = sl.slot1 ? *reinterpret_cast<const float4*>(sl.slot1 + j) : float4{};
-      op(p.x, g.x, a.x, b.x);
-      op(p.y, g.y, a.y, b.y);
-      op(p.z, g.z, a.z, b.z);
-      op(p.w, g.w, a.w, b.w);
-      *reinterpret_cast<float4*>(sl.value + j) = p;
-      if (sl.slot0) *reinterpret_cast<float4*>(sl.slot0 + j) = a;
-      if (sl.slot1) *reinterpret_cast<float4*>(sl.slot1 + j) = b;
-    }
-    i = vec_end + threadIdx.x;  // the tail of the slice's last chunk
-  }
-  for (; i < end; i += kThreads) update_one(op, sl, i);
-}
-
-template <class Op>
-__global__ void __launch_bounds__(kThreads)
-    step_kernel(const DevSlice* __restrict__ table, int slices, Op op) {
-  const std::int64_t chunk = blockIdx.x;
-  int lo = 0, hi = slices - 1;  // the last slice whose first chunk is <= this one
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (table[mid].first_chunk <= chunk) lo = mid;
-    else hi = mid - 1;
-  }
-  const DevSlice sl = table[lo];
-  update_chunk(op, sl, chunk);
-}
-
-// One slice (a flat parameter arena: the backend's case) comes by value: no table.
-template <class Op>
-__global__ void __launch_bounds__(kThreads) step_one_kernel(const DevSlice sl, Op op) {
-  update_chunk(op, sl, blockIdx.x);
-}
 
 // ---- the cached slice tables -----------------------------------------------------------
 
@@ -194,8 +91,6 @@ std::vector<DevSlice> build(const std::vector<ParamSlice>& params, bool slot0, b
     out.push_back(d);
     chunks += (p.n + kChunk - 1) / kChunk;
   }
-  if (chunks > 0x7fffffff)
-    throw std::invalid_argument(std::string(op) + " (cuda): too many parameters for one launch");
   return out;
 }
 
@@ -209,8 +104,9 @@ void launch(const std::vector<ParamSlice>& params, bool slot0, bool slot1, const
     throw std::invalid_argument(std::string(name) + " (cuda): too many slices");
   if (host.size() == 1) {
     detail::use_device(ctx);
-    step_one_kernel<Op><<<static_cast<unsigned>(chunks), kThreads, 0, detail::stream_of(ctx)>>>(
-        host.front(), op);
+    const auto shape = shapes::optimizer(chunks);
+    step_one_kernel<Op><<<shape.grid.x, shape.block.x, 0, detail::stream_of(ctx)>>>(host.front(),
+                                                                                   op);
     CODISTILL_CUDA_LAUNCH_CHECK();
     return;
   }
@@ -243,16 +139,17 @@ void launch(const std::vector<ParamSlice>& params, bool slot0, bool slot1, const
     tables.push_front(std::move(t));
   }
   const Table& t = tables.front();
-  step_kernel<Op><<<static_cast<unsigned>(t.chunks), kThreads, 0, detail::stream_of(ctx)>>>(
+  const auto shape = shapes::optimizer(t.chunks);
+  step_kernel<Op><<<shape.grid.x, shape.block.x, 0, detail::stream_of(ctx)>>>(
       t.device, static_cast<int>(t.host.size()), op);
   CODISTILL_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace optimizer_detail
 
-using optimizer_detail::AdamWOp;
+using device::AdamWOp;
+using device::SgdOp;
 using optimizer_detail::launch;
-using optimizer_detail::SgdOp;
 
 void sgd_step(const std::vector<ParamSlice>& params, const SgdScalars& s, const Context& ctx) {
   launch(params, s.momentum != 0.0f, false, SgdOp{s}, "sgd_step", ctx);

@@ -39,6 +39,7 @@ StreamResources::~StreamResources() {
   optimizer_tables_.reset();
   cached_free(cublas_workspace_, device_);
   cached_free(scratch_, device_);
+  pinned_free(pinned_);
   cudaStreamDestroy(stream_);
   cudaGetLastError();  // leave no error of this teardown behind for the thread's next call
 }
@@ -106,6 +107,23 @@ void* StreamResources::scratch(std::size_t bytes) {
   scratch_ = cached_malloc(size, device_);
   scratch_bytes_ = size;
   return scratch_;
+}
+
+void* StreamResources::pinned_scratch(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (pinned_bytes_ >= bytes) return pinned_;
+  if (pinned_) {
+    // A copy queued earlier on this stream may still read or write the old buffer.
+    CODISTILL_CUDA_CHECK(cudaSetDevice(device_));
+    CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    pinned_free(pinned_);
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+  }
+  const std::size_t size = std::max(bytes, std::size_t{4} << 10);
+  pinned_ = pinned_malloc(size);
+  pinned_bytes_ = size;
+  return pinned_;
 }
 
 StreamResources& resources_of(const Context& ctx, const char* op) {

@@ -1,8 +1,8 @@
 #pragma once
 // What the ops of one CUDA stream need, owned by one queue (kernels/cuda/backend.cu):
 // the stream itself, a cuBLAS handle bound to it with a workspace of its own, a cuDNN
-// handle, the cuDNN descriptor/algorithm plans, the optimizer's slice tables and a scratch
-// buffer. Never shared between streams or threads: a queue is used by one host thread at
+// handle, the cuDNN descriptor/algorithm plans, the optimizer's slice tables and scratch
+// buffers (device and pinned host). Never shared between streams or threads: a queue is used by one host thread at
 // a time, and everything here is only touched by work queued on its stream, so nothing
 // needs a lock and results do not depend on what other streams do.
 //
@@ -64,6 +64,9 @@ class StreamResources {
   // this stream run in order, so they share it freely; when it must grow, the stream is
   // synchronized before the old buffer goes back to the cache. Valid until the next call.
   void* scratch(std::size_t bytes);
+  // The same for page-locked host memory (asynchronous copies to and from the device need
+  // it): for small per-op uploads and results, so no op pins and unpins memory per call.
+  void* pinned_scratch(std::size_t bytes);
 
  private:
   int device_;
@@ -76,6 +79,8 @@ class StreamResources {
   std::unique_ptr<OptimizerTables, OptimizerTablesDeleter> optimizer_tables_;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  void* pinned_ = nullptr;
+  std::size_t pinned_bytes_ = 0;
 };
 
 // The resources behind ctx; throws std::logic_error naming `op` when ctx has none (a

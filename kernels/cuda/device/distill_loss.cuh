@@ -1,28 +1,35 @@
 #pragma once
-// The fused distillation-loss kernel and its device helpers, for distill_loss.cu only
-// (split out to keep each file readable). One kernel template over the logit type
-// (float or __nv_bfloat16; float32 math inside) and the launch shape: a group of threads
-// owns a row, a warp for small V (several rows per block) or the whole block for large V.
+// The fused distillation-loss kernels (launched by distill_loss.cu; shapes:
+// launch_shapes.hpp; run by the tests under the SIMT executor):
+//   check_labels_kernel  counts the rows with a label and finds the first bad label
+//   distill_loss_kernel  the loss and its gradient, one kernel template over the logit type
+//                        (float or __nv_bfloat16; float32 math inside) and the launch shape:
+//                        a group of threads owns a row, a warp for small V (several rows per
+//                        block) or the whole block for large V
+//   sum_rows_kernel      the per-row terms summed in double in a fixed order
+// distill_loss_kernel:
 //   pass 1  online softmax statistics (running max and rescaled sums) of the student and of
 //           each teacher, merged across the group with warp shuffles (and shared memory)
 //   pass 2  per element: p, p_T, q, the KL term and the gradient, written where z was read
 //           (grad may alias the student: every element is read before it is written)
+// It reads check_labels_kernel's verdict first: with a bad label it writes nothing (the
+// host throws after its one synchronization), and the gradient scale (1 / rows counted)
+// comes from the device, so the host never waits between the two kernels.
 // For large V the kernel is bound by memory traffic, so: 128-bit loads (64-bit for bf16)
 // when V is a multiple of 4 and the rows aligned, scalar loads otherwise; several loads in
 // flight per thread; pass 1 loads left in L2 for pass 2, whose loads and the gradient
 // stores are marked streaming (evict first). Exponentials are exp2 of log2e-scaled
 // differences (one MUFU op each); the KL is summed in log2 units and scaled by ln 2 once.
-#include <cuda_bf16.h>
-
+// Masked logits (-inf) contribute exp2(-inf) = 0 and no KL term (0 log 0 = 0).
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device/reduce.cuh"
+#include "kernels/cuda/launch_shapes.hpp"
 
-namespace codistill::kernels::cuda::distill_detail {
-
-using detail::kWarp;
+namespace codistill::kernels::cuda::device {
+inline namespace CODISTILL_DEVICE_ABI {
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kLn2 = 0.693147180559945309f;
 
@@ -100,7 +107,7 @@ __device__ __forceinline__ Stat group_merge(Stat v, float c1, float c2, Stat* sm
   if constexpr (kGroup > kWarp) {
     const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
     if (lane == 0) smem[warp] = v;
-    __syncthreads();
+    __syncthreads();  // merge-barrier (tests/kernels/cuda_simt drops this line to break it)
     v = lane < kGroup / kWarp ? smem[lane] : Stat{-INFINITY, 0.0f, 0.0f};
     v = warp_merge<kTwo>(v, c1, c2);
     __syncthreads();  // smem is reused by the next merge
@@ -110,8 +117,8 @@ __device__ __forceinline__ Stat group_merge(Stat v, float c1, float c2, Stat* sm
 
 template <int kGroup>
 __device__ __forceinline__ float group_sum(float v, float* smem) {
-  if constexpr (kGroup > kWarp) return detail::block_sum(v, smem);
-  else return detail::warp_sum(v);
+  if constexpr (kGroup > kWarp) return block_sum(v, smem);
+  else return warp_sum(v);
 }
 
 template <int kGroup>
@@ -172,9 +179,21 @@ struct Args {
   bool shared;       // softmax(z / T) is softmax(z): K == 0 or T == 1
   float c1, c2;      // log2e and log2e / T (c2 = c1 when shared)
   float t2;          // T^2
-  float hs, as;      // scale * h, scale * a * T (scale = 1 / rows counted)
+  double hard_weight, weight, temperature;
+  // check_labels_kernel's verdict: [0] rows counted, [1] first row with a bad label (N if none)
+  const unsigned long long* header;
   float* row_terms;  // out: [N][2] = (CE, T^2 KL) per row, 0 for ignored rows
 };
+
+// The gradient's scales: scale * h and scale * a * T, scale = 1 / rows counted (in double,
+// rounded once to float).
+template <class T>
+__device__ __forceinline__ void grad_scales(const Args<T>& a, float& hs, float& as) {
+  const unsigned long long rows = a.header[0];
+  const double scale = rows ? 1.0 / static_cast<double>(rows) : 0.0;
+  hs = static_cast<float>(scale * a.hard_weight);
+  as = static_cast<float>(scale * a.weight * a.temperature);
+}
 
 // Dynamic shared memory: per row group, each teacher's max and log2 of its sum.
 template <class T, int kThreads, int kGroup, int kVec>
@@ -182,7 +201,10 @@ __global__ void __launch_bounds__(kThreads) distill_loss_kernel(Args<T> a) {
   constexpr int kRows = kThreads / kGroup, kU = 2;
   __shared__ Stat smem[kWarp];
   __shared__ float fsmem[kWarp];
-  extern __shared__ float dyn[];
+  if (a.header[1] < static_cast<unsigned long long>(a.N)) return;  // a bad label: write nothing
+  float* dyn = dynamic_smem<float>();
+  float hs, as;
+  grad_scales(a, hs, as);
   const int group = threadIdx.x / kGroup, lane = threadIdx.x % kGroup;
   float* tstat = dyn + 2 * a.K * group;
   const int V = a.V, nv = V / kVec, K = a.K;
@@ -263,7 +285,7 @@ __global__ void __launch_bounds__(kThreads) distill_loss_kernel(Args<T> a) {
             if (qe > 0.0f) kl += qe * (__log2f(qe) - lpt);
           }
           const int j = i * kVec + e;
-          gv[e] = a.hs * (p - (j == y ? 1.0f : 0.0f)) + (K > 0 ? a.as * (pt - qe) : 0.0f);
+          gv[e] = hs * (p - (j == y ? 1.0f : 0.0f)) + (K > 0 ? as * (pt - qe) : 0.0f);
         }
         if (g) store<T, kVec>(g + i * kVec, gv);
       }
@@ -277,4 +299,60 @@ __global__ void __launch_bounds__(kThreads) distill_loss_kernel(Args<T> a) {
   }
 }
 
-}  // namespace codistill::kernels::cuda::distill_detail
+// header[0] += rows counted; header[1] = min(header[1], first row with a label outside
+// [-1, V)). The host sets header = {0, N} first.
+__global__ void check_labels_kernel(const std::int32_t* labels, std::int64_t N, std::int64_t V,
+                                    unsigned long long* header) {
+  unsigned long long counted = 0;
+  for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < N;
+       r += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t y = labels[r];
+    if (y == -1) continue;
+    if (y < -1 || y >= V) atomicMin(&header[1], static_cast<unsigned long long>(r));
+    else ++counted;
+  }
+  if (counted) atomicAdd(&header[0], counted);
+}
+
+// sums[0] = sum of per-row CE, sums[1] = sum of per-row T^2 KL, in double, fixed order.
+// One block of shapes::kReduceThreads threads.
+__global__ void sum_rows_kernel(const float* row_terms, std::int64_t N, double* sums) {
+  constexpr int kThreads = shapes::kReduceThreads;
+  __shared__ double s[2][kThreads];
+  double ce = 0, kl = 0;
+  for (std::int64_t r = threadIdx.x; r < N; r += kThreads) {
+    ce += row_terms[2 * r];
+    kl += row_terms[2 * r + 1];
+  }
+  s[0][threadIdx.x] = ce;
+  s[1][threadIdx.x] = kl;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      s[0][threadIdx.x] += s[0][threadIdx.x + half];
+      s[1][threadIdx.x] += s[1][threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) sums[0] = s[0][0], sums[1] = s[1][0];
+}
+
+// The instance of distill_loss_kernel for a launch variant (shapes::distill_loss_variant).
+template <class T>
+using DistillKernel = void (*)(Args<T>);
+template <class T>
+DistillKernel<T> distill_kernel_for(const shapes::DistillVariant& v) {
+  const bool vec = v.vec == 4;
+  if (v.group == kWarp && v.threads == 256)
+    return vec ? distill_loss_kernel<T, 256, kWarp, 4> : distill_loss_kernel<T, 256, kWarp, 1>;
+  if (v.group == 256 && v.threads == 256)
+    return vec ? distill_loss_kernel<T, 256, 256, 4> : distill_loss_kernel<T, 256, 256, 1>;
+  if (v.group == 512 && v.threads == 512)
+    return vec ? distill_loss_kernel<T, 512, 512, 4> : distill_loss_kernel<T, 512, 512, 1>;
+  if (v.group == 1024 && v.threads == 1024)
+    return vec ? distill_loss_kernel<T, 1024, 1024, 4> : distill_loss_kernel<T, 1024, 1024, 1>;
+  return nullptr;  // not a variant distill_loss_variant chooses
+}
+
+}  // namespace CODISTILL_DEVICE_ABI
+}  // namespace codistill::kernels::cuda::device
