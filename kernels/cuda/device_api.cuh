@@ -11,8 +11,8 @@
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#define CODISTILL_DEVICE_ABI nv
+#define CODISTILL_DEVICE_ABI nvcc
 #else
 #include "simt/cuda_shim.hpp"
-#define CODISTILL_DEVICE_ABI simt
+#define CODISTILL_DEVICE_ABI simt_host
 #endif

@@ -16,7 +16,7 @@ __device__ __forceinline__ T* dynamic_smem() {
   extern __shared__ __align__(16) unsigned char codistill_dynamic_smem[];
   return reinterpret_cast<T*>(codistill_dynamic_smem);
 #else
-  return static_cast<T*>(simt::dynamic_shared());
+  return static_cast<T*>(::simt::dynamic_shared());
 #endif
 }
 

@@ -147,7 +147,7 @@ TEST_CASE("simt: masked (-inf) logits give the reference's finite results", "[si
     for (const int K : {1, 3}) {
       const auto pr = make_problem(V <= 2048 ? 16 : 3, V, K, 900 + V + K, 0.3);
       check_f32(pr, {2.0, 0.6, 0.4}, kH100, kSeeds[K], Where::separate);
-      check_f32(pr, {1.0, 0.6, 0.4}, kTiny, kSeeds[K + 1], Where::in_place);
+      check_f32(pr, {1.0, 0.6, 0.4}, kTiny, kSeeds[(K + 1) % 4], Where::in_place);
     }
   }
 }

@@ -26,7 +26,12 @@
 namespace simt {
 namespace detail {
 
-thread_local const Coords* g_coords = nullptr;
+thread_local const Coords* g_coords = nullptr;  // set at every switch to a thread
+
+const Coords& coords() {
+  if (!g_coords) throw std::logic_error("simt: threadIdx/blockIdx used outside a kernel");
+  return *g_coords;
+}
 
 namespace {
 

@@ -28,13 +28,10 @@ struct Coords {
   dim3 block_dim, grid_dim;
 };
 
-// Set by the scheduler each time it switches to a thread; null outside kernels.
-extern thread_local const Coords* g_coords;
-
-inline const Coords& coords() {
-  if (!g_coords) throw std::logic_error("simt: threadIdx/blockIdx used outside a kernel");
-  return *g_coords;
-}
+// The running thread's coordinates; throws std::logic_error outside a kernel. Out of line:
+// the thread-local behind it stays inside executor.cpp (an `extern thread_local` read from
+// the kernels' translation units went through TLS wrappers that UBSan reported as null).
+const Coords& coords();
 
 enum class Collective : int { syncwarp, shfl_idx, shfl_up, shfl_down, shfl_xor, ballot, any, all };
 
