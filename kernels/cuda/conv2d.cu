@@ -4,9 +4,11 @@
 // Per queue (its cuDNN handle and plan cache, kernels/cuda/resources.cuh: never shared
 // between threads or streams) and per shape, a plan holds the descriptors and the chosen
 // algorithms, so the heuristics run once per shape. Algorithms come from cuDNN's
-// heuristics (cudnnGet*Algorithm_v7, no benchmarking runs), deterministic ones first, so
-// a run is reproducible (cuDNN's backward-data algo 0 and backward-filter algos 0 and 3
-// accumulate with atomics). Float32 stays float32 (CUDNN_FMA_MATH) unless the context
+// heuristics (cudnnGet*Algorithm_v7, no benchmarking runs), and only deterministic ones,
+// within a 1 GiB workspace, so a run is reproducible (cuDNN's backward-data algo 0 and
+// backward-filter algos 0 and 3 accumulate with atomics); when none fits, the call throws
+// rather than silently lose bit-exact resume (plans/cudnn_plan.hpp). The descriptors come
+// from plans/cudnn_plan.hpp, verbatim. Float32 stays float32 (CUDNN_FMA_MATH) unless the context
 // allows TF32 tensor cores. The bias and its gradient use the deterministic kernels of
 // bias_activation.cu rather than cudnnAddTensor / cudnnConvolutionBackwardBias: the same
 // double-accumulated, fixed-order sums as the linear layers, whatever cuDNN picks.
@@ -14,8 +16,8 @@
 #include <cudnn.h>
 
 #include <array>
-#include <climits>
 #include <map>
+#include <vector>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -23,26 +25,17 @@
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv2d.hpp"
+#include "kernels/cuda/plans/cudnn_plan.hpp"
 #include "kernels/cuda/resources.cuh"
 
 namespace codistill::kernels::cuda {
 namespace {
-
-// Workspace above this is not worth an algorithm's speed-up (and may not fit next to a model).
-constexpr std::size_t kMaxWorkspace = std::size_t{1} << 30;
 
 // The queue's cuDNN handle (resources.cuh), bound to ctx.stream.
 cudnnHandle_t handle_for(const Context& ctx) {
   StreamResources& r = resources_of(ctx, "conv2d");
   detail::use_device(ctx);
   return r.cudnn();
-}
-
-int to_int(std::int64_t v, const char* op) {
-  if (v > INT_MAX)
-    throw std::invalid_argument(std::string(op) + " (cuda): size " + std::to_string(v) +
-                                " exceeds cuDNN's int range");
-  return static_cast<int>(v);
 }
 
 }  // namespace
@@ -59,11 +52,10 @@ struct TensorDesc {
   ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;
-  void set(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, const char* op) {
-    to_int(c * h * w, op);  // the batch stride must fit cuDNN's int too
-    CODISTILL_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                     to_int(n, op), to_int(c, op), to_int(h, op),
-                                                     to_int(w, op)));
+  void set(const plans::TensorDesc4d& t) {
+    CODISTILL_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(
+        d, CUDNN_DATA_FLOAT, t.dims[0], t.dims[1], t.dims[2], t.dims[3], t.strides[0],
+        t.strides[1], t.strides[2], t.strides[3]));
   }
 };
 
@@ -94,6 +86,7 @@ struct Algo {
 };
 
 struct ConvPlan {
+  std::string shape;  // for messages
   TensorDesc x, y;
   FilterDesc w;
   ConvDesc conv;
@@ -126,47 +119,53 @@ ConvPlan& conv_plan(const cpu::Conv2dShape& s, const Context& ctx) {
   auto& slot = resources_of(ctx, "conv2d").cudnn_plans().conv[key];
   if (slot) return *slot;
   auto p = std::make_unique<ConvPlan>();
-  const char* op = "conv2d";
-  const std::int64_t OH = s.out_height(), OW = s.out_width();
+  const plans::ConvDescriptors desc = plans::conv_descriptors(s);  // passed verbatim
+  p->shape = plans::shape_string(s);
   p->tf32 = ctx.allow_tf32;
-  p->x.set(s.batch, s.in_channels, s.height, s.width, op);
-  p->y.set(s.batch, s.out_channels, OH, OW, op);
-  to_int(s.in_channels * s.kernel_h * s.kernel_w, op);
-  CODISTILL_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
-      p->w.d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(s.out_channels, op),
-      to_int(s.in_channels, op), to_int(s.kernel_h, op), to_int(s.kernel_w, op)));
+  p->x.set(desc.x);
+  p->y.set(desc.y);
+  CODISTILL_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w.d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                   desc.w.dims[0], desc.w.dims[1],
+                                                   desc.w.dims[2], desc.w.dims[3]));
   CODISTILL_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-      p->conv.d, to_int(s.pad_h, op), to_int(s.pad_w, op), to_int(s.stride_h, op),
-      to_int(s.stride_w, op), 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+      p->conv.d, desc.conv.pad_h, desc.conv.pad_w, desc.conv.stride_h, desc.conv.stride_w,
+      desc.conv.dilation_h, desc.conv.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   // The heuristics below only offer what the descriptor's math type permits.
   CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(
       p->conv.d, ctx.allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   int n = 0, c = 0, h = 0, w = 0;
   CODISTILL_CUDNN_CHECK(
       cudnnGetConvolution2dForwardOutputDim(p->conv.d, p->x.d, p->w.d, &n, &c, &h, &w));
-  if (n != s.batch || c != s.out_channels || h != OH || w != OW)
+  if (n != desc.y.dims[0] || c != desc.y.dims[1] || h != desc.y.dims[2] || w != desc.y.dims[3])
     throw std::logic_error("conv2d (cuda): cuDNN's output shape differs from Conv2dShape's");
   return *(slot = std::move(p));
 }
 
-// The first usable entry of cuDNN's ranked list: status success, workspace within the cap,
-// deterministic unless none is; with TF32 off, forced to FMA math (as the descriptor asked).
-// size_of(algo, math, &bytes) sets the descriptor's math type and asks cuDNN for the
-// workspace, which also rejects combinations cuDNN cannot run.
+// cuDNN's ranked list as plain candidates (status, determinism, the workspace for the math
+// type that would run: FMA unless TF32 is allowed), then plans::choose_algorithm: the first
+// deterministic one within the cap, and never a nondeterministic one (bit-exact resume and
+// sync mode depend on it). size_of(algo, math, &bytes) sets the descriptor's math type and
+// asks cuDNN for the workspace, which also rejects combinations cuDNN cannot run.
 template <class Perf, class AlgoT, class SizeOf>
-Algo<AlgoT> choose(const char* what, const Perf* perf, int count, bool tf32, SizeOf&& size_of) {
-  for (bool deterministic_only : {true, false})
-    for (int i = 0; i < count; ++i) {
-      const Perf& p = perf[i];
-      if (p.status != CUDNN_STATUS_SUCCESS) continue;
-      if (deterministic_only && p.determinism != CUDNN_DETERMINISTIC) continue;
-      const cudnnMathType_t math = tf32 ? p.mathType : CUDNN_FMA_MATH;
-      std::size_t bytes = 0;
-      if (!size_of(p.algo, math, &bytes) || bytes > kMaxWorkspace) continue;
-      return {p.algo, math, bytes, true};
-    }
-  throw std::runtime_error(std::string("conv2d (cuda): cuDNN offers no usable ") + what +
-                           " algorithm for this shape");
+Algo<AlgoT> choose(const ConvPlan& plan, const char* what, const Perf* perf, int count,
+                   SizeOf&& size_of) {
+  std::vector<plans::AlgoCandidate> ranked;
+  std::vector<cudnnMathType_t> maths;
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = perf[i];
+    plans::AlgoCandidate c;
+    c.algo = static_cast<int>(p.algo);
+    c.ok = p.status == CUDNN_STATUS_SUCCESS;
+    c.deterministic = p.determinism == CUDNN_DETERMINISTIC;
+    const cudnnMathType_t math = plan.tf32 ? p.mathType : CUDNN_FMA_MATH;
+    c.usable = c.ok && size_of(p.algo, math, &c.workspace);
+    ranked.push_back(c);
+    maths.push_back(math);
+  }
+  const auto choice = plans::choose_algorithm(ranked, plans::kConvWorkspaceCap, true,
+                                              std::string("conv2d ") + what + " " + plan.shape);
+  const auto& c = ranked[choice.index];
+  return {perf[choice.index].algo, maths[choice.index], c.workspace, true};
 }
 
 void choose_forward(ConvPlan& p, cudnnHandle_t h) {
@@ -177,7 +176,7 @@ void choose_forward(ConvPlan& p, cudnnHandle_t h) {
   CODISTILL_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
       h, p.x.d, p.w.d, p.conv.d, p.y.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
   p.fwd = choose<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
-      "forward", perf, count, p.tf32,
+      p, "forward", perf, count,
       [&](cudnnConvolutionFwdAlgo_t a, cudnnMathType_t m, std::size_t* bytes) {
         return cudnnSetConvolutionMathType(p.conv.d, m) == CUDNN_STATUS_SUCCESS &&
                cudnnGetConvolutionForwardWorkspaceSize(h, p.x.d, p.w.d, p.conv.d, p.y.d, a,
@@ -193,7 +192,7 @@ void choose_backward_data(ConvPlan& p, cudnnHandle_t h) {
   CODISTILL_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
       h, p.w.d, p.y.d, p.conv.d, p.x.d, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
   p.bwd_data = choose<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
-      "backward-data", perf, count, p.tf32,
+      p, "backward-data", perf, count,
       [&](cudnnConvolutionBwdDataAlgo_t a, cudnnMathType_t m, std::size_t* bytes) {
         return cudnnSetConvolutionMathType(p.conv.d, m) == CUDNN_STATUS_SUCCESS &&
                cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.d, p.y.d, p.conv.d, p.x.d, a,
@@ -209,7 +208,7 @@ void choose_backward_filter(ConvPlan& p, cudnnHandle_t h) {
   CODISTILL_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
       h, p.x.d, p.y.d, p.conv.d, p.w.d, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
   p.bwd_filter = choose<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
-      "backward-filter", perf, count, p.tf32,
+      p, "backward-filter", perf, count,
       [&](cudnnConvolutionBwdFilterAlgo_t a, cudnnMathType_t m, std::size_t* bytes) {
         return cudnnSetConvolutionMathType(p.conv.d, m) == CUDNN_STATUS_SUCCESS &&
                cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.d, p.y.d, p.conv.d, p.w.d,

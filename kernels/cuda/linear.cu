@@ -1,12 +1,7 @@
-// Fully connected layer through cuBLAS (linear.hpp).
-//
-// cuBLAS is column-major; our matrices are row-major. A row-major [r, c] matrix is, byte
-// for byte, the column-major [c, r] matrix (its transpose), so each product is computed
-// transposed, with no copy:
-//   y  = x w^T     ->  y^T  (N x M) = w (op T of the col-major K x N view) * x^T (K x M)
-//   dx = dy w      ->  dx^T (K x M) = w^T (K x N) * dy^T (N x M)
-//   dw = dy^T x    ->  dw^T (K x N) = x^T (K x M) * dy (op T of the col-major N x M view)
-// The bias and its gradient go through bias_activation.cu (deterministic column sums).
+// Fully connected layer through cuBLAS (linear.hpp). The row-major -> column-major mapping
+// of each product is a plan (plans/gemm_plan.hpp) passed here verbatim; the tests run every
+// plan through OpenBLAS in column-major mode. The bias and its gradient go through
+// bias_activation.cu (deterministic column sums).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -16,6 +11,7 @@
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/linear.hpp"
+#include "kernels/cuda/plans/gemm_plan.hpp"
 #include "kernels/cuda/resources.cuh"
 
 namespace codistill::kernels::cuda {
@@ -39,21 +35,44 @@ void check_sizes(const char* op, std::int64_t M, std::int64_t N, std::int64_t K)
                                 " in=" + std::to_string(K) + ")");
 }
 
-// C (m x n, col-major, ldc) = alpha op(A) op(B) + beta C, float32 in and out. TF32 tensor
-// cores only when the context allows them: plain float32 keeps results within float
-// tolerance of the CPU.
-void gemm(const Context& ctx, cublasOperation_t ta, cublasOperation_t tb, std::int64_t m,
-          std::int64_t n, std::int64_t k, const float* A, std::int64_t lda, const float* B,
-          std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+cublasOperation_t op_of(plans::Trans t) {
+  return t == plans::Trans::transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+// The row-major operands of one layer call, by role.
+struct Operands {
+  const float *x = nullptr, *w = nullptr, *dy = nullptr;
+  float *y = nullptr, *dx = nullptr, *dw = nullptr;
+  const float* in(plans::Operand o) const {
+    switch (o) {
+      case plans::Operand::x: return x;
+      case plans::Operand::w: return w;
+      case plans::Operand::dy: return dy;
+      default: throw std::logic_error("linear (cuda): a plan reads an output operand");
+    }
+  }
+  float* out(plans::Operand o) const {
+    switch (o) {
+      case plans::Operand::y: return y;
+      case plans::Operand::dx: return dx;
+      case plans::Operand::dw: return dw;
+      default: throw std::logic_error("linear (cuda): a plan writes an input operand");
+    }
+  }
+};
+
+// C = alpha op(A) op(B) + beta C (column-major), float32 in and out, exactly as planned.
+// TF32 tensor cores only when the context allows them: plain float32 keeps results within
+// float tolerance of the CPU.
+void gemm(const Context& ctx, const plans::GemmPlan& p, const Operands& ops) {
   cublasHandle_t h = handle_for(ctx);
-  const float alpha = 1.0f;
   const cublasComputeType_t compute =
       ctx.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  CODISTILL_CUBLAS_CHECK(cublasGemmEx(h, ta, tb, static_cast<int>(m), static_cast<int>(n),
-                                      static_cast<int>(k), &alpha, A, CUDA_R_32F,
-                                      static_cast<int>(lda), B, CUDA_R_32F, static_cast<int>(ldb),
-                                      &beta, C, CUDA_R_32F, static_cast<int>(ldc), compute,
-                                      CUBLAS_GEMM_DEFAULT));
+  CODISTILL_CUBLAS_CHECK(cublasGemmEx(
+      h, op_of(p.transa), op_of(p.transb), static_cast<int>(p.m), static_cast<int>(p.n),
+      static_cast<int>(p.k), &p.alpha, ops.in(p.a), CUDA_R_32F, static_cast<int>(p.lda),
+      ops.in(p.b), CUDA_R_32F, static_cast<int>(p.ldb), &p.beta, ops.out(p.c), CUDA_R_32F,
+      static_cast<int>(p.ldc), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
@@ -62,7 +81,9 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, st
                     std::int64_t N, std::int64_t K, const Context& ctx) {
   check_sizes("linear_forward", M, N, K);
   if (M == 0) return;  // an empty batch: nothing to write
-  gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, w, K, x, K, 0.0f, y, N);
+  Operands ops;
+  ops.x = x, ops.w = w, ops.y = y;
+  gemm(ctx, plans::linear_forward(M, N, K), ops);
   if (b) bias_activation_forward(y, b, nullptr, M, N, Activation::none, ctx);
 }
 
@@ -81,8 +102,10 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dx,
     }
     return;
   }
-  if (dx) gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, w, K, dy, N, 0.0f, dx, K);
-  gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, x, K, dy, N, accumulate ? 1.0f : 0.0f, dw, K);
+  Operands ops;
+  ops.x = x, ops.w = w, ops.dy = dy, ops.dx = dx, ops.dw = dw;
+  if (dx) gemm(ctx, plans::linear_backward_input(M, N, K), ops);
+  gemm(ctx, plans::linear_backward_weight(M, N, K, accumulate), ops);
   if (db)
     bias_activation_backward(dy, nullptr, nullptr, db, M, N, Activation::none, accumulate, ctx);
 }

@@ -1,0 +1,111 @@
+// The cuBLAS call plans of the linear layer (kernels/cuda/plans/gemm_plan.hpp), executed by
+// OpenBLAS in column-major mode exactly as linear.cu passes them to cublasGemmEx, against
+// the row-major products they stand for (naive loops in double).
+#include <catch2/catch.hpp>
+#include <cblas.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/plans/gemm_plan.hpp"
+
+namespace {
+
+using namespace codistill::kernels::cuda;
+
+struct Buffers {
+  std::vector<float> x, w, y, dy, dx, dw;
+  std::vector<float>& of(plans::Operand o) {
+    switch (o) {
+      case plans::Operand::x: return x;
+      case plans::Operand::w: return w;
+      case plans::Operand::y: return y;
+      case plans::Operand::dy: return dy;
+      case plans::Operand::dx: return dx;
+      default: return dw;
+    }
+  }
+};
+
+std::vector<float> random(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (auto& e : v) e = d(rng);
+  return v;
+}
+
+CBLAS_TRANSPOSE blas(plans::Trans t) { return t == plans::Trans::transpose ? CblasTrans : CblasNoTrans; }
+
+// What cuBLAS would compute for the plan, computed by OpenBLAS (column-major).
+void execute(const plans::GemmPlan& p, Buffers& b) {
+  cblas_sgemm(CblasColMajor, blas(p.transa), blas(p.transb), static_cast<int>(p.m),
+              static_cast<int>(p.n), static_cast<int>(p.k), p.alpha, b.of(p.a).data(),
+              static_cast<int>(p.lda), b.of(p.b).data(), static_cast<int>(p.ldb), p.beta,
+              b.of(p.c).data(), static_cast<int>(p.ldc));
+}
+
+void require_close(const std::vector<float>& got, const std::vector<double>& want, int terms) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    REQUIRE(got[i] == Approx(want[i]).margin(1e-5 * terms).epsilon(1e-5));
+}
+
+}  // namespace
+
+TEST_CASE("cuBLAS plans of the linear layer compute the row-major products", "[plans]") {
+  const std::int64_t sizes[][3] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {4, 6, 1}, {13, 7, 29},
+                                   {64, 10, 784}, {33, 65, 17}};
+  std::uint64_t seed = 1;
+  for (const auto& s : sizes) {
+    const std::int64_t M = s[0], N = s[1], K = s[2];
+    INFO("M=" << M << " N=" << N << " K=" << K);
+    Buffers b;
+    b.x = random(M * K, seed++), b.w = random(N * K, seed++), b.dy = random(M * N, seed++);
+    b.y.assign(M * N, 7.0f), b.dx.assign(M * K, 7.0f);  // beta = 0 must ignore these
+    const auto dw0 = random(N * K, seed++);
+
+    // y[m, n] = sum_k x[m, k] w[n, k]
+    execute(plans::linear_forward(M, N, K), b);
+    std::vector<double> want(M * N, 0.0);
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t k = 0; k < K; ++k) want[m * N + n] += double(b.x[m * K + k]) * b.w[n * K + k];
+    require_close(b.y, want, static_cast<int>(K));
+
+    // dx[m, k] = sum_n dy[m, n] w[n, k]
+    execute(plans::linear_backward_input(M, N, K), b);
+    want.assign(M * K, 0.0);
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t k = 0; k < K; ++k)
+        for (std::int64_t n = 0; n < N; ++n) want[m * K + k] += double(b.dy[m * N + n]) * b.w[n * K + k];
+    require_close(b.dx, want, static_cast<int>(N));
+
+    // dw[n, k] (+)= sum_m dy[m, n] x[m, k]
+    for (const bool accumulate : {false, true}) {
+      b.dw = accumulate ? dw0 : std::vector<float>(N * K, 7.0f);
+      execute(plans::linear_backward_weight(M, N, K, accumulate), b);
+      want.assign(N * K, 0.0);
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t k = 0; k < K; ++k) {
+          double acc = accumulate ? dw0[n * K + k] : 0.0;
+          for (std::int64_t m = 0; m < M; ++m) acc += double(b.dy[m * N + n]) * b.x[m * K + k];
+          want[n * K + k] = acc;
+        }
+      require_close(b.dw, want, static_cast<int>(M));
+    }
+  }
+}
+
+TEST_CASE("cuBLAS plans respect cuBLAS's leading-dimension rules", "[plans]") {
+  // lda >= rows of op(A) as stored, ldb likewise, ldc >= m: what cublasGemmEx checks.
+  for (const auto& p : {plans::linear_forward(3, 5, 7), plans::linear_backward_input(3, 5, 7),
+                        plans::linear_backward_weight(3, 5, 7, true)}) {
+    const std::int64_t a_rows = p.transa == plans::Trans::none ? p.m : p.k;
+    const std::int64_t b_rows = p.transb == plans::Trans::none ? p.k : p.n;
+    CHECK(p.lda >= a_rows);
+    CHECK(p.ldb >= b_rows);
+    CHECK(p.ldc >= p.m);
+  }
+}
