@@ -11,16 +11,14 @@
 namespace codistill::nn {
 
 // Reallocates buf only when its shape, dtype or device changes: the training hot path runs
-// with a fixed batch shape, so after the first step no module allocates. Before an old
-// buffer is released the queue is drained: an allocator may hand the freed block to the
-// next request at once, from any queue or thread, while work queued earlier still uses it.
-// Shape changes are rare (evaluation batches), so the wait costs nothing in training.
+// with a fixed batch shape, so after the first step no module allocates. The old buffer is
+// released without waiting: the CPU queue runs its work inline, and the CUDA allocator hands
+// a freed block out again only after the work queued on every stream up to the free has
+// completed (kernels/cuda/allocator.hpp), so no host synchronization is needed here.
 inline kernels::Tensor& ensure_buffer(kernels::Tensor& buf, const kernels::Shape& shape, kernels::DType dtype,
                                       kernels::Queue& q) {
-  if (!buf.defined() || buf.dtype() != dtype || buf.shape() != shape || buf.device() != q.device()) {
-    if (buf.defined()) q.synchronize();
+  if (!buf.defined() || buf.dtype() != dtype || buf.shape() != shape || buf.device() != q.device())
     buf = kernels::Tensor::empty(shape, dtype, q.device());
-  }
   return buf;
 }
 

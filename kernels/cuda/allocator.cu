@@ -10,6 +10,15 @@
 // free neighbours again, and empty_cache returns whole free segments to the driver.
 // Every operation holds the device's mutex: cheap next to what the caller does with the
 // memory, and cudaMalloc (rare, after warm-up) is slow anyway.
+//
+// Stream-safe reuse: a freed block waits in PendingFrees (pending_frees.hpp) until an event
+// recorded at the free on every live stream of the device (the queues register theirs) has
+// completed; only then does it return to a pool. So a block freed while a kernel on any
+// queue may still use it is never handed out under that kernel.
+//
+// Pinned host memory is cached too (exact sizes, rounded to 4 KiB): cudaMallocHost and
+// cudaFreeHost are slow and synchronize the device, and teacher reloads stage the same sizes
+// again and again. The caller frees pinned memory only once its copies are done.
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -22,6 +31,7 @@
 
 #include "kernels/cuda/allocator.hpp"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/pending_frees.hpp"
 
 namespace codistill::kernels::cuda {
 namespace {
@@ -58,11 +68,17 @@ class DeviceCache {
     const std::size_t size = bytes <= kRound ? kRound : round_up(bytes, kRound);
     const bool small = size <= kSmallMax;
     std::lock_guard<std::mutex> lock(mutex_);
+    collect_pending(false);
     Pool& pool = small ? small_ : large_;
     Block key;
     key.size = size;  // ptr null sorts first among equal sizes: lower_bound is the best fit
     Block* b = nullptr;
-    if (auto it = pool.lower_bound(&key); it != pool.end()) {
+    auto it = pool.lower_bound(&key);
+    if (it == pool.end() && !pending_.empty()) {  // freed blocks still in use: wait for them
+      collect_pending(true);
+      it = pool.lower_bound(&key);
+    }
+    if (it != pool.end()) {
       b = *it;
       pool.erase(it);
       stats_.cached_bytes -= b->size;
@@ -95,6 +111,68 @@ class DeviceCache {
     Block* b = it->second;
     live_.erase(it);
     stats_.allocated_bytes -= b->size;
+    std::vector<cudaEvent_t> markers;
+    for (cudaStream_t s : streams_) {
+      cudaEvent_t e = event();
+      if (!e || cudaEventRecord(e, s) != cudaSuccess) {
+        // No marker, no safe reuse later: wait for that stream now instead.
+        cudaGetLastError();
+        if (e) events_.push_back(e);
+        cudaStreamSynchronize(s);
+        continue;
+      }
+      markers.push_back(e);
+    }
+    if (markers.empty()) to_pool(b);
+    else pending_.add(b, std::move(markers));
+    return true;
+  }
+
+  void add_stream(cudaStream_t s) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    streams_.push_back(s);
+  }
+  void remove_stream(cudaStream_t s) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::erase(streams_, s);
+  }
+
+ private:
+  // A timing-free event from the recycled ones (null if none can be made).
+  cudaEvent_t event() {
+    if (!events_.empty()) {
+      cudaEvent_t e = events_.back();
+      events_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    cudaSetDevice(device_);
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return e;
+  }
+
+  // Moves the pending blocks whose events completed (all of them with wait) to the pools.
+  // Caller holds the mutex.
+  void collect_pending(bool wait) {
+    if (pending_.empty()) return;
+    auto done = [&](cudaEvent_t e) {
+      const cudaError_t st = wait ? cudaEventSynchronize(e) : cudaEventQuery(e);
+      if (st == cudaErrorNotReady) {
+        cudaGetLastError();  // an answer, not an error
+        return false;
+      }
+      return true;  // completed (or failed: nothing will run on it any more)
+    };
+    for (void* b : pending_.collect(done, [&](cudaEvent_t e) { events_.push_back(e); }))
+      to_pool(static_cast<Block*>(b));
+  }
+
+ public:
+  // A freed block into its pool, merged with free neighbours. Caller holds the mutex.
+  void to_pool(Block* b) {
     b->free = true;
     Pool& pool = b->small ? small_ : large_;
     if (Block* p = b->prev; p && p->free) {  // merge into the free block before
@@ -116,7 +194,6 @@ class DeviceCache {
     }
     pool.insert(b);
     stats_.cached_bytes += b->size;
-    return true;
   }
 
   AllocatorStats stats() {
@@ -126,6 +203,7 @@ class DeviceCache {
 
   void empty() {
     std::lock_guard<std::mutex> lock(mutex_);
+    collect_pending(true);
     release_free_segments();
   }
 
@@ -139,6 +217,7 @@ class DeviceCache {
     if (err == cudaErrorMemoryAllocation) {
       // Cached segments may be what fills the device: give them back and try once more.
       cudaGetLastError();
+      collect_pending(true);
       release_free_segments();
       err = cudaMalloc(&p, bytes);
     }
@@ -177,6 +256,9 @@ class DeviceCache {
   Pool small_, large_;
   std::unordered_map<void*, Block*> live_;
   AllocatorStats stats_;
+  std::vector<cudaStream_t> streams_;  // the live queues' streams of this device
+  PendingFrees<cudaEvent_t> pending_;
+  std::vector<cudaEvent_t> events_;    // recycled markers
 };
 
 DeviceCache& cache_for(int device) {
@@ -209,14 +291,70 @@ AllocatorStats allocator_stats(int device) { return cache_for(device).stats(); }
 
 void empty_cache(int device) { cache_for(device).empty(); }
 
+void register_stream(int device, void* stream) {
+  cache_for(device).add_stream(static_cast<cudaStream_t>(stream));
+}
+void unregister_stream(int device, void* stream) noexcept {
+  try {
+    cache_for(device).remove_stream(static_cast<cudaStream_t>(stream));
+  } catch (...) {
+  }
+}
+
+namespace {
+
+// Pinned blocks by rounded size; live ones by pointer (to know their size at the free).
+struct PinnedCache {
+  static constexpr std::size_t kKeepBytes = std::size_t{1} << 30;  // cached beyond: freed
+  std::mutex mutex;
+  std::multimap<std::size_t, void*> free;
+  std::unordered_map<void*, std::size_t> live;
+  std::size_t cached = 0;
+};
+PinnedCache& pinned_cache() {
+  static auto* c = new PinnedCache();  // leaked on purpose, as the device caches
+  return *c;
+}
+
+}  // namespace
+
 void* pinned_malloc(std::size_t bytes) {
+  const std::size_t size = round_up(bytes == 0 ? 1 : bytes, 4096);
+  PinnedCache& c = pinned_cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (auto it = c.free.find(size); it != c.free.end()) {
+      void* p = it->second;
+      c.free.erase(it);
+      c.cached -= size;
+      c.live.emplace(p, size);
+      return p;
+    }
+  }
   void* p = nullptr;
-  CODISTILL_CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));
+  CODISTILL_CUDA_CHECK(cudaMallocHost(&p, size));
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.live.emplace(p, size);
   return p;
 }
 
 void pinned_free(void* ptr) noexcept {
-  if (ptr) cudaFreeHost(ptr);
+  if (!ptr) return;
+  PinnedCache& c = pinned_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.live.find(ptr);
+  if (it == c.live.end()) {
+    std::fprintf(stderr, "codistill: pinned_free: %p was not allocated by pinned_malloc\n", ptr);
+    return;
+  }
+  const std::size_t size = it->second;
+  c.live.erase(it);
+  if (c.cached + size > PinnedCache::kKeepBytes) {
+    cudaFreeHost(ptr);
+    return;
+  }
+  c.free.emplace(size, ptr);
+  c.cached += size;
 }
 
 void memcpy_async(void* dst, const void* src, std::size_t bytes, CopyKind kind,

@@ -4,10 +4,11 @@
 // cudaMalloc/cudaFree synchronize the device and cost tens of microseconds; the training
 // loop frees and re-allocates the same sizes every step (per-step temporaries, teacher
 // swaps), so freed blocks are kept per device in size-binned free lists and reused
-// (sizes rounded up to 512 bytes; large blocks split). Reuse is stream-ordered on the
-// allocating stream: a block freed while kernels on another stream may still read it must
-// only be freed after that stream was synchronized (the teacher pool synchronizes a
-// teacher's stream before dropping its old model).
+// (sizes rounded up to 512 bytes; large blocks split). Reuse is safe across streams: a
+// freed block returns to the pools only once an event recorded at the free on every
+// registered stream of the device has completed (pending_frees.hpp), so freeing a tensor
+// that kernels on some queue may still read needs no synchronization by the caller. The
+// queues register their streams (register_stream) for their lifetime.
 #include <cstddef>
 
 #include "kernels/cuda/context.hpp"
@@ -28,7 +29,14 @@ AllocatorStats allocator_stats(int device);
 // Returns every cached (free) block of the device to the driver.
 void empty_cache(int device);
 
+// The streams whose queued work a freed block must wait for (the queues' streams).
+void register_stream(int device, void* stream);
+void unregister_stream(int device, void* stream) noexcept;
+
 // Page-locked host memory (cudaMallocHost): asynchronous host<->device copies need it.
+// Cached by size: freed blocks are reused, not given back (up to 1 GiB cached). Free only
+// once the copies that use the block are done (the caller's ordering, as for any host
+// buffer of an asynchronous copy).
 void* pinned_malloc(std::size_t bytes);
 void pinned_free(void* ptr) noexcept;
 

@@ -8,13 +8,13 @@
 //   - CudaQueue: owns a non-blocking stream on its device and everything per-stream its
 //     ops use (StreamResources, resources.cuh): the cuBLAS handle (bound to the stream,
 //     with a workspace of its own), the cuDNN handle, the cuDNN descriptor and algorithm
-//     plans, the optimizer's slice tables and a scratch buffer. Handles and caches are made
+//     plans, the optimizer's slice tables and scratch buffers. Handles and caches are made
 //     on first use. ~CudaQueue synchronizes the stream, then frees all of it.
 //   - CudaEvent: owns one timing-free cudaEvent_t of one device (make_event), recorded on
 //     any queue of that device, as often as wanted; it may outlive those queues.
 //   - Tensors: device buffers from allocate() go back to the cache with their last
-//     reference; staging buffers (staging_for) are cudaMallocHost'd and cudaFreeHost'd
-//     with theirs.
+//     reference; staging buffers (staging_for) come from the pinned-memory cache and go
+//     back to it with theirs (no cudaMallocHost/cudaFreeHost per teacher reload).
 //
 // Stream ordering
 //   - Work queued on one queue (ops, copy, zero) runs in queue order; the host waits only
@@ -24,11 +24,9 @@
 //   - Two queues are ordered only by events: record() on the producer, wait() on the
 //     consumer (the consumer's stream waits, the host does not). wait() sees the event as
 //     last recorded when wait() is called; an event never recorded is reached already.
-//   - The allocator does not track streams: a freed block may be handed out again at once,
-//     to any queue. Reuse by the queue that last used the block is safe (its stream runs in
-//     order); so drop the last reference to a tensor that ANOTHER queue may still be
-//     reading or writing only after that queue's synchronize() or one of its later events
-//     has been reached.
+//   - Freeing is safe at any time: the allocator hands a freed block out again only after
+//     an event recorded at the free on every queue's stream of the device has completed
+//     (allocator.hpp), so a tensor may be dropped while another queue still reads it.
 //   - Staging memory is read or written by the device when the queue gets there: do not
 //     refill a staging tensor copied to the device, nor read one copied from the device,
 //     before the queue has passed the copy (an event or synchronize()).

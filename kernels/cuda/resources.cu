@@ -27,6 +27,8 @@ StreamResources::StreamResources(int device, bool allow_tf32)
   // Non-blocking: work on this stream does not wait for (nor block) the legacy default
   // stream, which synchronous cudaMemcpy calls elsewhere in the process use.
   CODISTILL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // Blocks freed from now on wait for this stream's queued work before reuse.
+  register_stream(device_, stream_);
 }
 
 StreamResources::~StreamResources() {
@@ -40,6 +42,7 @@ StreamResources::~StreamResources() {
   cached_free(cublas_workspace_, device_);
   cached_free(scratch_, device_);
   pinned_free(pinned_);
+  unregister_stream(device_, stream_);
   cudaStreamDestroy(stream_);
   cudaGetLastError();  // leave no error of this teardown behind for the thread's next call
 }
