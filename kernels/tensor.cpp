@@ -1,6 +1,7 @@
 #include "kernels/tensor.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -32,8 +33,27 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.device_ = device;
-  t.buffer_ = backend_for(device).allocate(t.nbytes(), device.index);
+  try {
+    t.buffer_ = backend_for(device).allocate(t.nbytes(), device.index);
+  } catch (const OutOfMemory&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory("out of memory: cannot allocate " + human_bytes(t.nbytes()) + " for a " +
+                      dtype_name(dtype) + " tensor of shape " + shape_str(t.shape_) + " on " +
+                      device.str());
+  }
   return t;
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
 }
 
 Tensor Tensor::adopt(std::shared_ptr<std::byte> buffer, Shape shape, DType dtype, Device device) {

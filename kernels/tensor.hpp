@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,20 @@
 namespace codistill::kernels {
 
 using Shape = std::vector<std::int64_t>;
+
+// An allocation the memory cannot hold, saying what it was for (bytes, dtype, shape,
+// device). A std::bad_alloc, so callers that handle running out of memory still do.
+class OutOfMemory : public std::bad_alloc {
+ public:
+  explicit OutOfMemory(std::string what) : what_(std::move(what)) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  std::string what_;
+};
+
+// "12.3 GiB", "512 bytes": a size for messages.
+std::string human_bytes(std::uint64_t bytes);
 
 std::string shape_str(const Shape& s);
 std::int64_t shape_numel(const Shape& s);

@@ -11,6 +11,7 @@
 #include <boost/program_options.hpp>
 
 #include "codistill/config/config_loader.hpp"
+#include "codistill/engine/error.hpp"
 #include "codistill/engine/progress.hpp"
 #include "codistill/engine/run_dir.hpp"
 #include "codistill/engine/training.hpp"
@@ -98,6 +99,9 @@ int main(int argc, char** argv) {
     std::cout << "summary: steps " << sum.steps << ", wall " << codistill::format_duration(sum.wall_s)
               << ", test accuracy " << sum.test_accuracy * 100 << "%, test loss " << sum.test_loss
               << (sum.interrupted ? " (interrupted)" : "") << "\n";
+    return kExitOk;
+  } catch (const codistill::WorkerFinished& e) {
+    std::cout << "codistill-train: " << e.what() << "\n";
     return kExitOk;
   } catch (const codistill::ConfigError& e) {
     std::cerr << "codistill-train: configuration error: " << e.what() << "\n";

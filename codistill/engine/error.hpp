@@ -10,4 +10,12 @@ class TrainingError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Starting a worker whose newest checkpoint is already at train.steps: nothing to do. The
+// executable says so and exits 0, and nothing in the run directory is touched (no second
+// evaluation or `done` line).
+class WorkerFinished : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace codistill

@@ -15,6 +15,7 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/checkpointing.hpp"
+#include "codistill/engine/error.hpp"
 #include "codistill/engine/trainer_state.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/impl.hpp"
@@ -88,6 +89,12 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
 
   s.checkpoints = std::make_unique<CheckpointManager>(c, s.log, opts.fail_checkpoint_steps);
   auto resume_from = s.checkpoints->find_resume_point(opts.resume, s.model.fingerprint());
+  // Checked before the run directory is prepared or any log line written: nothing changes.
+  if (resume_from && resume_from->data.meta.step >= c.train.steps)
+    throw WorkerFinished("worker " + std::to_string(c.run.worker) + " of " + c.run.dir +
+                         " has finished: its checkpoint " + resume_from->file.path + " is at step " +
+                         std::to_string(resume_from->data.meta.step) + " of train.steps " +
+                         std::to_string(c.train.steps) + "; nothing to do");
   const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
   s.paths = prepare_run_dir(c, opts.resume);
   s.log->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));

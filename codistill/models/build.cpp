@@ -41,6 +41,9 @@ class Builder {
       model_.add(name, std::move(layer));
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("model '" + cfg_.kind + "': layer '" + name + "': " + e.what());
+    } catch (const kernels::OutOfMemory& e) {
+      throw kernels::OutOfMemory("model '" + cfg_.kind + "': layer '" + name + "' (its parameters): " +
+                                 e.what());
     }
   }
 

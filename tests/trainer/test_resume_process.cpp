@@ -124,3 +124,21 @@ TEST_CASE("no-resume refuses a worker that has checkpoints and changes nothing",
   CHECK(again.exit_code == 0);
   CHECK(store(dir, "run").checkpoints(0) == files);
 }
+
+TEST_CASE("starting a finished worker again says so, exits 0 and touches nothing", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  REQUIRE(run_command(cmd(dir, "run", "--set train.steps=200"), dir).exit_code == 0);
+  const fs::path worker = dir.path() / "run" / "worker-000";
+  const std::string metrics = read_text(worker / "metrics.jsonl"), log = read_text(worker / "train.log");
+  const auto files = store(dir, "run").checkpoints(0);
+  auto again = run_command(cmd(dir, "run", "--set train.steps=200"), dir);
+  INFO(again.out << again.err);
+  CHECK(again.exit_code == 0);
+  CHECK(again.out.find("has finished") != std::string::npos);
+  CHECK(again.out.find("step 200 of train.steps 200") != std::string::npos);
+  CHECK(read_text(worker / "metrics.jsonl") == metrics);  // no second eval/done
+  CHECK(read_text(worker / "train.log") == log);
+  CHECK(read_events(worker / "metrics.jsonl", "done").size() == 1);
+  CHECK(store(dir, "run").checkpoints(0) == files);
+}

@@ -169,4 +169,13 @@ TEST_CASE("codistill-train: runtime failures exit 1 with a clear message", "[pro
     CHECK(r.err.find("non-finite loss") != std::string::npos);
     CHECK(r.err.find("at step ") != std::string::npos);
   }
+  SECTION("a model too big for memory names the layer and the bytes, not just bad_alloc") {
+    write_text(dir.path() / "c.yaml", kSyntheticConfig);
+    auto r = run_command(train_cmd(dir, "c.yaml", "--set model.hidden=[4000000000000]"), dir);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("out of memory: cannot allocate") != std::string::npos);
+    CHECK(r.err.find("layer 'fc1'") != std::string::npos);
+    CHECK(r.err.find("TiB") != std::string::npos);
+    CHECK(r.err.find("std::bad_alloc") == std::string::npos);
+  }
 }
