@@ -33,11 +33,20 @@ RunPaths run_paths(const Config& cfg) {
 namespace {
 
 // The run-level config with the per-worker keys neutralized (its id, and which GPU it was
-// given), for comparing workers' views of one run.
+// given): what config.yaml records.
 std::string run_level_yaml(Config cfg) {
   cfg.run.worker = 0;
   if (cfg.device.starts_with("cuda")) cfg.device = "cuda";
   return to_yaml(cfg);
+}
+
+// What two workers' views of one run must agree on: the run-level config without the
+// directory's spelling. The config.yaml compared with is the one inside the directory
+// itself, so the identity is settled already, however the directory was reached (a
+// symlink, another mount point, a relative path from another working directory).
+std::string comparable(Config cfg) {
+  cfg.run.dir.clear();
+  return run_level_yaml(std::move(cfg));
 }
 
 void write_file_exclusive(const std::string& path, const std::string& text) {
@@ -60,7 +69,25 @@ void write_file_exclusive(const std::string& path, const std::string& text) {
     throw RunDirError("cannot create " + path + ": " + std::strerror(err));
 }
 
+void check_same_run(const Config& cfg, const RunPaths& p) {
+  Config theirs;
+  try {
+    theirs = load_config(p.config);
+  } catch (const std::exception& e) {
+    throw RunDirError("run directory " + p.run_dir + " holds an unreadable config.yaml: " + e.what());
+  }
+  if (comparable(theirs) != comparable(cfg))
+    throw RunDirError("run directory " + p.run_dir +
+                      " already holds a different run (its config.yaml differs from this "
+                      "config); choose another --run-dir");
+}
+
 }  // namespace
+
+void check_same_run(const Config& cfg) {
+  const RunPaths p = run_paths(cfg);
+  if (fs::exists(p.config)) check_same_run(cfg, p);
+}
 
 RunPaths prepare_run_dir(const Config& cfg, bool resume) {
   RunPaths p = run_paths(cfg);
@@ -68,18 +95,8 @@ RunPaths prepare_run_dir(const Config& cfg, bool resume) {
   fs::create_directories(p.worker_dir, ec);
   if (ec) throw RunDirError("cannot create run directory " + p.worker_dir + ": " + ec.message());
 
-  std::string mine = run_level_yaml(cfg);
-  write_file_exclusive(p.config, mine);
-  Config theirs;
-  try {
-    theirs = load_config(p.config);
-  } catch (const std::exception& e) {
-    throw RunDirError("run directory " + p.run_dir + " holds an unreadable config.yaml: " + e.what());
-  }
-  if (run_level_yaml(theirs) != mine)
-    throw RunDirError("run directory " + p.run_dir +
-                      " already holds a different run (its config.yaml differs from this "
-                      "config); choose another --run-dir");
+  write_file_exclusive(p.config, run_level_yaml(cfg));
+  check_same_run(cfg, p);
 
   if (!resume && fs::exists(p.metrics))
     throw RunDirError("worker directory " + p.worker_dir +

@@ -89,7 +89,9 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
 
   s.checkpoints = std::make_unique<CheckpointManager>(c, s.log, opts.fail_checkpoint_steps);
   auto resume_from = s.checkpoints->find_resume_point(opts.resume, s.model.fingerprint());
-  // Checked before the run directory is prepared or any log line written: nothing changes.
+  // Checked before the run directory is prepared or any log line written: nothing changes
+  // (a different run in the directory is refused first, as prepare_run_dir would).
+  if (resume_from) check_same_run(c);
   if (resume_from && resume_from->data.meta.step >= c.train.steps)
     throw WorkerFinished("worker " + std::to_string(c.run.worker) + " of " + c.run.dir +
                          " has finished: its checkpoint " + resume_from->file.path + " is at step " +

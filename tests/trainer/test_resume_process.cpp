@@ -142,3 +142,20 @@ TEST_CASE("starting a finished worker again says so, exits 0 and touches nothing
   CHECK(read_events(worker / "metrics.jsonl", "done").size() == 1);
   CHECK(store(dir, "run").checkpoints(0) == files);
 }
+
+TEST_CASE("a run reached through another path (a symlink) is the same run", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  const std::string steps = "--set train.steps=100 --set run.workers=2";
+  REQUIRE(run_command(cmd(dir, "run", steps + " --worker 0"), dir).exit_code == 0);
+  fs::create_directory_symlink(dir.path() / "run", dir.path() / "alias");
+  auto r = run_command(cmd(dir, "alias", steps + " --worker 1"), dir);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("different run") == std::string::npos);
+  CHECK(store(dir, "run").checkpoints(1).back().step == 100);
+  // A genuinely different config in the same directory is still refused.
+  auto other = run_command(cmd(dir, "alias", "--set train.steps=100 --set run.workers=2 --worker 1 --set optimizer.lr=0.5"), dir);
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find("different run") != std::string::npos);
+}

@@ -92,11 +92,11 @@ TEST_CASE("codistill-train never overwrites an existing run", "[process]") {
   CHECK(refused.err.find("never overwrites") != std::string::npos);
   CHECK(read_text(metrics) == before);
 
-  // The default resumes the finished run from its last checkpoint and only appends.
+  // The default finds the run finished: it says so and changes nothing.
   auto again = run_command(train_cmd(dir, "c.yaml", "--set train.steps=20"), dir);
   CHECK(again.exit_code == 0);
-  CHECK(again.out.find("resuming from") != std::string::npos);
-  CHECK(read_text(metrics).starts_with(before));
+  CHECK(again.out.find("has finished") != std::string::npos);
+  CHECK(read_text(metrics) == before);
 
   // A different config in the same run directory is refused as another run.
   auto other = run_command(train_cmd(dir, "c.yaml", "--worker 1 --workers 2 --set train.steps=20"), dir);
