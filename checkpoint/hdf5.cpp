@@ -19,10 +19,27 @@ herr_t collect(unsigned, const H5E_error2_t* err, void* client) {
   return 0;
 }
 
+// The operating system's message an HDF5 driver error carries ("..., errno = 28, error
+// message = 'No space left on device', ..."), or "" if none does.
+std::string os_message(const std::vector<std::string>& msgs) {
+  const std::string key = "error message = '";
+  for (auto it = msgs.rbegin(); it != msgs.rend(); ++it) {
+    const auto at = it->find(key);
+    if (at == std::string::npos) continue;
+    const auto end = it->find('\'', at + key.size());
+    if (end != std::string::npos) return it->substr(at + key.size(), end - at - key.size());
+  }
+  return "";
+}
+
 std::string error_stack() {
   std::vector<std::string> msgs;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &msgs);
   H5Eclear2(H5E_DEFAULT);
+  // A failed system call (a full disk, a vanished file system): its message is the cause,
+  // in one line; the driver's record of the call (time, descriptor, buffer, offsets) is not.
+  if (const std::string os = os_message(msgs); !os.empty())
+    return (msgs.empty() ? std::string() : msgs.front() + ": ") + os;
   // Top-level API message first, then the innermost causes, which say what went wrong
   // ("truncated file: eof = ...", "data error detected by Fletcher32 checksum").
   if (msgs.size() > 4) msgs.erase(msgs.begin() + 1, msgs.end() - 3);
@@ -57,6 +74,11 @@ void init() {
     // library starts, so it must be set before H5open. A user's own setting wins.
     ::setenv("HDF5_USE_FILE_LOCKING", "FALSE", 0);
 #endif
+    // No library shutdown at exit: a file that HDF5 could not close (a create or flush that
+    // failed on a full disk, with no handle left to retry) makes the shutdown spin or crash
+    // in H5_term_library after a clean run. Every file this project writes or reads is
+    // closed explicitly, so nothing is lost by skipping it.
+    H5dont_atexit();
     H5open();
   });
   thread_local bool silenced = false;
@@ -79,8 +101,10 @@ void fail(const std::string& what) { throw Error(what + ": " + error_stack()); }
 
 void Handle::close(const char* what) {
   if (id_ < 0) return;
-  hid_t id = std::exchange(id_, H5I_INVALID_HID);
-  check(closer_(id), what);
+  // Released only once the close succeeded: after a failed H5Fclose (its flush could not
+  // write) HDF5 still holds the file, and the owner may make room and close again.
+  if (closer_(id_) < 0) fail(what);
+  id_ = H5I_INVALID_HID;
 }
 
 Handle file_access() {

@@ -76,6 +76,8 @@ class Handle {
     if (id_ >= 0 && closer_) closer_(id_);
     id_ = H5I_INVALID_HID;
   }
+  // Forgets the id without closing it (it was closed by other means).
+  void release() noexcept { id_ = H5I_INVALID_HID; }
 
  private:
   hid_t id_ = H5I_INVALID_HID;

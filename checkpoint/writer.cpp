@@ -8,6 +8,8 @@
 #include <set>
 #include <unordered_set>
 
+#include <unistd.h>
+
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/fsutil.hpp"
 #include "checkpoint/hash.hpp"
@@ -193,9 +195,37 @@ class DataWriter {
   Pipeline<WriteTask> io_;  // last: destroyed (joined) first, while the buffers still exist
 };
 
+// The file's descriptor inside HDF5's sec2 driver (-1 if it cannot be had).
+int descriptor(hid_t file) {
+  void* handle = nullptr;  // the sec2 driver's handle is its int file descriptor
+  return H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) >= 0 && handle ? *static_cast<int*>(handle) : -1;
+}
+
+std::string fill_file(hid_t root, int fd, const CheckpointView& c, const WriteOptions& opt);
+
+// A failed write (a full disk) leaves dirty metadata that H5Fclose must flush, and a close
+// that cannot flush leaves the file open inside HDF5, to crash the library's termination at
+// exit. The temp file is doomed anyway: truncating it through its descriptor gives its
+// blocks back, so the close's small metadata flush has room and every handle is released.
 std::string write_file(const std::string& tmp, const CheckpointView& c, const WriteOptions& opt) {
   h5::Handle file = h5::create_file(tmp);
-  hid_t root = file.get();
+  const int fd = descriptor(file.get());
+  try {
+    std::string hex = fill_file(file.get(), fd, c, opt);
+    file.close("closing (and flushing) the file");
+    return hex;
+  } catch (...) {
+    if (fd >= 0 && ::ftruncate(fd, 0) != 0) {
+      // nothing more to do: the close below reports nothing either way
+    }
+    H5Eclear2(H5E_DEFAULT);
+    if (file.valid() && H5Fclose(file.get()) >= 0) file.release();
+    H5Eclear2(H5E_DEFAULT);
+    throw;
+  }
+}
+
+std::string fill_file(hid_t root, int fd, const CheckpointView& c, const WriteOptions& opt) {
   h5::write_attr(root, "format", std::string(kFormatName));
   h5::write_attr(root, "format_version", kFormatVersion);
   h5::write_attr(root, "worker", c.meta.worker);
@@ -238,13 +268,10 @@ std::string write_file(const std::string& tmp, const CheckpointView& c, const Wr
 
   std::uint64_t total = 0;
   for (const Entry* e : order) total += e->ref->nbytes();
-  void* handle = nullptr;  // the sec2 driver's handle is its int file descriptor
-  int fd = H5Fget_vfd_handle(root, H5P_DEFAULT, &handle) >= 0 && handle ? *static_cast<int*>(handle) : -1;
   DataWriter w(opt, max_chunk_bytes, total >= (8u << 20), fd);  // a thread only pays off for big files
   for (Entry* e : order) w.write(*e);
   std::string hex = hex64(w.finish());
   h5::write_attr(root, "content_digest", hex);
-  file.close("closing (and flushing) the file");
   return hex;
 }
 

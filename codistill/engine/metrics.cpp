@@ -4,6 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <unistd.h>
+
 namespace codistill {
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
@@ -26,8 +28,24 @@ void MetricsWriter::emit(const std::string& event, std::int64_t step, nlohmann::
   line.update(fields);
   // NaN/Inf are not JSON: dump() writes them as null, which is what readers should see.
   std::string text = line.dump() + "\n";
-  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
-    throw std::runtime_error("cannot write metrics file " + path_ + ": " + std::strerror(errno));
+  // One unbuffered write per line, so that a failure (a full disk) can be undone: the file
+  // is cut back to where the line began and never ends in a torn line. The worker then
+  // stops with the error (metrics are the run's record; its checkpoints stay as they are).
+  const int fd = ::fileno(file_);
+  const off_t begin = ::lseek(fd, 0, SEEK_END);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      if (begin >= 0 && ::ftruncate(fd, begin) != 0) {
+        // the torn tail stays; the error below is still the one to report
+      }
+      throw std::runtime_error("cannot write metrics file " + path_ + ": " + std::strerror(err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
 }
 
 }  // namespace codistill

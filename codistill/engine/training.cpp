@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
+#include <mutex>
 
 #include <boost/filesystem/operations.hpp>
 #include <fmt/format.h>
@@ -100,6 +102,16 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
   s.paths = prepare_run_dir(c, opts.resume);
   s.log->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));
+  // A log line that cannot be written (a full disk) is lost from train.log but still reaches
+  // the console; say so once instead of once per line. Training goes on: metrics.jsonl, whose
+  // write failures stop the worker, is the run's record.
+  s.log->set_error_handler([path = s.paths.log](const std::string& msg) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      std::fprintf(stderr, "codistill-train: %s cannot be written (%s): log lines go to the "
+                   "console only\n", path.c_str(), msg.c_str());
+    });
+  });
   s.metrics = std::make_unique<MetricsWriter>(s.paths.metrics);
   s.checkpoints->set_metrics(s.metrics.get());
 
