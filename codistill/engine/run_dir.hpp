@@ -19,10 +19,6 @@ struct RunPaths {
 
 RunPaths run_paths(const Config& cfg);
 
-// Throws RunDirError when the run directory already holds a config.yaml of a different run
-// (the same comparison prepare_run_dir makes), without writing anything.
-void check_same_run(const Config& cfg);
-
 // Creates the folders and publishes RUN_DIR/config.yaml (atomically, once; a worker that
 // finds it already there checks that it describes the same run apart from run.worker and
 // refuses otherwise). With resume = false (--no-resume) it refuses a worker folder that
@@ -33,5 +29,9 @@ class RunDirError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 RunPaths prepare_run_dir(const Config& cfg, bool resume);
+
+// Throws RunDirError when the run directory already holds a config.yaml of a different run
+// (the same comparison prepare_run_dir makes), without writing anything.
+void check_same_run(const Config& cfg);
 
 }  // namespace codistill

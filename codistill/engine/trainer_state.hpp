@@ -14,6 +14,7 @@
 #include "codistill/engine/step.hpp"
 #include "codistill/engine/teachers.hpp"
 #include "codistill/engine/training.hpp"
+#include "codistill/engine/worker_owner.hpp"
 #include "codistill/engine/worker_state.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
@@ -23,6 +24,8 @@ namespace codistill {
 struct Trainer::State {
   Config cfg;
   TrainOptions opts;
+  // First member: released last, after the checkpoint writer and the logs are done.
+  std::unique_ptr<WorkerOwner> owner;
   RunPaths paths;
   std::shared_ptr<spdlog::logger> log;
   std::unique_ptr<MetricsWriter> metrics;

@@ -100,6 +100,13 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
                          std::to_string(resume_from->data.meta.step) + " of train.steps " +
                          std::to_string(c.train.steps) + "; nothing to do");
   const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
+  // One process per worker: claimed before anything in its folder is written.
+  {
+    boost::system::error_code ec;
+    boost::filesystem::create_directories(run_paths(c).worker_dir, ec);
+    if (ec) throw RunDirError("cannot create " + run_paths(c).worker_dir + ": " + ec.message());
+    s.owner = std::make_unique<WorkerOwner>(run_paths(c).worker_dir);
+  }
   s.paths = prepare_run_dir(c, opts.resume);
   s.log->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));
   // A log line that cannot be written (a full disk) is lost from train.log but still reaches
