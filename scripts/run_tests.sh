@@ -8,3 +8,5 @@ cd "${BUILD_DIR:-$root/build}"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 600
 # The CUDA kernels under the SIMT executor again, with AddressSanitizer + UBSan.
 "$root/scripts/run_simt_sanitized.sh"
+# The trainer's threads under ThreadSanitizer: a 2-worker codistillation, SIGTERM at the end.
+"$root/scripts/run_tsan_codistill.sh"

@@ -97,7 +97,9 @@ inline float gelu_slope(float x) {
 // float loops also get AVX2+FMA and AVX-512 copies, chosen once at load time by the CPU.
 // Where the compiler fuses multiply-adds the copies round differently: results are
 // reproducible on one machine, not necessarily bit-identical across CPU generations.
-#if defined(__x86_64__) && defined(__GNUC__)
+// CODISTILL_NO_MULTIVERSIONING (set by the ThreadSanitizer build): the clones' ifunc
+// resolvers run before the sanitizer's runtime is up and crash the process before main.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(CODISTILL_NO_MULTIVERSIONING)
 #define CODISTILL_SIMD_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
