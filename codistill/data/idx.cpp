@@ -44,6 +44,24 @@ class ByteReader {
   explicit ByteReader(const std::string& path) : path_(path) {
     file_ = std::fopen(path.c_str(), "rb");
     if (!file_) fail(path, std::string("cannot open file: ") + std::strerror(errno));
+    // A constructor that throws gets no destructor: close the file on the way out (the
+    // fuzzer found the descriptor leaked by every rejected file).
+    try {
+      check_header(path);
+    } catch (...) {
+      std::fclose(file_);
+      throw;
+    }
+  }
+  ~ByteReader() {
+    if (gzip_) inflateEnd(&zs_);
+    std::fclose(file_);
+  }
+  ByteReader(const ByteReader&) = delete;
+  ByteReader& operator=(const ByteReader&) = delete;
+
+ private:
+  void check_header(const std::string& path) {
     unsigned char head[2] = {0, 0};
     std::size_t got = std::fread(head, 1, 2, file_);
     if (std::ferror(file_)) fail_io();
@@ -63,13 +81,8 @@ class ByteReader {
       in_.resize(1 << 16);
     }
   }
-  ~ByteReader() {
-    if (gzip_) inflateEnd(&zs_);
-    std::fclose(file_);
-  }
-  ByteReader(const ByteReader&) = delete;
-  ByteReader& operator=(const ByteReader&) = delete;
 
+ public:
   // Reads up to n bytes into dst; fewer only when the content ends. Throws on I/O errors
   // and corrupt gzip data. A gzip stream that is cut off ends the content early and is
   // recorded in cut_off() so that the caller can say so next to its own diagnosis.

@@ -238,6 +238,23 @@ TEST_CASE("malformed IDX files give errors naming the file and the problem", "[d
   }
 }
 
+TEST_CASE("rejected IDX files leave no file descriptor open", "[data][idx]") {
+  // Found by fuzz/fuzz_idx: a header rejected inside the reader's constructor leaked the
+  // FILE (the destructor never ran), one descriptor per bad file.
+  TempDir dir;
+  write_raw(dir / "empty", {});
+  write_raw(dir / "text", {'h', 'e', 'l', 'l', 'o'});
+  auto open_fds = [] {
+    return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{});
+  };
+  const auto before = open_fds();
+  for (int i = 0; i < 200; ++i) {
+    CHECK_THROWS(read_idx_images(dir / "empty"));
+    CHECK_THROWS(read_idx_labels(dir / "text"));
+  }
+  CHECK(open_fds() == before);
+}
+
 TEST_CASE("load_dataset kind idx: paths, limits, normalization", "[data][idx]") {
   TempDir dir;
   const Bytes train_px = random_bytes(30 * 4 * 4, 5), test_px = random_bytes(10 * 4 * 4, 6);
