@@ -46,13 +46,16 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
 }
 
 std::string human_bytes(std::uint64_t bytes) {
-  if (bytes < 1024) return std::to_string(bytes) + " bytes";
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = -1;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes) / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   return buf;
 }
 

@@ -27,7 +27,7 @@ class OutOfMemory : public std::bad_alloc {
   std::string what_;
 };
 
-// "12.3 GiB", "512 bytes": a size for messages.
+// "812 B", "1.57 MiB": a size for messages (codistill-inspect prints sizes this way too).
 std::string human_bytes(std::uint64_t bytes);
 
 std::string shape_str(const Shape& s);

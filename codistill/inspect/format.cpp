@@ -42,18 +42,6 @@ std::string Table::render(const std::string& indent) const {
   return out;
 }
 
-std::string human_bytes(std::uint64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes) / 1024;
-  int u = 0;
-  while (v >= 1024 && u < 3) {
-    v /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.2f} {}", v, units[u]);
-}
-
 std::string human_duration(double seconds) {
   if (!std::isfinite(seconds)) return "?";
   // A clock skewed between the writer and this machine can make a file look created in

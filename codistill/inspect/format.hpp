@@ -27,7 +27,7 @@ class Table {
   std::string align_;
 };
 
-std::string human_bytes(std::uint64_t bytes);    // "812 B", "1.57 MiB"
+using kernels::human_bytes;                       // "812 B", "1.57 MiB" (kernels/tensor.hpp)
 std::string human_duration(double seconds);      // "42s", "3m 20s", "2h 05m", "4d 03h"
 std::string utc_time(std::int64_t unix_seconds);  // "2024-05-01 12:34:56 UTC"
 std::string num(double v);                       // 6 significant digits; "nan", "inf"

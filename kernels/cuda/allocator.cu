@@ -170,7 +170,6 @@ class DeviceCache {
       to_pool(static_cast<Block*>(b));
   }
 
- public:
   // A freed block into its pool, merged with free neighbours. Caller holds the mutex.
   void to_pool(Block* b) {
     b->free = true;
@@ -196,6 +195,7 @@ class DeviceCache {
     stats_.cached_bytes += b->size;
   }
 
+ public:
   AllocatorStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
