@@ -129,7 +129,13 @@ Handle open_file(const std::string& path, bool writable) {
 Handle create_file(const std::string& path) {
   init();
   Handle fapl = file_access();
-  return file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), "cannot create HDF5 file");
+  // The root group is created from the file creation properties, and HDF5 stamps every
+  // object header with its modification time by default: two writes of the same
+  // checkpoint a second apart would differ in those bytes. Groups and datasets switch
+  // the times off where the writer creates them.
+  Handle fcpl = plist(H5Pcreate(H5P_FILE_CREATE), "creating file creation properties");
+  check(H5Pset_obj_track_times(fcpl.get(), false), "switching the root group's times off");
+  return file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), "cannot create HDF5 file");
 }
 
 void write_attr(hid_t loc, const char* name, std::int64_t value) {
