@@ -5,6 +5,10 @@
 #   scripts/setup.sh --bench   also the side-by-side benchmark references: PyTorch (Debian's)
 #                              and JAX/XLA on CPU from PyPI in the virtual environment
 #                              .venv-bench/ at the repository root (ignored by git)
+#   scripts/setup.sh --tools   also what the after-training tools need (export, plots,
+#                              TensorBoard): Debian's torch, h5py and matplotlib, and from
+#                              PyPI onnxruntime, safetensors and tensorboard in the virtual
+#                              environment .venv-tools/ (it sees Debian's packages)
 # Environment for --bench: JAX_VERSION (default 0.10.2, the newest for Python 3.11).
 set -euo pipefail
 
@@ -21,10 +25,12 @@ packages=(
   patchelf  # scripts/bundle.sh (relocatable bundle)
 )
 bench=0
+tools=0
 for arg in "$@"; do
   case "$arg" in
     --bench) bench=1; packages+=(python3-torch python3-h5py python3-numpy python3-yaml python3-venv) ;;
-    *) echo "setup.sh: unknown argument '$arg' (valid: --bench)" >&2; exit 2 ;;
+    --tools) tools=1; packages+=(python3-torch python3-h5py python3-numpy python3-matplotlib python3-venv) ;;
+    *) echo "setup.sh: unknown argument '$arg' (valid: --bench, --tools)" >&2; exit 2 ;;
   esac
 done
 
@@ -52,6 +58,29 @@ PY
   echo "setup.sh: done"
 }
 
+# The after-training tools' PyPI packages, pinned, in a virtual environment that sees
+# Debian's torch/numpy/h5py/matplotlib (--system-site-packages). numpy stays Debian's:
+# torch 1.13 is built against numpy 1.x, so the constraint keeps pip from upgrading it.
+tools_venv() {
+  local root venv
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  venv="$root/.venv-tools"
+  local pins=("onnxruntime==1.20.1" "safetensors==0.4.5" "tensorboard==2.18.0")
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${pins[@]}" <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version
+sys.exit(0 if all(version(p.split("==")[0]) == p.split("==")[1] for p in sys.argv[1:]) else 1)
+PY
+  then
+    return 0
+  fi
+  echo "setup.sh: creating $venv with ${pins[*]}"
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "${pins[@]}" "numpy<2"
+  echo "setup.sh: done"
+}
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -68,4 +97,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup.sh: done"
 fi
 [ "$bench" -eq 1 ] && bench_venv
+[ "$tools" -eq 1 ] && tools_venv
 exit 0
