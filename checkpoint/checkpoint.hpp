@@ -94,6 +94,9 @@ struct WriteOptions {
   bool direct_chunk_io = true;
   // Test hook: fail (as a full disk would) before the data bytes written exceed this.
   std::int64_t fail_after_bytes = -1;
+  // Test hook: at that point SIGKILL the whole process instead, leaving a partly written
+  // temp file behind (a writer killed mid-write, for the chaos tests).
+  bool kill_at_fault = false;
 };
 
 struct WriteResult {

@@ -21,11 +21,13 @@ std::string step_mismatch(const CheckpointFile& f, std::int64_t step_attr) {
   return "step attribute " + std::to_string(step_attr) + " does not match the file name";
 }
 
-std::vector<std::string> names_in(const std::string& dir) {
+std::vector<std::string> names_in(const std::string& dir, std::string* unreadable = nullptr) {
   std::vector<std::string> names;
   std::error_code ec;
   fs::directory_iterator it(dir, ec), end;
   for (; !ec && it != end; it.increment(ec)) names.push_back(it->path().filename().string());
+  if (ec && unreadable && ec != std::errc::no_such_file_or_directory)
+    *unreadable = "cannot list " + dir + ": " + ec.message();
   return names;
 }
 
@@ -49,10 +51,10 @@ std::vector<int> RunStore::workers() const {
   return ids;
 }
 
-std::vector<CheckpointFile> RunStore::checkpoints(int worker) const {
+std::vector<CheckpointFile> RunStore::checkpoints(int worker, std::string* unreadable) const {
   std::vector<CheckpointFile> files;
   std::string dir = worker_dir(worker);
-  for (const auto& name : names_in(dir))
+  for (const auto& name : names_in(dir, unreadable))
     if (auto step = parse_checkpoint_file_name(name)) files.push_back({worker, *step, (fs::path(dir) / name).string()});
   std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
   return files;

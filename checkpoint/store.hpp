@@ -38,8 +38,10 @@ class RunStore {
 
   // Ids of the worker-XXX folders, ascending (none when the run directory is missing).
   std::vector<int> workers() const;
-  // A worker's published checkpoints (ckpt-*.h5 names only), by ascending step.
-  std::vector<CheckpointFile> checkpoints(int worker) const;
+  // A worker's published checkpoints (ckpt-*.h5 names only), by ascending step. A folder
+  // that does not exist yet holds none; one that cannot be listed (permissions, I/O)
+  // holds none either, and says why in *unreadable when that is given.
+  std::vector<CheckpointFile> checkpoints(int worker, std::string* unreadable = nullptr) const;
 
   // The newest checkpoint that passes verify() (optionally with the given fingerprint),
   // trying newer ones first. Reads every byte of each candidate; to load the result too,

@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_set>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "checkpoint/checkpoint.hpp"
@@ -160,9 +161,11 @@ class DataWriter {
 
  private:
   void charge(std::uint64_t bytes) {
-    if (opt_.fail_after_bytes >= 0 && written_ + bytes > static_cast<std::uint64_t>(opt_.fail_after_bytes))
+    if (opt_.fail_after_bytes >= 0 && written_ + bytes > static_cast<std::uint64_t>(opt_.fail_after_bytes)) {
+      if (opt_.kill_at_fault) ::kill(::getpid(), SIGKILL);
       throw std::runtime_error("injected write failure after " + std::to_string(written_) +
                                " bytes (WriteOptions::fail_after_bytes)");
+    }
     written_ += bytes;
   }
 

@@ -66,10 +66,11 @@ bool parse_args(int argc, char** argv, Args& args) {
 }
 
 // Fault injection for process-level tests: CODISTILL_FAULT_CHECKPOINT_STEPS="300,400"
-// makes the checkpoint writes of those steps fail part-way, as a full disk would.
-std::vector<std::int64_t> fault_steps() {
+// makes the checkpoint writes of those steps fail part-way, as a full disk would;
+// CODISTILL_FAULT_KILL_CHECKPOINT_STEPS="300" SIGKILLs the trainer part-way through them.
+std::vector<std::int64_t> fault_steps(const char* variable) {
   std::vector<std::int64_t> steps;
-  const char* env = std::getenv("CODISTILL_FAULT_CHECKPOINT_STEPS");
+  const char* env = std::getenv(variable);
   if (!env) return steps;
   std::stringstream list(env);
   for (std::string item; std::getline(list, item, ',');)
@@ -92,7 +93,8 @@ int main(int argc, char** argv) {
     codistill::TrainOptions opts;
     opts.resume = args.resume;
     opts.interactive = codistill::Progress::stdout_is_terminal();
-    opts.fail_checkpoint_steps = fault_steps();
+    opts.checkpoint_faults.fail_steps = fault_steps("CODISTILL_FAULT_CHECKPOINT_STEPS");
+    opts.checkpoint_faults.kill_steps = fault_steps("CODISTILL_FAULT_KILL_CHECKPOINT_STEPS");
     codistill::install_stop_signal_handlers();
     codistill::Trainer trainer(cfg, opts);
     codistill::TrainSummary sum = trainer.run();

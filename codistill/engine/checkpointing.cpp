@@ -18,7 +18,14 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 
 checkpoint::WriteOptions CheckpointManager::write_options_for(std::int64_t step) const {
   checkpoint::WriteOptions o;
-  if (std::find(fail_steps_.begin(), fail_steps_.end(), step) != fail_steps_.end()) o.fail_after_bytes = 4096;
+  auto listed = [step](const std::vector<std::int64_t>& steps) {
+    return std::find(steps.begin(), steps.end(), step) != steps.end();
+  };
+  if (listed(faults_.fail_steps)) o.fail_after_bytes = 4096;
+  if (listed(faults_.kill_steps)) {
+    o.fail_after_bytes = 4096;
+    o.kill_at_fault = true;
+  }
   return o;
 }
 
@@ -31,17 +38,19 @@ struct CheckpointManager::Pending {
 };
 
 CheckpointManager::CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log,
-                                     std::vector<std::int64_t> fail_steps)
-    : cfg_(cfg), log_(std::move(log)), store_(cfg.run.dir), fail_steps_(std::move(fail_steps)) {
+                                     CheckpointFaults faults)
+    : cfg_(cfg), log_(std::move(log)), store_(cfg.run.dir), faults_(std::move(faults)) {
   if (cfg.checkpoint.async) writer_ = std::make_unique<checkpoint::AsyncWriter>();
   // Sync codistillation: a peer up to reload_every steps behind needs this worker's
   // checkpoint of its step - reload_every, and a peer restarting from its checkpoint c
-  // (while this worker waits at c + 2 * reload_every) needs the teacher it had, of step
-  // c - 2 * reload_every: retention must keep 3 * reload_every of history.
+  // (while this worker waits at c + 2 * reload_every, having published everything up to
+  // there) needs the teacher it had, of step c - 2 * reload_every: retention must keep
+  // 4 * reload_every of history. (3 * reload_every, as before, let a chaos test's restart
+  // wait in vain for a checkpoint already deleted.)
   keep_ = cfg.checkpoint.keep;
   const auto& cd = cfg.codistill;
   if (cd.enabled && cd.mode == "sync" && cfg.checkpoint.every > 0)
-    keep_ = std::max<int>(keep_, static_cast<int>(3 * cd.reload_every / cfg.checkpoint.every + 1));
+    keep_ = std::max<int>(keep_, static_cast<int>(4 * cd.reload_every / cfg.checkpoint.every + 1));
 }
 
 CheckpointManager::~CheckpointManager() {

@@ -14,16 +14,17 @@
 #include "checkpoint/async_writer.hpp"
 #include "checkpoint/store.hpp"
 #include "codistill/config/config.hpp"
+#include "codistill/engine/faults.hpp"
 #include "codistill/engine/metrics.hpp"
 #include "codistill/engine/worker_state.hpp"
 
 namespace codistill {
 
+
 class CheckpointManager {
  public:
-  // fail_steps: fault injection for tests (TrainOptions::fail_checkpoint_steps): the
-  // writes of these steps fail part-way, as on a full disk.
-  CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log, std::vector<std::int64_t> fail_steps = {});
+  // faults: injected for process-level tests (TrainOptions::checkpoint_faults).
+  CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log, CheckpointFaults faults = {});
   ~CheckpointManager();
 
   // Removes temp files of this worker's dead writers, then returns the freshest checkpoint
@@ -70,7 +71,7 @@ class CheckpointManager {
   std::map<std::int64_t, double> stall_ms_;  // by step, until the write is reported
   std::int64_t last_saved_step_ = -1;
   int keep_ = 1;  // checkpoint.keep, raised in sync mode (see the constructor)
-  std::vector<std::int64_t> fail_steps_;
+  CheckpointFaults faults_;
 };
 
 }  // namespace codistill

@@ -55,6 +55,7 @@ TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::string f
   }
   held_steps_.assign(peers_.size(), -1);
   silent_.assign(peers_.size(), false);
+  unlistable_.assign(peers_.size(), false);
   if (cfg.codistill.enabled && cfg.codistill.mode == "async" && !peers_.empty())
     thread_ = std::thread([this] { watch(); });
 }
@@ -146,11 +147,27 @@ std::vector<std::unique_ptr<Teacher>> TeacherPool::take_loaded(std::vector<std::
 }
 
 std::unique_ptr<Teacher> TeacherPool::load_async(int peer, std::int64_t held_step, std::int64_t own_step) {
-  auto files = store_.checkpoints(peer);
+  std::string unreadable;
+  auto files = store_.checkpoints(peer, &unreadable);
+  auto i = static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), peer) - peers_.begin());
+  // A folder that cannot be listed (permissions, a failing mount) is worth a word, once
+  // until it reads again; the teacher held meanwhile stays.
+  if (!unreadable.empty()) {
+    if (!unlistable_[i]) {
+      std::lock_guard lock(mu_);
+      warnings_.push_back(fmt::format("peer {}: {}; keeping the teacher held", peer, unreadable));
+    }
+    unlistable_[i] = true;
+    return nullptr;
+  }
+  if (unlistable_[i]) {
+    std::lock_guard lock(mu_);
+    warnings_.push_back(fmt::format("peer {}: its folder reads again", peer));
+  }
+  unlistable_[i] = false;
   const std::int64_t newest = files.empty() ? -1 : files.back().step;
   // A peer that stopped publishing (dead, stuck or slow) is worth a word, once per stall.
   const std::int64_t patience = 2 * std::max(cfg_.codistill.reload_every, cfg_.checkpoint.every);
-  auto i = static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), peer) - peers_.begin());
   if (newest >= 0 && own_step - newest > patience) {
     if (!silent_[i]) {
       std::lock_guard lock(mu_);

@@ -112,6 +112,7 @@ class TeacherPool {
   std::optional<std::int64_t> request_;  // own step of a pending reload request
   std::vector<std::int64_t> held_steps_;  // by peer index: the step held or being adopted
   std::vector<bool> silent_;              // by peer index: warned that it stopped publishing
+  std::vector<bool> unlistable_;          // by peer index: warned that its folder cannot be listed
   std::vector<std::unique_ptr<Teacher>> ready_;
   std::vector<std::string> warnings_;
   std::string fatal_;

@@ -89,7 +89,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
   s.model = build_model(mc, init_rng);
 
-  s.checkpoints = std::make_unique<CheckpointManager>(c, s.log, opts.fail_checkpoint_steps);
+  s.checkpoints = std::make_unique<CheckpointManager>(c, s.log, opts.checkpoint_faults);
   auto resume_from = s.checkpoints->find_resume_point(opts.resume, s.model.fingerprint());
   // Checked before the run directory is prepared or any log line written: nothing changes
   // (a different run in the directory is refused first, as prepare_run_dir would).

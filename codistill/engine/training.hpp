@@ -14,6 +14,7 @@
 #include "codistill/data/dataset.hpp"
 #include "codistill/engine/error.hpp"
 #include "codistill/engine/evaluate.hpp"
+#include "codistill/engine/faults.hpp"
 #include "codistill/models/model.hpp"
 
 namespace codistill {
@@ -22,9 +23,9 @@ struct TrainOptions {
   bool resume = true;        // continue from this worker's checkpoints when there are any
   bool console = true;       // log lines on stdout as well as in train.log
   bool interactive = false;  // one in-place progress line (stdout is a terminal)
-  // Fault injection for process-level tests: the checkpoint writes of these steps fail
-  // part-way, as on a full disk (codistill-train reads CODISTILL_FAULT_CHECKPOINT_STEPS).
-  std::vector<std::int64_t> fail_checkpoint_steps;
+  // Fault injection for process-level tests (codistill-train reads it from the
+  // CODISTILL_FAULT_* variables; the library never looks at the environment).
+  CheckpointFaults checkpoint_faults;
 };
 
 struct TrainSummary {

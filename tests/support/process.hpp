@@ -26,6 +26,7 @@ class TempDir {
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {
+    if (std::getenv("CODISTILL_KEEP_TEST_DIRS")) return;  // for looking into a failure
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }

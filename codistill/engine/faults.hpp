@@ -1,0 +1,16 @@
+#pragma once
+// Faults injected on purpose by process-level tests, passed in through TrainOptions.
+#include <cstdint>
+#include <vector>
+
+namespace codistill {
+
+// Checkpoint writes that go wrong on purpose, for process-level tests: the writes of
+// fail_steps fail part-way, as on a full disk (training goes on); at kill_steps the
+// process SIGKILLs itself part-way through the write, leaving a torn temp file.
+struct CheckpointFaults {
+  std::vector<std::int64_t> fail_steps;
+  std::vector<std::int64_t> kill_steps;
+};
+
+}  // namespace codistill
