@@ -1,7 +1,15 @@
 #include "checkpoint/hdf5.hpp"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+
+#include "checkpoint/heap_guard.hpp"
 
 namespace codistill::checkpoint::h5 {
 
@@ -145,14 +153,19 @@ void write_attr(hid_t loc, const char* name, std::int64_t value) {
   check(H5Awrite(a.get(), H5T_NATIVE_INT64, &value), "writing an attribute");
 }
 
+// Fixed-length strings, exactly as long as the text (an empty one is a single NUL): no
+// global heap in the file, whose parsing in libhdf5 1.10 can hang on a damaged file
+// (checkpoint/heap_guard.hpp). Files written before 2026-11-24 hold variable-length
+// strings; read_attr_string reads both.
 void write_attr(hid_t loc, const char* name, const std::string& value) {
   Handle t = type(H5Tcopy(H5T_C_S1), "creating a string type");
-  check(H5Tset_size(t.get(), H5T_VARIABLE), "creating a string type");
+  check(H5Tset_size(t.get(), std::max<std::size_t>(value.size(), 1)), "creating a string type");
+  check(H5Tset_strpad(t.get(), H5T_STR_NULLPAD), "creating a string type");
   check(H5Tset_cset(t.get(), H5T_CSET_UTF8), "creating a string type");
   Handle s = space(H5Screate(H5S_SCALAR), "creating a dataspace");
   Handle a = attribute(H5Acreate2(loc, name, t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), "creating an attribute");
-  const char* text = value.c_str();
-  check(H5Awrite(a.get(), t.get(), &text), "writing an attribute");
+  const std::string text = value.empty() ? std::string(1, '\0') : value;
+  check(H5Awrite(a.get(), t.get(), text.data()), "writing an attribute");
 }
 
 void write_attr_pairs(hid_t loc, const char* name, const std::vector<std::pair<std::int64_t, std::int64_t>>& v,
@@ -183,6 +196,29 @@ std::int64_t read_attr_int(hid_t loc, const char* name) {
   return v;
 }
 
+// Before libhdf5 parses a global heap (a variable-length string): checks every heap
+// collection in the file, once per file version per thread (a file is read attribute by
+// attribute).
+static void guard_global_heaps(hid_t loc) {
+  const ssize_t n = H5Fget_name(loc, nullptr, 0);
+  if (n < 0) fail("finding the file of an attribute");
+  std::string path(static_cast<std::size_t>(n), '\0');
+  if (H5Fget_name(loc, path.data(), static_cast<std::size_t>(n) + 1) < 0) fail("finding the file of an attribute");
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) throw Error("cannot stat " + path + ": " + std::strerror(errno));
+  using Key = std::array<std::int64_t, 5>;
+  const Key key{static_cast<std::int64_t>(st.st_dev), static_cast<std::int64_t>(st.st_ino), st.st_size,
+                st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+  thread_local Key checked{};
+  if (key == checked) return;
+  try {
+    check_global_heaps(path);
+  } catch (const std::runtime_error& e) {
+    throw Error(e.what());
+  }
+  checked = key;
+}
+
 std::string read_attr_string(hid_t loc, const char* name) {
   Handle a = open_attr(loc, name);
   Handle ftype = type(H5Aget_type(a.get()), "reading an attribute's type");
@@ -193,6 +229,7 @@ std::string read_attr_string(hid_t loc, const char* name) {
   Handle mtype = type(H5Tcopy(H5T_C_S1), "creating a string type");
   check(H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())), "creating a string type");
   if (check_tri(H5Tis_variable_str(ftype.get()), "inspecting a string type")) {
+    guard_global_heaps(loc);
     check(H5Tset_size(mtype.get(), H5T_VARIABLE), "creating a string type");
     char* text = nullptr;
     check(H5Aread(a.get(), mtype.get(), &text), "reading an attribute");
@@ -200,9 +237,12 @@ std::string read_attr_string(hid_t loc, const char* name) {
     H5free_memory(text);
     return out;
   }
-  // Fixed-length (as another tool might write it): read, then cut at the first NUL.
+  // Fixed-length (what the writer makes): read, then cut at the first NUL.
   std::size_t size = H5Tget_size(ftype.get());
   check(H5Tset_size(mtype.get(), size), "creating a string type");
+  // NULLPAD in memory: all `size` characters arrive (a NULLTERM buffer of the same size
+  // would drop the last one for its terminator).
+  check(H5Tset_strpad(mtype.get(), H5T_STR_NULLPAD), "creating a string type");
   std::string out(size, '\0');
   check(H5Aread(a.get(), mtype.get(), out.data()), "reading an attribute");
   return out.substr(0, out.find('\0'));

@@ -85,7 +85,9 @@ def load_checkpoint(path, dtype):
     model = mlp(dtype)
     linears = [m for m in model if isinstance(m, torch.nn.Linear)]
     with h5py.File(path, "r") as f:
-        assert f.attrs["format"] == "codistill.checkpoint" and f.attrs["format_version"] == 1, path
+        fmt = f.attrs["format"]  # bytes since checkpoints store fixed-length strings
+        fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
+        assert fmt == "codistill.checkpoint" and f.attrs["format_version"] == 1, path
         assert sorted(f["params"].keys()) == ["fc1", "fc2", "fc3"], path
         with torch.no_grad():
             for k, lin in enumerate(linears, start=1):
