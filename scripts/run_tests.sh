@@ -6,7 +6,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/build.sh" "$@"
 cd "${BUILD_DIR:-$root/build}"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 600
-# The CUDA kernels under the SIMT executor again, with AddressSanitizer + UBSan.
-"$root/scripts/run_simt_sanitized.sh"
+# The whole suite again with AddressSanitizer + UBSan (CUDA kernels under the SIMT executor,
+# sanitized trainers in the process tests).
+"$root/scripts/run_sanitized_suite.sh"
 # The trainer's threads under ThreadSanitizer: a 2-worker codistillation, SIGTERM at the end.
 "$root/scripts/run_tsan_codistill.sh"
+# libFuzzer on the checkpoint and IDX readers, a bounded time each (fuzz/README.md).
+FUZZ_SECONDS="${FUZZ_SECONDS:-40}" "$root/scripts/run_fuzz.sh"

@@ -23,6 +23,7 @@ packages=(
   dataset-fashion-mnist
   python3 gnuplot-nox
   patchelf  # scripts/bundle.sh (relocatable bundle)
+  clang libclang-rt-14-dev  # scripts/run_fuzz.sh (libFuzzer)
 )
 bench=0
 tools=0

@@ -1,5 +1,5 @@
 // Proof that the sanitizer build sees what a GPU would fault on (run by
-// scripts/run_simt_sanitized.sh, which expects each mode to be caught):
+// scripts/run_sanitized_suite.sh, which expects each mode to be caught):
 //   overflow   a kernel reads one element past the end of a DeviceBuffer (ASan)
 //   misaligned a kernel dereferences a misaligned float4* without a cache hint (UBSan)
 //   shared     a kernel writes past the end of its dynamic shared memory (ASan)
