@@ -133,6 +133,16 @@ class Backend {
   virtual DistillLossResult distill_loss(const Tensor& student, const std::vector<const Tensor*>& teachers,
                                          const Tensor& labels, Tensor* grad,
                                          const DistillLossParams& p, Queue& q) = 0;
+  // x, y: [batch, channels, spatial...]; gamma, beta, running_mean/var, save_mean/invstd:
+  // [channels] (BatchNormShape in kernels/ops.hpp). Training updates the running
+  // statistics; eval reads them. save_mean/save_invstd are for the backward.
+  virtual void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                 Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                 bool training, const BatchNormShape& s, Queue& q) = 0;
+  // dx may be null; dgamma and dbeta accumulate. `training` as in the forward.
+  virtual void batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                  const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                  Tensor& dbeta, bool training, const BatchNormShape& s, Queue& q) = 0;
   // Flat tensors of equal numel; momentum may be null when SgdScalars::momentum == 0.
   virtual void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s,
                           Queue& q) = 0;

@@ -1,6 +1,7 @@
 #include "kernels/ops.hpp"
 
 #include <limits>
+#include <string>
 
 namespace codistill::kernels {
 
@@ -17,6 +18,7 @@ const char* op_name(Op op) {
     case Op::distill_loss: return "distill_loss";
     case Op::sgd_update: return "sgd_update";
     case Op::adamw_update: return "adamw_update";
+    case Op::batchnorm: return "batchnorm";
   }
   return "?";
 }
@@ -69,6 +71,19 @@ void Pool2dShape::validate() const {
   if (kernel > height || kernel > width) fail("window larger than the input");
   if (height * width > std::numeric_limits<std::int32_t>::max())
     fail("plane too large for int32 argmax indices");
+}
+
+void BatchNormShape::validate(bool training) const {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("batchnorm: " + why + " (batch " + std::to_string(batch) + ", channels " +
+                                std::to_string(channels) + ", spatial " + std::to_string(spatial) + ", eps " +
+                                std::to_string(eps) + ", momentum " + std::to_string(momentum) + ")");
+  };
+  if (batch < 1 || channels < 1 || spatial < 1) fail("sizes must be positive");
+  if (!(eps > 0)) fail("eps must be > 0");
+  if (!(momentum >= 0 && momentum <= 1)) fail("momentum must be in [0, 1]");
+  if (training && per_channel() < 2)
+    fail("training needs more than one value per channel (batch x spatial is 1)");
 }
 
 }  // namespace codistill::kernels

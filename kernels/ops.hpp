@@ -21,10 +21,11 @@ enum class Op : std::uint8_t {
   distill_loss,  // the fused loss of DESIGN.md section 6
   sgd_update,
   adamw_update,
+  batchnorm,  // per-channel batch normalization, train (batch statistics) and eval
 };
-inline constexpr Op kAllOps[] = {Op::linear,   Op::linear_activation, Op::activation, Op::conv2d,
-                                 Op::maxpool2d, Op::softmax,          Op::multiply,   Op::add,
-                                 Op::distill_loss, Op::sgd_update,   Op::adamw_update};
+inline constexpr Op kAllOps[] = {Op::linear,       Op::linear_activation, Op::activation,  Op::conv2d,
+                                 Op::maxpool2d,    Op::softmax,           Op::multiply,    Op::add,
+                                 Op::distill_loss, Op::sgd_update,        Op::adamw_update, Op::batchnorm};
 const char* op_name(Op op);
 
 // relu: y = max(x, 0), backward from y; gelu: exact erf form, backward from x.
@@ -51,6 +52,27 @@ struct Pool2dShape {
   std::int64_t out_height() const { return (height - kernel) / stride + 1; }
   std::int64_t out_width() const { return (width - kernel) / stride + 1; }
   void validate() const;  // throws std::invalid_argument
+};
+
+// Batch normalization over x viewed as [batch, channels, spatial] (BatchNorm1d: [N, C],
+// spatial 1; BatchNorm2d: NCHW, spatial H*W), per channel c over its M = batch*spatial values:
+//   training: mean_c, var_c = the batch's mean and biased variance (two passes, double
+//             accumulation on the CPU); invstd_c = 1/sqrt(var_c + eps);
+//             running_mean = (1-momentum)*running_mean + momentum*mean_c
+//             running_var  = (1-momentum)*running_var  + momentum*var_c*M/(M-1)
+//             (PyTorch's convention: the running variance is unbiased; M must be > 1)
+//   eval:     mean_c, invstd_c from the running statistics, which stay as they are
+//   y = (x - mean_c) * invstd_c * gamma_c + beta_c; save_mean/save_invstd keep mean_c and
+//   invstd_c for backward.
+// Backward (xh = (x - mean) * invstd; gradients accumulate):
+//   dbeta += sum dy;  dgamma += sum dy*xh;
+//   training: dx = gamma*invstd/M * (M*dy - sum dy - xh * sum dy*xh)
+//   eval:     dx = gamma*invstd*dy   (the statistics do not depend on x)
+struct BatchNormShape {
+  std::int64_t batch = 1, channels = 1, spatial = 1;
+  double eps = 1e-5, momentum = 0.1;
+  std::int64_t per_channel() const { return batch * spatial; }
+  void validate(bool training) const;  // throws std::invalid_argument
 };
 
 // The fused distillation loss (DESIGN.md section 6). For row r with student logits z,

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cpu/activation.hpp"
+#include "kernels/cpu/batchnorm.hpp"
 #include "kernels/cpu/conv2d.hpp"
 #include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cpu/elementwise.hpp"
@@ -81,7 +82,7 @@ class CpuBackend final : public Backend {
   bool supports(Op op, DType dtype) const override {
     if (op == Op::distill_loss || op == Op::sgd_update || op == Op::adamw_update || op == Op::softmax ||
         op == Op::linear || op == Op::linear_activation || op == Op::activation || op == Op::conv2d ||
-        op == Op::maxpool2d || op == Op::multiply || op == Op::add)
+        op == Op::maxpool2d || op == Op::multiply || op == Op::add || op == Op::batchnorm)
       return dtype == DType::f32 || dtype == DType::f64;
     return false;
   }
@@ -175,6 +176,27 @@ class CpuBackend final : public Backend {
       throw std::logic_error("maxpool2d backward: no argmax of the matching forward");
     dispatch_floating(dy.dtype(), [&]<class T>() {
       cpu::maxpool2d_backward<T>(dy.data<T>(), argmax.data<std::int32_t>(), dx.data<T>(), s, impl_of(q));
+    });
+  }
+
+  void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                         Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd, bool training,
+                         const BatchNormShape& s, Queue& q) override {
+    require_support(*this, Op::batchnorm, x.dtype(), "batchnorm");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::batchnorm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), running_mean.data<T>(),
+                                running_var.data<T>(), y.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                                training, s, impl_of(q));
+    });
+  }
+  void batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,
+                          const Tensor& dy, Tensor* dx, Tensor& dgamma, Tensor& dbeta, bool training,
+                          const BatchNormShape& s, Queue& q) override {
+    require_support(*this, Op::batchnorm, x.dtype(), "batchnorm backward");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::batchnorm_backward<T>(x.data<T>(), gamma.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                                 dy.data<T>(), opt<T>(dx), dgamma.data<T>(), dbeta.data<T>(), training, s,
+                                 impl_of(q));
     });
   }
 

@@ -180,6 +180,7 @@ bool CudaBackend::supports(Op op, DType dtype) const {
     case Op::activation:
     case Op::conv2d:
     case Op::maxpool2d:
+    case Op::batchnorm:
     case Op::multiply:
     case Op::add:
     case Op::sgd_update:

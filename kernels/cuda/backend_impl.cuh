@@ -86,6 +86,12 @@ class CudaBackend final : public kernels::Backend {
                          kernels::Queue& q) override;
   void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& argmax, const Tensor& dy,
                           Tensor& dx, const Pool2dShape& s, kernels::Queue& q) override;
+  void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                         Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd, bool training,
+                         const BatchNormShape& s, kernels::Queue& q) override;
+  void batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,
+                          const Tensor& dy, Tensor* dx, Tensor& dgamma, Tensor& dbeta, bool training,
+                          const BatchNormShape& s, kernels::Queue& q) override;
   void softmax_forward(const Tensor& x, Tensor& y, kernels::Queue& q) override;
   void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, kernels::Queue& q) override;
   void multiply(const Tensor& x, const Tensor& m, Tensor& y, kernels::Queue& q) override;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/backend_impl.cuh"
+#include "kernels/cuda/batchnorm.hpp"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/conv2d.hpp"
 #include "kernels/cuda/distill_loss.hpp"
@@ -189,6 +190,48 @@ void CudaBackend::maxpool2d_backward(const Tensor& x, const Tensor& y, const Ten
   expect(dy, cq.device(), DType::f32, ny, op, "dy");
   expect(dx, cq.device(), DType::f32, nx, op, "dx");
   cuda::maxpool2d_backward(f32(x), f32(y), f32(dy), f32(dx), s, cq.context());
+}
+
+// ---- batch normalization ---------------------------------------------------------------------
+
+void CudaBackend::batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                    Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                    bool training, const BatchNormShape& s, kernels::Queue& q) {
+  const char* op = "batchnorm";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::batchnorm, x.dtype(), op);
+  s.validate(training);
+  const std::int64_t n = s.batch * s.channels * s.spatial, C = s.channels;
+  expect(x, cq.device(), DType::f32, n, op, "x");
+  expect(y, cq.device(), DType::f32, n, op, "y");
+  expect(gamma, cq.device(), DType::f32, C, op, "gamma");
+  expect(beta, cq.device(), DType::f32, C, op, "beta");
+  expect(running_mean, cq.device(), DType::f32, C, op, "running_mean");
+  expect(running_var, cq.device(), DType::f32, C, op, "running_var");
+  expect(save_mean, cq.device(), DType::f32, C, op, "save_mean");
+  expect(save_invstd, cq.device(), DType::f32, C, op, "save_invstd");
+  cuda::batchnorm_forward(f32(x), f32(gamma), f32(beta), f32(running_mean), f32(running_var), f32(y),
+                          f32(save_mean), f32(save_invstd), training, s, cq.context());
+}
+
+void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                     const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                     Tensor& dbeta, bool training, const BatchNormShape& s, kernels::Queue& q) {
+  const char* op = "batchnorm backward";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::batchnorm, dy.dtype(), op);
+  s.validate(training);
+  const std::int64_t n = s.batch * s.channels * s.spatial, C = s.channels;
+  expect(x, cq.device(), DType::f32, n, op, "x");
+  expect(dy, cq.device(), DType::f32, n, op, "dy");
+  if (dx) expect(*dx, cq.device(), DType::f32, n, op, "dx");
+  expect(gamma, cq.device(), DType::f32, C, op, "gamma");
+  expect(save_mean, cq.device(), DType::f32, C, op, "save_mean");
+  expect(save_invstd, cq.device(), DType::f32, C, op, "save_invstd");
+  expect(dgamma, cq.device(), DType::f32, C, op, "dgamma");
+  expect(dbeta, cq.device(), DType::f32, C, op, "dbeta");
+  cuda::batchnorm_backward(f32(x), f32(gamma), f32(save_mean), f32(save_invstd), f32(dy), f32(dx), f32(dgamma),
+                           f32(dbeta), training, s, cq.context());
 }
 
 // ---- softmax: no CUDA kernel ---------------------------------------------------------------

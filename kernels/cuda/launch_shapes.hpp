@@ -94,6 +94,15 @@ inline ChannelSums channel_sums(std::int64_t B, std::int64_t C, std::int64_t S) 
   return c;
 }
 
+// ---- batch normalization: a block per channel ------------------------------------------
+
+// 256 threads, fewer for a channel of few values (still whole warps).
+inline Launch batchnorm(std::int64_t C, std::int64_t per_channel) {
+  if (C > 0x7fffffff) throw std::invalid_argument("batchnorm (cuda): too many channels");
+  const std::int64_t warps = std::clamp<std::int64_t>((per_channel + kWarp - 1) / kWarp, 1, kElementwiseThreads / kWarp);
+  return {{static_cast<unsigned>(C)}, {static_cast<unsigned>(warps * kWarp)}, 0};
+}
+
 // ---- optimizer updates: a block per chunk of parameters ---------------------------------
 
 constexpr std::int64_t kOptimizerChunk = 4096;  // elements per block: 16 per thread

@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/allocator.hpp"
 #include "kernels/cuda/backend.hpp"
+#include "kernels/cuda/batchnorm.hpp"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/context.hpp"
 #include "kernels/cuda/conv2d.hpp"
@@ -86,6 +87,12 @@ void maxpool2d_forward(const float*, float*, const cpu::Pool2dShape&, const Cont
 void maxpool2d_backward(const float*, const float*, const float*, float*, const cpu::Pool2dShape&,
                         const Context&) { no_cuda(); }
 
+// batchnorm.hpp
+void batchnorm_forward(const float*, const float*, const float*, float*, float*, float*, float*, float*, bool,
+                       const BatchNormShape&, const Context&) { no_cuda(); }
+void batchnorm_backward(const float*, const float*, const float*, const float*, const float*, float*, float*,
+                        float*, bool, const BatchNormShape&, const Context&) { no_cuda(); }
+
 // optimizer.hpp
 void sgd_step(const std::vector<ParamSlice>&, const SgdScalars&, const Context&) { no_cuda(); }
 void adamw_step(const std::vector<ParamSlice>&, const AdamWScalars&, const Context&) { no_cuda(); }
@@ -146,6 +153,14 @@ class NoCudaBackend final : public Backend {
   void maxpool2d_forward(const Tensor&, Tensor&, Tensor&, const Pool2dShape&, Queue&) override { unavailable(); }
   void maxpool2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, const Pool2dShape&,
                           Queue&) override {
+    unavailable();
+  }
+  void batchnorm_forward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor&, Tensor&,
+                         bool, const BatchNormShape&, Queue&) override {
+    unavailable();
+  }
+  void batchnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor*,
+                          Tensor&, Tensor&, bool, const BatchNormShape&, Queue&) override {
     unavailable();
   }
   void softmax_forward(const Tensor&, Tensor&, Queue&) override { unavailable(); }

@@ -26,6 +26,7 @@
 #include "ops/cases_conv.hpp"
 #include "ops/cases_dense.hpp"
 #include "ops/cases_loss.hpp"
+#include "ops/cases_norm.hpp"
 #include "ops/cases_optim.hpp"
 
 using namespace codistill::test::ops;
@@ -112,7 +113,8 @@ bool bitwise_equal(const std::vector<Output>& a, const std::vector<Output>& b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
     if (a[i].values.size() != b[i].values.size() ||
-        std::memcmp(a[i].values.data(), b[i].values.data(), a[i].values.size() * sizeof(double)) != 0)
+        (!a[i].values.empty() &&
+         std::memcmp(a[i].values.data(), b[i].values.data(), a[i].values.size() * sizeof(double)) != 0))
       return false;
   return true;
 }
@@ -288,6 +290,11 @@ TEST_CASE("backend ops: maxpool2d forward and backward match the CPU reference",
   run_cases("maxpool2d", pool_cases(), ordinary_targets());
 }
 
+TEST_CASE("backend ops: batchnorm forward and backward (train and eval) match the CPU reference",
+          "[ops][batchnorm]") {
+  run_cases("batchnorm", norm_cases(), ordinary_targets());
+}
+
 TEST_CASE("backend ops: distill_loss matches the CPU reference", "[ops][distill_loss]") {
   run_cases("distill_loss", distill_cases(), ordinary_targets());
 }
@@ -325,6 +332,7 @@ TEST_CASE("backend ops: every op case on the CUDA backend matches the CPU refere
   run_cases("elementwise", elementwise_cases(), ts);
   run_cases("conv2d", conv_cases(), ts);
   run_cases("maxpool2d", pool_cases(), ts);
+  run_cases("batchnorm", norm_cases(), ts);
   run_cases("distill_loss", distill_cases(), ts);
   run_cases("optimizer", optimizer_cases(), ts);
   check_bad_labels(ts);

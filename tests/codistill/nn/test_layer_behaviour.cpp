@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "codistill/nn/batchnorm.hpp"
 #include "codistill/nn/conv2d.hpp"
 #include "codistill/nn/dropout.hpp"
 #include "codistill/nn/flatten.hpp"
@@ -173,4 +174,34 @@ TEST_CASE("to_dtype converts parameters and keeps their values", "[nn]") {
   const Tensor w64 = conv.params()[0].value->to(DType::f32);
   CHECK(std::memcmp(w64.raw(), w32.raw(), w32.nbytes()) == 0);
   CHECK(conv.forward(Tensor::zeros({1, 2, 4, 4}, DType::f64), false).dtype() == DType::f64);
+}
+
+TEST_CASE("BatchNorm: batch statistics in training, running ones in evaluation (PyTorch's momentum)", "[nn]") {
+  BatchNorm bn(2);  // weight 1, bias 0, running mean 0, running var 1, momentum 0.1
+  // [N=2, C=2, L=2]: channel 0 holds 1, 1, 3, 3 (mean 2, biased var 1, unbiased 4/3),
+  // channel 1 holds 4, 4, 4, 4.
+  Tensor x = Tensor::from_vector({2, 2, 2}, std::vector<float>{1, 1, 4, 4, 3, 3, 4, 4});
+  Tensor y = bn.forward(x, true);
+  const float* p = y.data<float>();
+  const double s0 = 1 / std::sqrt(1 + 1e-5);
+  CHECK(p[0] == Approx(-s0).epsilon(1e-6));
+  CHECK(p[4] == Approx(s0).epsilon(1e-6));
+  CHECK(p[2] == 0.0f);  // a constant channel normalizes to 0
+  auto buffers = bn.buffers();
+  REQUIRE(buffers.size() == 2);
+  CHECK(buffers[0].name == "running_mean");
+  CHECK(buffers[0].value->data<float>()[0] == Approx(0.2).epsilon(1e-6));
+  CHECK(buffers[0].value->data<float>()[1] == Approx(0.4).epsilon(1e-6));
+  CHECK(buffers[1].value->data<float>()[0] == Approx(0.9 + 0.1 * 4.0 / 3.0).epsilon(1e-6));
+  CHECK(buffers[1].value->data<float>()[1] == Approx(0.9).epsilon(1e-6));
+  // Evaluation reads the running statistics and leaves them alone.
+  Tensor e = bn.forward(x, false);
+  CHECK(e.data<float>()[0] == Approx((1 - 0.2) / std::sqrt(0.9 + 0.4 / 3.0 + 1e-5)).epsilon(1e-6));
+  CHECK(buffers[0].value->data<float>()[0] == Approx(0.2).epsilon(1e-6));
+  // Shapes: [C], [C, L], [C, H, W]; a wrong channel count is named.
+  CHECK(bn.output_shape({2, 5, 5}) == Shape{2, 5, 5});
+  CHECK_THROWS_WITH(bn.output_shape({3, 4}), Contains("batchnorm: expected input [2]"));
+  CHECK_THROWS_WITH(bn.forward(Tensor::zeros({1, 2}), true), Contains("more than one value per channel"));
+  CHECK_NOTHROW(bn.forward(Tensor::zeros({1, 2}), false));
+  CHECK_THROWS_WITH(BatchNorm(4, 0.0), Contains("eps must be > 0"));
 }

@@ -9,6 +9,7 @@
 #include "codistill/nn/dropout.hpp"
 #include "codistill/nn/flatten.hpp"
 #include "codistill/nn/activation.hpp"
+#include "codistill/nn/batchnorm.hpp"
 #include "codistill/nn/linear.hpp"
 #include "codistill/nn/maxpool2d.hpp"
 #include "codistill/nn/residual.hpp"
@@ -50,21 +51,22 @@ Tensor random_tensor(const Shape& shape, std::uint64_t seed, double lo = -1, dou
 
 // before() runs ahead of every forward (dropout restores its rng there, so that every
 // evaluation of the objective sees one mask).
+// training: the mode of every forward (BatchNorm's statistics differ between the two).
 void check_gradients(Module& layer, Tensor x, std::uint64_t seed, Impl impl,
-                     const std::function<void()>& before = [] {}) {
+                     const std::function<void()>& before = [] {}, bool training = true) {
   INFO("layer " << layer.kind() << ", impl " << (impl == Impl::fast ? "fast" : "reference")
-                << ", input " << kernels::shape_str(x.shape()));
+                << ", input " << kernels::shape_str(x.shape()) << (training ? "" : ", eval"));
   layer.to_dtype(DType::f64);
   layer.set_reference(impl == Impl::reference);
   std::vector<NamedParam> params = collect_params(layer);
   for (auto& p : params) p.grad->zero();
 
   before();
-  const Tensor y0 = layer.forward(x, true);
+  const Tensor y0 = layer.forward(x, training);
   Tensor r = random_tensor(y0.shape(), seed ^ 0x9e3779b97f4a7c15ull);
   auto objective = [&] {
     before();
-    Tensor y = layer.forward(x, true);
+    Tensor y = layer.forward(x, training);
     double s = 0;
     for (std::int64_t i = 0; i < y.numel(); ++i) s += y.data<double>()[i] * r.data<double>()[i];
     return s;
@@ -72,7 +74,7 @@ void check_gradients(Module& layer, Tensor x, std::uint64_t seed, Impl impl,
 
   // Analytic gradients first (copied: the returned tensors are the layer's own buffers).
   before();
-  layer.forward(x, true);
+  layer.forward(x, training);
   const std::vector<double> dx = values(layer.backward(r, true));
   std::vector<std::vector<double>> dparams;
   for (auto& p : params) dparams.push_back(values(*p.grad));
@@ -86,7 +88,7 @@ void check_gradients(Module& layer, Tensor x, std::uint64_t seed, Impl impl,
   // A second backward adds the same gradient again; after zeroing, need_dx = false still
   // produces the parameter gradients and returns no input gradient.
   before();
-  layer.forward(x, true);
+  layer.forward(x, training);
   layer.backward(r, true);
   for (std::size_t k = 0; k < params.size(); ++k) {
     std::vector<double> twice = dparams[k];
@@ -95,7 +97,7 @@ void check_gradients(Module& layer, Tensor x, std::uint64_t seed, Impl impl,
   }
   for (auto& p : params) p.grad->zero();
   before();
-  layer.forward(x, true);
+  layer.forward(x, training);
   CHECK_FALSE(layer.backward(r, false).defined());
   for (std::size_t k = 0; k < params.size(); ++k) CHECK(max_rel_error(values(*params[k].grad), dparams[k]) < 1e-12);
 }
@@ -272,6 +274,34 @@ TEST_CASE("Residual gradients match finite differences (identity and projection 
     for (auto& p : collect_params(projected)) paths.push_back(p.path);
     CHECK(paths == std::vector<std::string>{"body/fc/weight", "body/fc/bias", "shortcut/weight"});
   }
+}
+
+TEST_CASE("BatchNorm gradients match finite differences (1d and 2d, train and eval)", "[nn][gradcheck]") {
+  struct Case {
+    Shape x;
+    std::int64_t channels;
+  };
+  const Case cases[] = {{{5, 3}, 3}, {{2, 4, 3, 5}, 4}, {{3, 2, 7}, 2}, {{2, 1, 1, 1}, 1}};
+  for (Impl impl : kImpls)
+    for (const auto& c : cases)
+      for (bool training : {true, false}) {
+        const auto seed = fresh_seed();
+        INFO("seed " << seed);
+        BatchNorm bn(c.channels);
+        bn.to_dtype(DType::f64);
+        // Non-trivial affine parameters and running statistics (eval mode reads them).
+        auto set = [&](const std::string& name, double lo, double hi, std::uint64_t s) {
+          for (auto& p : bn.params())
+            if (p.name == name) *p.value = random_tensor({c.channels}, s, lo, hi);
+          for (auto& b : bn.buffers())
+            if (b.name == name) *b.value = random_tensor({c.channels}, s, lo, hi);
+        };
+        set("weight", 0.5, 1.5, seed + 3);
+        set("bias", -1, 1, seed + 4);
+        set("running_mean", -0.5, 0.5, seed + 5);
+        set("running_var", 0.5, 2, seed + 6);
+        check_gradients(bn, random_tensor(c.x, seed + 1), seed, impl, [] {}, training);
+      }
 }
 
 TEST_CASE("Residual refuses a body and shortcut of different shapes", "[nn]") {

@@ -1,0 +1,68 @@
+#include "codistill/nn/batchnorm.hpp"
+
+#include <stdexcept>
+
+namespace codistill {
+
+using kernels::Shape;
+using kernels::Tensor;
+
+BatchNorm::BatchNorm(std::int64_t channels, double eps, double momentum)
+    : channels_(channels), eps_(eps), momentum_(momentum) {
+  if (channels < 1) throw std::invalid_argument("batchnorm: channels must be >= 1, got " + std::to_string(channels));
+  kernels::BatchNormShape{1, channels, 2, eps, momentum}.validate(true);  // eps and momentum
+  gamma_ = Tensor::full({channels}, 1.0);
+  beta_ = Tensor::zeros({channels});
+  dgamma_ = Tensor::zeros({channels});
+  dbeta_ = Tensor::zeros({channels});
+  mean_ = Tensor::zeros({channels});
+  var_ = Tensor::full({channels}, 1.0);
+}
+
+Shape BatchNorm::output_shape(const Shape& input) const {
+  if (input.empty() || input.size() > 3 || input[0] != channels_)
+    throw std::invalid_argument("batchnorm: expected input [" + std::to_string(channels_) + "], [" +
+                                std::to_string(channels_) + ", L] or [" + std::to_string(channels_) +
+                                ", H, W], got " + kernels::shape_str(input));
+  return input;
+}
+
+void BatchNorm::init_params(Rng& /*rng*/, const std::string& /*init*/) {
+  gamma_.fill(1.0);
+  beta_.fill(0.0);
+}
+
+kernels::BatchNormShape BatchNorm::shape_of(const Tensor& x) const {
+  if (x.ndim() < 2 || x.ndim() > 4 || x.dim(1) != channels_)
+    throw std::invalid_argument("batchnorm: expected input [B, " + std::to_string(channels_) + ", ...], got " +
+                                kernels::shape_str(x.shape()));
+  std::int64_t spatial = 1;
+  for (int d = 2; d < x.ndim(); ++d) spatial *= x.dim(d);
+  return {x.dim(0), channels_, spatial, eps_, momentum_};
+}
+
+Tensor BatchNorm::do_forward(const Tensor& x, bool training) {
+  const auto s = shape_of(x);
+  if (training && s.per_channel() < 2)
+    throw std::invalid_argument("batchnorm: training needs more than one value per channel, got input " +
+                                kernels::shape_str(x.shape()));
+  x_ = x;
+  trained_ = training;
+  ensure(y_, x.shape(), x.dtype());
+  ensure(save_mean_, {channels_}, x.dtype());
+  ensure(save_invstd_, {channels_}, x.dtype());
+  backend().batchnorm_forward(x, gamma_, beta_, mean_, var_, y_, save_mean_, save_invstd_, training, s, queue());
+  return y_;
+}
+
+Tensor BatchNorm::do_backward(const Tensor& dy, bool need_dx) {
+  if (!x_.defined()) throw std::logic_error("batchnorm: backward before forward");
+  if (!dgamma_.defined()) throw std::logic_error("batchnorm: backward on a forward-only copy (no grads)");
+  kernels::check_shape(dy, x_.shape(), "batchnorm backward: dy");
+  if (need_dx) ensure(dx_, x_.shape(), x_.dtype());
+  backend().batchnorm_backward(x_, gamma_, save_mean_, save_invstd_, dy, need_dx ? &dx_ : nullptr, dgamma_, dbeta_,
+                               trained_, shape_of(x_), queue());
+  return need_dx ? dx_ : Tensor{};
+}
+
+}  // namespace codistill

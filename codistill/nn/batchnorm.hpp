@@ -1,0 +1,45 @@
+#pragma once
+// Batch normalization (BatchNorm1d over [B, C] or [B, C, L], BatchNorm2d over [B, C, H, W]):
+// per channel, y = (x - mean) / sqrt(var + eps) * weight + bias, with the batch's
+// statistics in training and the running statistics in evaluation (kernels/ops.hpp,
+// BatchNormShape, states the arithmetic). Momentum follows PyTorch: running = (1 -
+// momentum) * running + momentum * batch statistic, the running variance unbiased.
+// The running statistics are buffers ("running_mean", "running_var"): they reach
+// checkpoints and teachers, and the optimizer never touches them.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codistill/nn/module.hpp"
+
+namespace codistill {
+
+class BatchNorm : public Layer {
+ public:
+  // weight = 1, bias = 0, running_mean = 0, running_var = 1 (float32).
+  explicit BatchNorm(std::int64_t channels, double eps = 1e-5, double momentum = 0.1);
+
+  std::string kind() const override { return "batchnorm"; }
+  std::vector<Param> params() override { return {{"weight", &gamma_, &dgamma_}, {"bias", &beta_, &dbeta_}}; }
+  std::vector<Buffer> buffers() override { return {{"running_mean", &mean_}, {"running_var", &var_}}; }
+  // [C], [C, L] or [C, H, W]: the shape itself.
+  kernels::Shape output_shape(const kernels::Shape& input) const override;
+  void init_params(Rng& rng, const std::string& init) override;
+
+  std::int64_t channels() const { return channels_; }
+
+ protected:
+  kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
+  kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) override;
+
+ private:
+  kernels::BatchNormShape shape_of(const kernels::Tensor& x) const;
+
+  std::int64_t channels_;
+  double eps_, momentum_;
+  kernels::Tensor gamma_, beta_, dgamma_, dbeta_, mean_, var_;
+  kernels::Tensor x_, y_, dx_, save_mean_, save_invstd_;
+  bool trained_ = false;  // the last forward used batch statistics
+};
+
+}  // namespace codistill

@@ -1,0 +1,17 @@
+#pragma once
+// Batch normalization on CUDA, float32, with the semantics of BatchNormShape
+// (kernels/ops.hpp) and the CPU twin kernels/cpu/batchnorm.hpp; the kernels are in
+// device/batchnorm.cuh, the launch shape is shapes::batchnorm.
+#include "kernels/cuda/context.hpp"
+#include "kernels/ops.hpp"
+
+namespace codistill::kernels::cuda {
+
+void batchnorm_forward(const float* x, const float* gamma, const float* beta, float* running_mean,
+                       float* running_var, float* y, float* save_mean, float* save_invstd, bool training,
+                       const BatchNormShape& s, const Context& ctx);
+void batchnorm_backward(const float* x, const float* gamma, const float* save_mean, const float* save_invstd,
+                        const float* dy, float* dx, float* dgamma, float* dbeta, bool training,
+                        const BatchNormShape& s, const Context& ctx);
+
+}  // namespace codistill::kernels::cuda

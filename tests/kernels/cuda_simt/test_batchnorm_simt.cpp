@@ -1,0 +1,117 @@
+// The CUDA backend's batch normalization kernels (kernels/cuda/device/batchnorm.cuh), run
+// from their real source under the SIMT executor with the shapes of launch_shapes.hpp,
+// against the CPU twin (kernels/cpu/batchnorm): 1d and 2d sizes, odd ones, a channel of
+// fewer values than a warp and of many more than a block, train and eval, dx or not.
+// Outputs are poisoned first; a run under another schedule must give the same bits
+// (the block sums have a fixed order).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/batchnorm.hpp"
+#include "kernels/cuda/device/batchnorm.cuh"
+#include "tests/kernels/cuda_simt/simt_support.hpp"
+
+namespace {
+
+using namespace codistill;
+using namespace codistill::test::simt_kernels;
+namespace dev = kernels::cuda::device;
+using Ref = kernels::cpu::Impl;
+
+struct Result {
+  std::vector<float> y, rm, rv, sm, si, dx, dg, db;
+};
+
+Result run_simt(const kernels::BatchNormShape& s, bool training, bool need_dx, const std::vector<float>& x,
+                const std::vector<float>& gamma, const std::vector<float>& beta, std::vector<float> rm,
+                std::vector<float> rv, const std::vector<float>& dy, std::vector<float> dg, std::vector<float> db,
+                std::uint64_t seed) {
+  const auto n = x.size(), C = gamma.size();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  simt::DeviceBuffer<float> dx_in(x), dgamma(gamma), dbeta(beta), drm(rm), drv(rv), y(std::vector<float>(n, nan)),
+      sm(std::vector<float>(C, nan)), si(std::vector<float>(C, nan)), ddy(dy), dx(std::vector<float>(n, nan)),
+      ddg(dg), ddb(db);
+  const dev::BatchNormDims d{s.batch, s.channels, s.spatial, static_cast<float>(s.eps), static_cast<float>(s.momentum),
+                             training};
+  const auto shape = config(shapes::batchnorm(s.channels, s.per_channel()), seed);
+  simt::launch(dev::batchnorm_forward_kernel, shape, dx_in.data(), dgamma.data(), dbeta.data(), drm.data(),
+               drv.data(), y.data(), sm.data(), si.data(), d);
+  simt::launch(dev::batchnorm_backward_kernel, shape, dx_in.data(), dgamma.data(), sm.data(), si.data(), ddy.data(),
+               need_dx ? dx.data() : nullptr, ddg.data(), ddb.data(), d);
+  return {y.download(), drm.download(), drv.download(), sm.download(), si.download(), dx.download(),
+          ddg.download(), ddb.download()};
+}
+
+void check(const kernels::BatchNormShape& s, bool training, bool need_dx) {
+  const std::uint64_t data_seed = static_cast<std::uint64_t>(s.batch * 1000003 + s.channels * 101 + s.spatial);
+  const auto n = static_cast<std::size_t>(s.batch * s.channels * s.spatial), C = static_cast<std::size_t>(s.channels);
+  auto x = random_floats(n, data_seed, -2.0f, 3.0f);
+  const auto gamma = random_floats(C, data_seed + 1, 0.5f, 1.5f), beta = random_floats(C, data_seed + 2);
+  const auto rm = random_floats(C, data_seed + 3), rv = random_floats(C, data_seed + 4, 0.5f, 2.0f);
+  const auto dy = random_floats(n, data_seed + 5), dg = random_floats(C, data_seed + 6),
+             db = random_floats(C, data_seed + 7);
+
+  Result want{std::vector<float>(n), rm, rv, std::vector<float>(C), std::vector<float>(C), std::vector<float>(n), dg,
+              db};
+  kernels::cpu::batchnorm_forward(x.data(), gamma.data(), beta.data(), want.rm.data(), want.rv.data(),
+                                  want.y.data(), want.sm.data(), want.si.data(), training, s, Ref::reference);
+  kernels::cpu::batchnorm_backward(x.data(), gamma.data(), want.sm.data(), want.si.data(), dy.data(),
+                                   want.dx.data(), want.dg.data(), want.db.data(), training, s, Ref::reference);
+  INFO("batchnorm N " << s.batch << " C " << s.channels << " S " << s.spatial << (training ? " train" : " eval")
+                      << (need_dx ? "" : " no-dx"));
+  std::vector<float> first;
+  for (std::uint64_t seed : kSeeds) {
+    INFO("schedule seed " << seed);
+    const Result got = run_simt(s, training, need_dx, x, gamma, beta, rm, rv, dy, dg, db, seed);
+    // float sums over up to M values against the CPU's double sums.
+    const double bound = 1e-5 * std::sqrt(static_cast<double>(s.per_channel())) + 2e-6;
+    CHECK(scaled_error(got.y, want.y) < bound);
+    CHECK(scaled_error(got.rm, want.rm) < bound);
+    CHECK(scaled_error(got.rv, want.rv) < bound);
+    CHECK(scaled_error(got.sm, want.sm) < bound);
+    CHECK(scaled_error(got.si, want.si) < bound);
+    CHECK(scaled_error(got.dg, want.dg) < bound);
+    CHECK(scaled_error(got.db, want.db) < bound);
+    if (need_dx) {
+      // dx cancels (with two values per channel it is exactly 0): judge it on the scale of
+      // its terms, gamma * invstd * dy.
+      double terms = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t c = (i / static_cast<std::size_t>(s.spatial)) % C;
+        terms = std::max(terms, std::fabs(static_cast<double>(gamma[c]) * want.si[c] * dy[i]));
+      }
+      CHECK(scaled_error(got.dx, want.dx, terms) < bound);
+    } else {
+      for (float v : got.dx) REQUIRE(std::isnan(v));  // not written
+    }
+    // Another schedule, the same bits.
+    std::vector<float> all = got.y;
+    for (const auto* v : {&got.rm, &got.rv, &got.dg, &got.db, &got.dx}) all.insert(all.end(), v->begin(), v->end());
+    if (first.empty()) first = all;
+    else REQUIRE(std::memcmp(all.data(), first.data(), all.size() * sizeof(float)) == 0);
+  }
+}
+
+kernels::BatchNormShape bn(std::int64_t b, std::int64_t c, std::int64_t s) {
+  kernels::BatchNormShape x;
+  x.batch = b, x.channels = c, x.spatial = s;
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("batchnorm kernels under the SIMT executor match the CPU reference", "[simt][batchnorm]") {
+  // 1d (spatial 1), 2d, odd sizes; 2 values per channel (a block of one warp), 7 (fewer
+  // than a warp), 4096 (a block walks 16 values per thread).
+  const kernels::BatchNormShape shapes[] = {bn(2, 1, 1),  bn(7, 3, 1),  bn(64, 33, 1), bn(3, 5, 49),
+                                            bn(5, 7, 13), bn(1, 4, 7),  bn(16, 2, 256)};
+  for (const auto& s : shapes)
+    for (bool training : {true, false})
+      for (bool need_dx : {true, false}) check(s, training, need_dx);
+}

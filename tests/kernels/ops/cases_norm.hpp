@@ -1,0 +1,66 @@
+#pragma once
+// Op cases of the normalization entry points: batchnorm (train and eval, forward and
+// backward, with and without dx). See op_case.hpp.
+#include "op_case.hpp"
+
+namespace codistill::test::ops {
+
+inline k::BatchNormShape bn(std::int64_t b, std::int64_t c, std::int64_t s) {
+  k::BatchNormShape x;
+  x.batch = b, x.channels = c, x.spatial = s, x.eps = 1e-5, x.momentum = 0.1;
+  return x;
+}
+
+class BatchNormCase final : public OpCase {
+ public:
+  BatchNormCase(k::BatchNormShape s, bool training, bool need_dx) : s_(s), training_(training), need_dx_(need_dx) {}
+  std::string name() const override {
+    return "batchnorm_forward+backward " + sizes({{"N", s_.batch}, {"C", s_.channels}, {"S", s_.spatial}}) +
+           (training_ ? " train" : " eval") + (need_dx_ ? "" : " no-dx");
+  }
+  std::vector<Op> ops() const override { return {Op::batchnorm}; }
+  bool reproducible() const override { return true; }
+  std::vector<Output> run(Ctx& c) const override {
+    const Shape xs{s_.batch, s_.channels, s_.spatial}, cs{s_.channels};
+    // An offset and a scale per channel, so that normalizing does something.
+    auto xv = uniform(static_cast<std::size_t>(k::shape_numel(xs)), seed, -1, 1);
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      const auto ch = static_cast<double>((i / static_cast<std::size_t>(s_.spatial)) %
+                                          static_cast<std::size_t>(s_.channels));
+      xv[i] = xv[i] * (1 + 0.5 * ch) + 0.25 * ch;
+    }
+    Tensor x = c.in(xv, xs), gamma = c.random(cs, seed + 1, 0.5, 1.5), beta = c.random(cs, seed + 2);
+    Tensor rm = c.random(cs, seed + 3), rv = c.random(cs, seed + 4, 0.5, 2);
+    Tensor y = c.poison(xs), sm = c.poison(cs), si = c.poison(cs);
+    c.backend().batchnorm_forward(x, gamma, beta, rm, rv, y, sm, si, training_, s_, c.q);
+    Tensor dy = c.random(xs, seed + 5), dx = c.poison(xs);
+    Tensor dg = c.random(cs, seed + 6), db = c.random(cs, seed + 7);  // accumulate onto these
+    c.backend().batchnorm_backward(x, gamma, sm, si, dy, need_dx_ ? &dx : nullptr, dg, db, training_, s_, c.q);
+    const double m = static_cast<double>(s_.per_channel());
+    std::vector<Output> out{c.out("y", y, c.bound(m)),           c.out("running_mean", rm, c.bound(m)),
+                            c.out("running_var", rv, c.bound(m)), c.out("save_mean", sm, c.bound(m)),
+                            c.out("save_invstd", si, c.bound(m)), c.out("dgamma", dg, c.bound(m)),
+                            c.out("dbeta", db, c.bound(m))};
+    if (need_dx_) out.push_back(c.out("dx", dx, c.bound(m)));
+    return out;
+  }
+
+ private:
+  k::BatchNormShape s_;
+  bool training_, need_dx_;
+};
+
+inline Cases norm_cases() {
+  Cases out;
+  // 1d ([N, C]: spatial 1), 2d (spatial H*W) and odd sizes; 2 values per channel at least
+  // for training.
+  const k::BatchNormShape shapes[] = {bn(2, 1, 1),  bn(7, 3, 1),    bn(64, 33, 1), bn(3, 5, 49),
+                                      bn(2, 16, 196), bn(5, 7, 13), bn(1, 4, 3),   bn(16, 8, 784)};
+  for (const auto& s : shapes)
+    for (bool training : {true, false})
+      for (bool need_dx : {true, false}) add<BatchNormCase>(out, {DType::f32, DType::f64}, s, training, need_dx);
+  add<BatchNormCase>(out, {DType::f32, DType::f64}, bn(1, 2, 1), false, true);  // eval: one value is fine
+  return out;
+}
+
+}  // namespace codistill::test::ops
