@@ -10,6 +10,7 @@ library, its tensors compared with the checkpoint's bit for bit, then loaded int
 model rebuilt from the file's own metadata and run.
 """
 import argparse
+from collections import OrderedDict
 import gzip
 import json
 import os
@@ -77,7 +78,7 @@ def check_safetensors(path, ckpt_path, x, report):
     import yaml
     cfg = models.model_config(yaml.safe_load(meta["model"]), path)
     children = models.BUILDERS[cfg["kind"]](cfg)
-    module = torch.nn.Sequential(models.OrderedDict(
+    module = torch.nn.Sequential(OrderedDict(
         [(models.NORMALIZE_NAME, models.Normalize(float(meta["input_shift"]), float(meta["input_scale"])))]
         + children)).eval()
     module.load_state_dict({k: torch.from_numpy(v) for k, v in tensors.items()}, strict=True)
