@@ -2,7 +2,10 @@
 # Set-up, build and the whole test suite through CTest. Works from a clean clone.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/setup.sh"
+# --tools: the Python environment the export tests run in (.venv-tools); here they must run,
+# never skip (tests/trainer/test_export_process.cpp).
+"$root/scripts/setup.sh" --tools
+export CODISTILL_REQUIRE_TOOLS=1
 "$root/scripts/build.sh" "$@"
 cd "${BUILD_DIR:-$root/build}"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 600

@@ -6,7 +6,7 @@
 #                              and JAX/XLA on CPU from PyPI in the virtual environment
 #                              .venv-bench/ at the repository root (ignored by git)
 #   scripts/setup.sh --tools   also what the after-training tools need (export, plots,
-#                              TensorBoard): Debian's torch, h5py and matplotlib, and from
+#                              TensorBoard): Debian's torch, h5py, matplotlib and yaml, and from
 #                              PyPI onnxruntime, safetensors and tensorboard in the virtual
 #                              environment .venv-tools/ (it sees Debian's packages)
 # Environment for --bench: JAX_VERSION (default 0.10.2, the newest for Python 3.11).
@@ -30,7 +30,7 @@ tools=0
 for arg in "$@"; do
   case "$arg" in
     --bench) bench=1; packages+=(python3-torch python3-h5py python3-numpy python3-yaml python3-venv) ;;
-    --tools) tools=1; packages+=(python3-torch python3-h5py python3-numpy python3-matplotlib python3-venv) ;;
+    --tools) tools=1; packages+=(python3-torch python3-h5py python3-numpy python3-matplotlib python3-yaml python3-venv) ;;
     *) echo "setup.sh: unknown argument '$arg' (valid: --bench, --tools)" >&2; exit 2 ;;
   esac
 done

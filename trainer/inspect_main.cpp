@@ -87,6 +87,10 @@ po::options_description options_of(const Subcommand& c, Parsed& p) {
         "examples per forward pass (0: the config's train.eval_batch_size)")(
         "limit", po::value<std::int64_t>(&p.eval.limit)->value_name("N")->default_value(0), "only the first N examples (0: all)")(
         "threads", po::value<int>(&p.eval.threads)->value_name("N")->default_value(0), "CPU threads (0: the config's run.threads)");
+  if (name == "eval")
+    o.add_options()("predictions", po::value<std::string>(&p.eval.predictions)->value_name("FILE"),
+                    "write each example's softmax probabilities (the ensemble's for several checkpoints) to "
+                    "FILE as CSV: index,label,predicted,p0,...");
   return o;
 }
 

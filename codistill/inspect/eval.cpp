@@ -2,7 +2,11 @@
 // as an ensemble, and how often two of them disagree.
 #include <algorithm>
 #include <cfloat>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -197,6 +201,31 @@ std::string data_line(const EvalData& ed) {
   return s;
 }
 
+// eval --predictions: probs holds the sum over K members, [N, V] row-major. Written
+// through a temp file and renamed, so a reader never sees half a file.
+void write_predictions(const std::string& path, const std::vector<double>& probs, std::int64_t V, double K,
+                       const std::vector<std::int32_t>& labels) {
+  fmt::memory_buffer out;
+  fmt::format_to(std::back_inserter(out), "index,label,predicted");
+  for (std::int64_t c = 0; c < V; ++c) fmt::format_to(std::back_inserter(out), ",p{}", c);
+  out.push_back('\n');
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const double* row = probs.data() + static_cast<std::int64_t>(i) * V;
+    fmt::format_to(std::back_inserter(out), "{},{},{}", i, labels[i], std::max_element(row, row + V) - row);
+    for (std::int64_t c = 0; c < V; ++c) fmt::format_to(std::back_inserter(out), ",{}", row[c] / K);
+    out.push_back('\n');
+  }
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw InspectError("--predictions " + path + ": cannot write " + tmp + ": " + std::strerror(errno));
+  int err = std::fwrite(out.data(), 1, out.size(), f) == out.size() ? 0 : errno;
+  if (std::fclose(f) != 0 && !err) err = errno;
+  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (!err) return;
+  std::remove(tmp.c_str());
+  throw InspectError("--predictions " + path + ": cannot write: " + std::strerror(err));
+}
+
 json base_doc(const char* command, const EvalData& ed) {
   return {{"command", command}, {"data", ed.desc}, {"batch_size", ed.batch}, {"warnings", ed.warnings}};
 }
@@ -217,6 +246,7 @@ Report eval(const std::vector<std::string>& paths, const EvalOptions& opt) {
   EvalData ed = load_data(paths[0], metas[0], opt);
   const std::int64_t N = ed.raw.size();
   const bool ensemble = paths.size() > 1;
+  const bool keep_probs = ensemble || !opt.predictions.empty();
   std::vector<double> probs;
   std::map<std::pair<double, double>, data::Dataset> cache;
   json results = json::array();
@@ -225,11 +255,11 @@ Report eval(const std::vector<std::string>& paths, const EvalOptions& opt) {
   for (const auto& path : paths) {
     // One model at a time: only the probabilities stay, however many checkpoints there are.
     Member m = load_member(path, ed);
-    if (ensemble && probs.empty()) {
+    if (keep_probs && probs.empty()) {
       V = model_from_yaml(m.meta.model).classes;
       probs.assign(static_cast<std::size_t>(N * V), 0.0);
     }
-    Pass p = run_pass(m.model, normalized(m, ed.raw, cache), ed.batch, ensemble ? &probs : nullptr);
+    Pass p = run_pass(m.model, normalized(m, ed.raw, cache), ed.batch, keep_probs ? &probs : nullptr);
     table.add({path, std::to_string(m.meta.worker), std::to_string(m.meta.step), fixed(p.loss, 4),
                percent(p.accuracy)});
     results.push_back(member_json(m, p, N));
@@ -258,6 +288,10 @@ Report eval(const std::vector<std::string>& paths, const EvalOptions& opt) {
   r.doc = base_doc("eval", ed);
   r.doc["results"] = std::move(results);
   r.doc["ensemble"] = std::move(ens);
+  if (!opt.predictions.empty()) {
+    write_predictions(opt.predictions, probs, V, static_cast<double>(paths.size()), ed.raw.labels);
+    r.doc["predictions"] = opt.predictions;
+  }
   r.text = data_line(ed) + table.render();
   return r;
 }

@@ -74,11 +74,17 @@ struct EvalOptions {
   std::int64_t batch = 0;  // 0: the config's train.eval_batch_size (1000 without a config)
   std::int64_t limit = 0;  // > 0: only the first `limit` examples
   int threads = 0;         // 0: the config's run.threads (1 without a config)
+  // eval only, non-empty: write every example's softmax probabilities to this CSV file
+  // (replacing it): `index,label,predicted,p0,...,p<V-1>`, one row per example in data
+  // order; with several checkpoints the ensemble's (their mean). Each value is printed
+  // with the fewest digits that read back as the same double.
+  std::string predictions;
 };
 
 // `eval CKPT...`: loss and accuracy of each checkpoint and, for two or more, of their
 // ensemble (the average of their softmax probabilities). All checkpoints must have the
-// same model fingerprint (InspectError otherwise).
+// same model fingerprint (InspectError otherwise). With options.predictions the JSON has
+// "predictions": that path.
 Report eval(const std::vector<std::string>& paths, const EvalOptions& options = {});
 
 // `churn A B`: the fraction of examples whose predicted class differs between A and B

@@ -1,0 +1,212 @@
+"""PyTorch twins of codistill's models (codistill/models/build.cpp), rebuilt from a
+checkpoint's `model` attribute.
+
+A C++ model is a Sequential root whose children are named like its modules ("flatten",
+"fc1", "act1", "drop1", "conv1", "pool1", ...); parameter paths are module paths
+("fc1/weight"). A builder here returns the same children in the same order, so that
+torch's state_dict keys are the checkpoint's names with '/' replaced by '.' and the
+parameter order (which the model fingerprint hashes) is the C++ one. Layouts are
+PyTorch's own: Linear weight [out, in], Conv2d weight [out, in, k, k], NCHW activations,
+Flatten of NCHW in C, H, W order, so the tensors load as they are.
+
+A new model kind is one function decorated with @model_kind("name") that takes the
+model config (a dict with every key, defaults filled in) and returns a list of
+(name, nn.Module) pairs; keys that kind reads and the C++ side knows go into DEFAULTS.
+"""
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+from .errors import ExportError
+
+# The ModelConfig keys (codistill/config/config.hpp) with their defaults: an older
+# checkpoint may lack a key that a newer build writes. `init` does not change the
+# architecture; input_shape and classes are always written.
+DEFAULTS = {
+    "kind": "mlp",
+    "hidden": [256, 256],
+    "channels": [32, 64],
+    "kernel_size": 5,
+    "pool": 2,
+    "activation": "relu",
+    "dropout": 0.0,
+    "init": "kaiming_uniform",
+    "input_shape": None,
+    "classes": None,
+}
+
+BUILDERS = {}
+
+
+def model_kind(kind):
+    """Registers a builder: fn(cfg) -> [(name, nn.Module), ...] of the root's children."""
+    def register(fn):
+        BUILDERS[kind] = fn
+        return fn
+    return register
+
+
+def _positive(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def model_config(model, path):
+    unknown = sorted(set(model) - set(DEFAULTS))
+    if unknown:
+        raise ExportError(f"{path}: model attribute has key(s) this exporter does not know: {', '.join(unknown)} "
+                          f"(known: {', '.join(sorted(DEFAULTS))})")
+    cfg = dict(DEFAULTS, **model)
+    if cfg["kind"] not in BUILDERS:
+        raise ExportError(f"{path}: unknown model kind '{cfg['kind']}' (valid: {', '.join(sorted(BUILDERS))})")
+    def sizes(key, allow_empty):
+        v = cfg[key]
+        if not isinstance(v, list) or (not v and not allow_empty) or not all(_positive(d) for d in v):
+            raise ExportError(f"{path}: model attribute: {key} must be a list of sizes >= 1, got {v!r}")
+    sizes("input_shape", False)
+    sizes("hidden", True)
+    sizes("channels", False)
+    for key in ("classes", "kernel_size", "pool"):
+        if not _positive(cfg[key]):
+            raise ExportError(f"{path}: model attribute: {key} must be >= 1, got {cfg[key]!r}")
+    if not isinstance(cfg["dropout"], (int, float)) or not 0 <= cfg["dropout"] < 1:
+        raise ExportError(f"{path}: model attribute: dropout must be in [0, 1), got {cfg['dropout']!r}")
+    if cfg["activation"] not in ("relu", "gelu"):
+        raise ExportError(f"{path}: unknown activation '{cfg['activation']}' (valid: gelu, relu)")
+    return cfg
+
+
+class _Layers:
+    """Collects the root's children while tracking the per-example shape, like the C++
+    Builder, so an impossible architecture fails naming the layer."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.children = []
+        self.shape = list(cfg["input_shape"])
+        self.count = {}
+
+    def next_name(self, prefix):
+        self.count[prefix] = self.count.get(prefix, 0) + 1
+        return f"{prefix}{self.count[prefix]}"
+
+    def push(self, name, module, shape):
+        if any(d < 1 for d in shape):
+            raise ExportError(f"model '{self.cfg['kind']}': layer '{name}': output {shape} would be empty")
+        self.children.append((name, module))
+        self.shape = shape
+
+    def activation(self):
+        act = nn.ReLU() if self.cfg["activation"] == "relu" else nn.GELU()  # GELU: exact erf form, as in C++
+        self.push(self.next_name("act"), act, self.shape)
+
+    def flatten(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        self.push("flatten", nn.Flatten(), [n])
+
+    def classifier_head(self):
+        """fcK -> actN (-> dropN) per hidden width, then the output layer."""
+        for width in self.cfg["hidden"]:
+            self.push(self.next_name("fc"), nn.Linear(self.shape[0], width), [width])
+            self.activation()
+            if self.cfg["dropout"] > 0:
+                self.push(self.next_name("drop"), nn.Dropout(self.cfg["dropout"]), self.shape)
+        self.push(self.next_name("fc"), nn.Linear(self.shape[0], self.cfg["classes"]), [self.cfg["classes"]])
+
+
+@model_kind("mlp")
+def build_mlp(cfg):
+    b = _Layers(cfg)
+    b.flatten()
+    b.classifier_head()
+    return b.children
+
+
+@model_kind("cnn")
+def build_cnn(cfg):
+    if len(cfg["input_shape"]) != 3:
+        raise ExportError(f"model 'cnn': input_shape must be [C, H, W], got {cfg['input_shape']}")
+    b = _Layers(cfg)
+    k, pool = cfg["kernel_size"], cfg["pool"]
+    for block, channels in enumerate(cfg["channels"], start=1):
+        c, h, w = b.shape
+        pad = k // 2  # C++ Conv2d's 'same' padding (k odd; k even grows the map by one)
+        b.push(f"conv{block}", nn.Conv2d(c, channels, k, stride=1, padding=pad),
+               [channels, h + 2 * pad - k + 1, w + 2 * pad - k + 1])
+        b.activation()
+        c, h, w = b.shape
+        if h < pool or w < pool:
+            raise ExportError(f"model 'cnn': layer 'pool{block}': window {pool}x{pool} does not fit {b.shape}")
+        b.push(f"pool{block}", nn.MaxPool2d(pool, stride=pool), [c, (h - pool) // pool + 1, (w - pool) // pool + 1])
+    b.flatten()
+    b.classifier_head()
+    return b.children
+
+
+class Normalize(nn.Module):
+    """Maps raw inputs the way training did (codistill/data: (x - shift) * (1 / scale)
+    in float64, rounded once to float32), so the exported model takes raw values."""
+
+    def __init__(self, shift: float, scale: float):
+        super().__init__()
+        self.register_buffer("shift", torch.tensor(shift, dtype=torch.float64))
+        self.register_buffer("inv_scale", torch.tensor(1.0 / scale, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x.to(torch.float64) - self.shift) * self.inv_scale).to(torch.float32)
+
+
+NORMALIZE_NAME = "input_norm"
+
+
+def fingerprint(module):
+    """codistill's Model::fingerprint: FNV-1a 64 over "path:[d0, d1];" per parameter."""
+    h = 0xCBF29CE484222325
+    for name, p in module.named_parameters():
+        text = name.replace(".", "/") + ":[" + ", ".join(str(d) for d in p.shape) + "];"
+        for byte in text.encode():
+            h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def _load(root, ckpt, kind):
+    params = {n for n, _ in root.named_parameters()}
+    buffers = {n for n, _ in root.named_buffers()}
+    given = {}
+    for section, tensors, expected in (("parameter", ckpt.params, params), ("buffer", ckpt.buffers, buffers)):
+        for name, value in tensors.items():
+            key = name.replace("/", ".")
+            if key not in expected:
+                raise ExportError(f"{ckpt.path}: checkpoint {section} {name} has no place in the rebuilt {kind} model")
+            given[key] = torch.from_numpy(value)
+    state = root.state_dict()
+    for key, value in state.items():
+        if key not in given:
+            what = "parameter" if key in params else "buffer"
+            raise ExportError(f"{ckpt.path}: the rebuilt {kind} model needs {what} {key.replace('.', '/')}, "
+                              "the checkpoint lacks it")
+        if tuple(given[key].shape) != tuple(value.shape):
+            raise ExportError(f"{ckpt.path}: {key.replace('.', '/')} has shape {list(given[key].shape)} in the "
+                              f"checkpoint, the rebuilt {kind} model needs {list(value.shape)}")
+    root.load_state_dict(given, strict=True)
+
+
+def rebuild(ckpt):
+    """The checkpoint's model in PyTorch, weights and buffers loaded, in eval mode, with
+    the input normalization first when the checkpoint stores one. Returns (module, cfg)."""
+    cfg = model_config(ckpt.model, ckpt.path)
+    children = BUILDERS[cfg["kind"]](cfg)
+    root = nn.Sequential(OrderedDict(children))
+    _load(root, ckpt, cfg["kind"])
+    # Names and shapes agree; the fingerprint also checks their order (the C++ one).
+    if fingerprint(root) != ckpt.fingerprint:
+        raise ExportError(f"{ckpt.path}: the {cfg['kind']} model rebuilt from the model attribute has fingerprint "
+                          f"{fingerprint(root)}, the checkpoint says {ckpt.fingerprint}")
+    if ckpt.normalization is not None:
+        if any(name == NORMALIZE_NAME for name, _ in children):
+            raise ExportError(f"{ckpt.path}: a layer is named '{NORMALIZE_NAME}', which the exporter uses itself")
+        shift, scale = ckpt.normalization
+        root = nn.Sequential(OrderedDict([(NORMALIZE_NAME, Normalize(shift, scale))] + children))
+    return root.eval(), cfg
