@@ -143,6 +143,12 @@ class Backend {
   virtual void batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                   const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
                                   Tensor& dbeta, bool training, const BatchNormShape& s, Queue& q) = 0;
+  // Global average pooling over x viewed as [rows, spatial]: y[r] = mean of row r (summed in
+  // order); backward dx[r, i] = dy[r] / spatial (dx overwritten).
+  virtual void global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
+                                      Queue& q) = 0;
+  virtual void global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
+                                       Queue& q) = 0;
   // Flat tensors of equal numel; momentum may be null when SgdScalars::momentum == 0.
   virtual void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s,
                           Queue& q) = 0;

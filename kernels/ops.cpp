@@ -19,6 +19,7 @@ const char* op_name(Op op) {
     case Op::sgd_update: return "sgd_update";
     case Op::adamw_update: return "adamw_update";
     case Op::batchnorm: return "batchnorm";
+    case Op::global_avgpool: return "global_avgpool";
   }
   return "?";
 }

@@ -21,11 +21,13 @@ enum class Op : std::uint8_t {
   distill_loss,  // the fused loss of DESIGN.md section 6
   sgd_update,
   adamw_update,
-  batchnorm,  // per-channel batch normalization, train (batch statistics) and eval
+  batchnorm,       // per-channel batch normalization, train (batch statistics) and eval
+  global_avgpool,  // the mean of each row of [rows, spatial] ([B*C, H*W]: each plane)
 };
 inline constexpr Op kAllOps[] = {Op::linear,       Op::linear_activation, Op::activation,  Op::conv2d,
                                  Op::maxpool2d,    Op::softmax,           Op::multiply,    Op::add,
-                                 Op::distill_loss, Op::sgd_update,        Op::adamw_update, Op::batchnorm};
+                                 Op::distill_loss, Op::sgd_update,        Op::adamw_update, Op::batchnorm,
+                                 Op::global_avgpool};
 const char* op_name(Op op);
 
 // relu: y = max(x, 0), backward from y; gelu: exact erf form, backward from x.

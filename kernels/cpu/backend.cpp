@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cpu/activation.hpp"
+#include "kernels/cpu/avgpool.hpp"
 #include "kernels/cpu/batchnorm.hpp"
 #include "kernels/cpu/conv2d.hpp"
 #include "kernels/cpu/distill_loss.hpp"
@@ -82,7 +83,8 @@ class CpuBackend final : public Backend {
   bool supports(Op op, DType dtype) const override {
     if (op == Op::distill_loss || op == Op::sgd_update || op == Op::adamw_update || op == Op::softmax ||
         op == Op::linear || op == Op::linear_activation || op == Op::activation || op == Op::conv2d ||
-        op == Op::maxpool2d || op == Op::multiply || op == Op::add || op == Op::batchnorm)
+        op == Op::maxpool2d || op == Op::multiply || op == Op::add || op == Op::batchnorm ||
+        op == Op::global_avgpool)
       return dtype == DType::f32 || dtype == DType::f64;
     return false;
   }
@@ -197,6 +199,21 @@ class CpuBackend final : public Backend {
       cpu::batchnorm_backward<T>(x.data<T>(), gamma.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
                                  dy.data<T>(), opt<T>(dx), dgamma.data<T>(), dbeta.data<T>(), training, s,
                                  impl_of(q));
+    });
+  }
+
+  void global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
+                              Queue& q) override {
+    require_support(*this, Op::global_avgpool, x.dtype(), "global_avgpool");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::global_avgpool_forward<T>(x.data<T>(), y.data<T>(), rows, spatial, impl_of(q));
+    });
+  }
+  void global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
+                               Queue& q) override {
+    require_support(*this, Op::global_avgpool, dy.dtype(), "global_avgpool backward");
+    dispatch_floating(dy.dtype(), [&]<class T>() {
+      cpu::global_avgpool_backward<T>(dy.data<T>(), dx.data<T>(), rows, spatial, impl_of(q));
     });
   }
 

@@ -92,6 +92,10 @@ class CudaBackend final : public kernels::Backend {
   void batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,
                           const Tensor& dy, Tensor* dx, Tensor& dgamma, Tensor& dbeta, bool training,
                           const BatchNormShape& s, kernels::Queue& q) override;
+  void global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
+                              kernels::Queue& q) override;
+  void global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
+                               kernels::Queue& q) override;
   void softmax_forward(const Tensor& x, Tensor& y, kernels::Queue& q) override;
   void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, kernels::Queue& q) override;
   void multiply(const Tensor& x, const Tensor& m, Tensor& y, kernels::Queue& q) override;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/backend_impl.cuh"
+#include "kernels/cuda/avgpool.hpp"
 #include "kernels/cuda/batchnorm.hpp"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/conv2d.hpp"
@@ -232,6 +233,28 @@ void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& gamma, const
   expect(dbeta, cq.device(), DType::f32, C, op, "dbeta");
   cuda::batchnorm_backward(f32(x), f32(gamma), f32(save_mean), f32(save_invstd), f32(dy), f32(dx), f32(dgamma),
                            f32(dbeta), training, s, cq.context());
+}
+
+// ---- global average pooling --------------------------------------------------------------------
+
+void CudaBackend::global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
+                                         kernels::Queue& q) {
+  const char* op = "global_avgpool";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::global_avgpool, x.dtype(), op);
+  expect(x, cq.device(), DType::f32, rows * spatial, op, "x");
+  expect(y, cq.device(), DType::f32, rows, op, "y");
+  cuda::global_avgpool_forward(f32(x), f32(y), rows, spatial, cq.context());
+}
+
+void CudaBackend::global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
+                                          kernels::Queue& q) {
+  const char* op = "global_avgpool backward";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::global_avgpool, dy.dtype(), op);
+  expect(dy, cq.device(), DType::f32, rows, op, "dy");
+  expect(dx, cq.device(), DType::f32, rows * spatial, op, "dx");
+  cuda::global_avgpool_backward(f32(dy), f32(dx), rows, spatial, cq.context());
 }
 
 // ---- softmax: no CUDA kernel ---------------------------------------------------------------

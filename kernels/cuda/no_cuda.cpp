@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/allocator.hpp"
+#include "kernels/cuda/avgpool.hpp"
 #include "kernels/cuda/backend.hpp"
 #include "kernels/cuda/batchnorm.hpp"
 #include "kernels/cuda/bias_activation.hpp"
@@ -87,6 +88,10 @@ void maxpool2d_forward(const float*, float*, const cpu::Pool2dShape&, const Cont
 void maxpool2d_backward(const float*, const float*, const float*, float*, const cpu::Pool2dShape&,
                         const Context&) { no_cuda(); }
 
+// avgpool.hpp
+void global_avgpool_forward(const float*, float*, std::int64_t, std::int64_t, const Context&) { no_cuda(); }
+void global_avgpool_backward(const float*, float*, std::int64_t, std::int64_t, const Context&) { no_cuda(); }
+
 // batchnorm.hpp
 void batchnorm_forward(const float*, const float*, const float*, float*, float*, float*, float*, float*, bool,
                        const BatchNormShape&, const Context&) { no_cuda(); }
@@ -163,6 +168,8 @@ class NoCudaBackend final : public Backend {
                           Tensor&, Tensor&, bool, const BatchNormShape&, Queue&) override {
     unavailable();
   }
+  void global_avgpool_forward(const Tensor&, Tensor&, std::int64_t, std::int64_t, Queue&) override { unavailable(); }
+  void global_avgpool_backward(const Tensor&, Tensor&, std::int64_t, std::int64_t, Queue&) override { unavailable(); }
   void softmax_forward(const Tensor&, Tensor&, Queue&) override { unavailable(); }
   void softmax_backward(const Tensor&, const Tensor&, Tensor&, Queue&) override { unavailable(); }
   void multiply(const Tensor&, const Tensor&, Tensor&, Queue&) override { unavailable(); }

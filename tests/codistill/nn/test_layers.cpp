@@ -9,6 +9,7 @@
 #include "codistill/nn/dropout.hpp"
 #include "codistill/nn/flatten.hpp"
 #include "codistill/nn/activation.hpp"
+#include "codistill/nn/avgpool.hpp"
 #include "codistill/nn/batchnorm.hpp"
 #include "codistill/nn/linear.hpp"
 #include "codistill/nn/maxpool2d.hpp"
@@ -302,6 +303,18 @@ TEST_CASE("BatchNorm gradients match finite differences (1d and 2d, train and ev
         set("running_var", 0.5, 2, seed + 6);
         check_gradients(bn, random_tensor(c.x, seed + 1), seed, impl, [] {}, training);
       }
+}
+
+TEST_CASE("GlobalAvgPool gradients match finite differences", "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed);
+    GlobalAvgPool gap;
+    CHECK(gap.output_shape({5, 3, 4}) == Shape{5});
+    check_gradients(gap, random_tensor({2, 5, 3, 4}, seed + 1), seed, impl);
+    check_gradients(gap, random_tensor({3, 2, 1, 1}, seed + 2), seed, impl);
+    CHECK_THROWS_WITH(gap.output_shape({5}), Catch::Contains("expected input [C, H, W]"));
+  }
 }
 
 TEST_CASE("Residual refuses a body and shortcut of different shapes", "[nn]") {

@@ -1,6 +1,6 @@
 #pragma once
 // Op cases of the normalization entry points: batchnorm (train and eval, forward and
-// backward, with and without dx). See op_case.hpp.
+// backward, with and without dx), and global average pooling. See op_case.hpp.
 #include "op_case.hpp"
 
 namespace codistill::test::ops {
@@ -50,6 +50,27 @@ class BatchNormCase final : public OpCase {
   bool training_, need_dx_;
 };
 
+class GlobalAvgPoolCase final : public OpCase {
+ public:
+  GlobalAvgPoolCase(std::int64_t rows, std::int64_t spatial) : rows_(rows), spatial_(spatial) {}
+  std::string name() const override {
+    return "global_avgpool_forward+backward " + sizes({{"rows", rows_}, {"S", spatial_}});
+  }
+  std::vector<Op> ops() const override { return {Op::global_avgpool}; }
+  bool reproducible() const override { return true; }
+  std::vector<Output> run(Ctx& c) const override {
+    const Shape xs{rows_, spatial_}, ys{rows_};
+    Tensor x = c.random(xs, seed), y = c.poison(ys);
+    c.backend().global_avgpool_forward(x, y, rows_, spatial_, c.q);
+    Tensor dy = c.random(ys, seed + 1), dx = c.poison(xs);
+    c.backend().global_avgpool_backward(dy, dx, rows_, spatial_, c.q);
+    return {c.out("y", y, c.bound(static_cast<double>(spatial_))), c.out("dx", dx, c.bound())};
+  }
+
+ private:
+  std::int64_t rows_, spatial_;
+};
+
 inline Cases norm_cases() {
   Cases out;
   // 1d ([N, C]: spatial 1), 2d (spatial H*W) and odd sizes; 2 values per channel at least
@@ -60,6 +81,8 @@ inline Cases norm_cases() {
     for (bool training : {true, false})
       for (bool need_dx : {true, false}) add<BatchNormCase>(out, {DType::f32, DType::f64}, s, training, need_dx);
   add<BatchNormCase>(out, {DType::f32, DType::f64}, bn(1, 2, 1), false, true);  // eval: one value is fine
+  for (auto [rows, spatial] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {6, 49}, {64, 64}, {7, 13}, {33, 784}})
+    add<GlobalAvgPoolCase>(out, {DType::f32, DType::f64}, rows, spatial);
   return out;
 }
 

@@ -1,9 +1,10 @@
-// The CUDA backend's batch normalization kernels (kernels/cuda/device/batchnorm.cuh), run
-// from their real source under the SIMT executor with the shapes of launch_shapes.hpp,
-// against the CPU twin (kernels/cpu/batchnorm): 1d and 2d sizes, odd ones, a channel of
-// fewer values than a warp and of many more than a block, train and eval, dx or not.
-// Outputs are poisoned first; a run under another schedule must give the same bits
-// (the block sums have a fixed order).
+// The CUDA backend's batch normalization and global average pooling kernels
+// (kernels/cuda/device/batchnorm.cuh, avgpool.cuh), run from their real source under the
+// SIMT executor with the shapes of launch_shapes.hpp, against the CPU twins
+// (kernels/cpu/batchnorm, avgpool): 1d and 2d sizes, odd ones, a channel of fewer values
+// than a warp and of many more than a block, train and eval, dx or not. Outputs are
+// poisoned first; a run under another schedule must give the same bits (the block sums
+// have a fixed order); pooling matches the CPU bit for bit.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,7 +14,9 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/avgpool.hpp"
 #include "kernels/cpu/batchnorm.hpp"
+#include "kernels/cuda/device/avgpool.cuh"
 #include "kernels/cuda/device/batchnorm.cuh"
 #include "tests/kernels/cuda_simt/simt_support.hpp"
 
@@ -114,4 +117,27 @@ TEST_CASE("batchnorm kernels under the SIMT executor match the CPU reference", "
   for (const auto& s : shapes)
     for (bool training : {true, false})
       for (bool need_dx : {true, false}) check(s, training, need_dx);
+}
+
+TEST_CASE("global average pooling kernels under the SIMT executor match the CPU bit for bit", "[simt][avgpool]") {
+  for (auto [rows, spatial] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {6, 49}, {300, 64}, {7, 13}, {33, 784}}) {
+    INFO("rows " << rows << " spatial " << spatial);
+    const auto n = static_cast<std::size_t>(rows * spatial);
+    const auto x = random_floats(n, static_cast<std::uint64_t>(rows + spatial));
+    const auto dy = random_floats(static_cast<std::size_t>(rows), static_cast<std::uint64_t>(rows * 7 + spatial));
+    std::vector<float> y_want(static_cast<std::size_t>(rows)), dx_want(n);
+    kernels::cpu::global_avgpool_forward(x.data(), y_want.data(), rows, spatial, Ref::reference);
+    kernels::cpu::global_avgpool_backward(dy.data(), dx_want.data(), rows, spatial, Ref::reference);
+    for (std::uint64_t seed : kSeeds) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      simt::DeviceBuffer<float> dxin(x), y(std::vector<float>(static_cast<std::size_t>(rows), nan)), ddy(dy),
+          dx(std::vector<float>(n, nan));
+      simt::launch(dev::global_avgpool_forward_kernel, config(shapes::elementwise(rows), seed), dxin.data(), y.data(),
+                   rows, spatial);
+      simt::launch(dev::global_avgpool_backward_kernel, config(shapes::elementwise(rows * spatial), seed), ddy.data(),
+                   dx.data(), rows, spatial);
+      REQUIRE(y.download() == y_want);
+      REQUIRE(dx.download() == dx_want);
+    }
+  }
 }

@@ -1,0 +1,25 @@
+#pragma once
+// Global average pooling: [B, C, H, W] -> [B, C], each channel's plane averaged (the head of
+// a ResNet, before its classifier).
+#include <string>
+
+#include "codistill/nn/module.hpp"
+
+namespace codistill {
+
+class GlobalAvgPool : public Layer {
+ public:
+  std::string kind() const override { return "global_avgpool"; }
+  // [C, H, W] -> [C].
+  kernels::Shape output_shape(const kernels::Shape& input) const override;
+
+ protected:
+  kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
+  kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) override;
+
+ private:
+  kernels::Shape in_shape_;
+  kernels::Tensor y_, dx_;
+};
+
+}  // namespace codistill

@@ -1,0 +1,64 @@
+#include "kernels/cpu/avgpool.hpp"
+
+#include <omp.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace codistill::kernels::cpu {
+namespace {
+
+constexpr std::int64_t kParallelMin = 1 << 14;
+
+void check(std::int64_t rows, std::int64_t spatial) {
+  if (rows < 0 || spatial < 1)
+    throw std::invalid_argument("global_avgpool: rows must be >= 0 and spatial >= 1, got rows " +
+                                std::to_string(rows) + ", spatial " + std::to_string(spatial));
+}
+
+}  // namespace
+
+template <class T>
+void global_avgpool_forward(const T* x, T* y, std::int64_t rows, std::int64_t spatial, Impl impl) {
+  check(rows, spatial);
+  const T inv = T(1) / static_cast<T>(spatial);
+  if (impl == Impl::reference) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      T s = 0;
+      for (std::int64_t i = 0; i < spatial; ++i) s += x[r * spatial + i];
+      y[r] = s * inv;
+    }
+    return;
+  }
+  // In order within a row (the CUDA twin sums the same way): no reassociation, so the
+  // fast path parallelizes over rows only.
+  const bool par = rows * spatial >= kParallelMin && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* p = x + r * spatial;
+    T s = 0;
+    for (std::int64_t i = 0; i < spatial; ++i) s += p[i];
+    y[r] = s * inv;
+  }
+}
+
+template <class T>
+void global_avgpool_backward(const T* dy, T* dx, std::int64_t rows, std::int64_t spatial, Impl impl) {
+  check(rows, spatial);
+  const T inv = T(1) / static_cast<T>(spatial);
+  const bool par = impl == Impl::fast && rows * spatial >= kParallelMin && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T g = dy[r] * inv;
+    T* q = dx + r * spatial;
+#pragma omp simd
+    for (std::int64_t i = 0; i < spatial; ++i) q[i] = g;
+  }
+}
+
+template void global_avgpool_forward<float>(const float*, float*, std::int64_t, std::int64_t, Impl);
+template void global_avgpool_forward<double>(const double*, double*, std::int64_t, std::int64_t, Impl);
+template void global_avgpool_backward<float>(const float*, float*, std::int64_t, std::int64_t, Impl);
+template void global_avgpool_backward<double>(const double*, double*, std::int64_t, std::int64_t, Impl);
+
+}  // namespace codistill::kernels::cpu

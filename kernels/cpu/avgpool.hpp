@@ -1,0 +1,16 @@
+#pragma once
+// Global average pooling on the CPU: x viewed as [rows, spatial] (rows = batch * channels),
+//   forward:  y[r] = (sum of row r in order) / spatial
+//   backward: dx[r, i] = dy[r] / spatial   (dx overwritten)
+#include <cstdint>
+
+#include "kernels/cpu/impl.hpp"
+
+namespace codistill::kernels::cpu {
+
+template <class T>
+void global_avgpool_forward(const T* x, T* y, std::int64_t rows, std::int64_t spatial, Impl impl = Impl::fast);
+template <class T>
+void global_avgpool_backward(const T* dy, T* dx, std::int64_t rows, std::int64_t spatial, Impl impl = Impl::fast);
+
+}  // namespace codistill::kernels::cpu
