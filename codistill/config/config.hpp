@@ -40,9 +40,11 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string kind = "mlp";  // mlp | cnn
+  std::string kind = "mlp";  // mlp | cnn | resnet
   std::vector<std::int64_t> hidden = {256, 256};  // fully connected widths
-  std::vector<std::int64_t> channels = {32, 64};  // cnn: conv output channels, one per block
+  std::vector<std::int64_t> channels = {32, 64};  // cnn: conv output channels, one per block;
+                                                  // resnet: the width of each stage
+  std::int64_t blocks = 1;                         // resnet: basic blocks per stage
   std::int64_t kernel_size = 5;                    // cnn: square kernel, 'same' padding
   std::int64_t pool = 2;                           // cnn: max-pool window and stride
   std::string activation = "relu";                 // relu | gelu

@@ -56,11 +56,12 @@ Check device_name() {
 
 std::vector<Field> make_model_keys() {
   return {
-      CODISTILL_KEY(model.kind, one_of({"mlp", "cnn"})),
+      CODISTILL_KEY(model.kind, one_of({"mlp", "cnn", "resnet"})),
       CODISTILL_KEY(model.hidden, ge(1)),
       CODISTILL_KEY(model.channels, ge(1).length(1)),
       CODISTILL_KEY(model.kernel_size, ge(1)),
       CODISTILL_KEY(model.pool, ge(1)),
+      CODISTILL_KEY(model.blocks, ge(1)),
       CODISTILL_KEY(model.activation, one_of({"relu", "gelu"})),
       CODISTILL_KEY(model.dropout, in_co(0, 1)),
       CODISTILL_KEY(model.init, one_of({"kaiming_uniform", "kaiming_normal", "xavier_uniform"})),

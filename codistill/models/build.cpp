@@ -1,4 +1,4 @@
-// build_model: a kind-keyed factory of the model architectures (mlp, cnn). The table is a
+// build_model: a kind-keyed factory of the model architectures (mlp, cnn, resnet). The table is a
 // function-local constant, not static-initializer registration: adding a kind means adding
 // one line to kBuilders.
 #include <functional>
@@ -6,6 +6,8 @@
 #include <stdexcept>
 
 #include "codistill/models/model.hpp"
+#include "codistill/nn/avgpool.hpp"
+#include "codistill/nn/batchnorm.hpp"
 #include "codistill/nn/conv2d.hpp"
 #include "codistill/nn/dropout.hpp"
 #include "codistill/nn/flatten.hpp"
@@ -13,6 +15,8 @@
 #include "codistill/nn/init.hpp"
 #include "codistill/nn/linear.hpp"
 #include "codistill/nn/maxpool2d.hpp"
+#include "codistill/nn/residual.hpp"
+#include "codistill/nn/sequential.hpp"
 #include "codistill/util/rng.hpp"
 
 namespace codistill {
@@ -37,7 +41,9 @@ class Builder {
     try {
       LayerPtr layer = make();
       shape_ = layer->output_shape(shape_);
+      // A container's leaves in tree order (a residual block: body, then shortcut).
       layer->init_params(rng_, cfg_.init);
+      visit_modules(*layer, [&](const std::string&, Module& m) { m.init_params(rng_, cfg_.init); });
       model_.add(name, std::move(layer));
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("model '" + cfg_.kind + "': layer '" + name + "': " + e.what());
@@ -106,10 +112,69 @@ void build_cnn(const ModelConfig& cfg, Rng& rng, Model& model) {
   b.classifier_head();
 }
 
+// A 3x3 convolution without bias (the batch normalization after it has one), 'same'
+// padding at stride 1, halving at stride 2.
+ModulePtr conv3x3(std::int64_t in, std::int64_t out, std::int64_t stride) {
+  return std::make_unique<Conv2d>(in, out, 3, stride, 1, /*bias=*/false);
+}
+
+ModulePtr activation_of(const ModelConfig& cfg) {
+  if (cfg.activation == "relu") return std::make_unique<ReLU>();
+  return std::make_unique<GELU>();
+}
+
+// One basic block (He et al. 2016): conv3x3(stride) -> bn -> act -> conv3x3 -> bn, plus the
+// shortcut: the identity, or a projection (1x1 conv at the stride, bn) where the width or
+// the resolution changes. The activation after the sum is the next module of the model.
+ModulePtr basic_block(const ModelConfig& cfg, std::int64_t in, std::int64_t width, std::int64_t stride) {
+  auto body = std::make_unique<Sequential>();
+  body->add("conv1", conv3x3(in, width, stride));
+  body->add("bn1", std::make_unique<BatchNorm>(width));
+  body->add("act1", activation_of(cfg));
+  body->add("conv2", conv3x3(width, width, 1));
+  body->add("bn2", std::make_unique<BatchNorm>(width));
+  if (stride == 1 && in == width) return std::make_unique<Residual>(std::move(body));
+  auto shortcut = std::make_unique<Sequential>();
+  shortcut->add("conv", std::make_unique<Conv2d>(in, width, 1, stride, 0, /*bias=*/false));
+  shortcut->add("bn", std::make_unique<BatchNorm>(width));
+  return std::make_unique<Residual>(std::move(body), std::move(shortcut));
+}
+
+// ResNet for small images (the CIFAR family of He et al.: 6n+2 layers with n = blocks):
+// a 3x3 stem of channels[0], then one stage per entry of channels, `blocks` basic blocks
+// each, every stage after the first halving the resolution; global average pooling and
+// the classifier head (hidden layers, if any, then the output layer). channels [16, 32,
+// 64] with blocks 1, 2, 3 give ResNet-8, -14, -20.
+void build_resnet(const ModelConfig& cfg, Rng& rng, Model& model) {
+  if (cfg.input_shape.size() != 3)
+    throw std::invalid_argument("model 'resnet': input_shape must be [C, H, W], got " +
+                                kernels::shape_str(cfg.input_shape));
+  if (cfg.blocks < 1) throw std::invalid_argument("model 'resnet': blocks must be >= 1, got " + std::to_string(cfg.blocks));
+  Builder b(cfg, rng, model);
+  const std::int64_t in = b.shape()[0], stem = cfg.channels.at(0);
+  b.push("stem", [&] { return conv3x3(in, stem, 1); });
+  b.push("stem_bn", [&] { return std::make_unique<BatchNorm>(stem); });
+  b.activation();
+  for (std::size_t s = 0; s < cfg.channels.size(); ++s) {
+    const std::int64_t width = cfg.channels[s];
+    for (std::int64_t k = 0; k < cfg.blocks; ++k) {
+      const std::int64_t from = b.shape()[0], stride = (s > 0 && k == 0) ? 2 : 1;
+      const std::string name = "stage" + std::to_string(s + 1) + "_block" + std::to_string(k + 1);
+      b.push(name, [&] {
+        if (width < 1) throw std::invalid_argument("channels must be >= 1, got " + std::to_string(width));
+        return basic_block(cfg, from, width, stride);
+      });
+      b.activation();
+    }
+  }
+  b.push("pool", [] { return std::make_unique<GlobalAvgPool>(); });
+  b.classifier_head();
+}
+
 using BuildFn = void (*)(const ModelConfig&, Rng&, Model&);
 
 const std::map<std::string, BuildFn>& builders() {
-  static const std::map<std::string, BuildFn> kBuilders = {{"cnn", build_cnn}, {"mlp", build_mlp}};
+  static const std::map<std::string, BuildFn> kBuilders = {{"cnn", build_cnn}, {"mlp", build_mlp}, {"resnet", build_resnet}};
   return kBuilders;
 }
 

@@ -29,6 +29,7 @@ DEFAULTS = {
     "channels": [32, 64],
     "kernel_size": 5,
     "pool": 2,
+    "blocks": 1,
     "activation": "relu",
     "dropout": 0.0,
     "init": "kaiming_uniform",
@@ -66,7 +67,7 @@ def model_config(model, path):
     sizes("input_shape", False)
     sizes("hidden", True)
     sizes("channels", False)
-    for key in ("classes", "kernel_size", "pool"):
+    for key in ("classes", "kernel_size", "pool", "blocks"):
         if not _positive(cfg[key]):
             raise ExportError(f"{path}: model attribute: {key} must be >= 1, got {cfg[key]!r}")
     if not isinstance(cfg["dropout"], (int, float)) or not 0 <= cfg["dropout"] < 1:
@@ -141,6 +142,81 @@ def build_cnn(cfg):
             raise ExportError(f"model 'cnn': layer 'pool{block}': window {pool}x{pool} does not fit {b.shape}")
         b.push(f"pool{block}", nn.MaxPool2d(pool, stride=pool), [c, (h - pool) // pool + 1, (w - pool) // pool + 1])
     b.flatten()
+    b.classifier_head()
+    return b.children
+
+
+class BatchNorm(nn.Module):
+    """codistill's BatchNorm in evaluation: the running statistics (eps 1e-5). Not
+    torch.nn.BatchNorm2d, whose extra buffer num_batches_tracked the checkpoint lacks."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+        self.register_buffer("running_mean", torch.zeros(channels))
+        self.register_buffer("running_var", torch.ones(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                                        training=False, momentum=0.0, eps=1e-5)
+
+
+class Residual(nn.Module):
+    """y = body(x) + shortcut(x), the shortcut the identity when None (codistill/nn/residual)."""
+
+    def __init__(self, body: nn.Module, shortcut=None):
+        super().__init__()
+        self.body = body
+        self.shortcut = shortcut if shortcut is not None else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) + self.shortcut(x)
+
+
+class GlobalAvgPool(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=(2, 3))
+
+
+def _act(cfg):
+    return nn.ReLU() if cfg["activation"] == "relu" else nn.GELU()
+
+
+@model_kind("resnet")
+def build_resnet(cfg):
+    """build_resnet in codistill/models/build.cpp: stem conv3x3 + bn + act, stages of
+    basic blocks (the first block of every stage after the first at stride 2, a 1x1 conv +
+    bn projection where the shape changes), each followed by the activation, global
+    average pooling, the classifier head."""
+    if len(cfg["input_shape"]) != 3:
+        raise ExportError(f"model 'resnet': input_shape must be [C, H, W], got {cfg['input_shape']}")
+    b = _Layers(cfg)
+    c, h, w = b.shape
+    stem = cfg["channels"][0]
+    b.push("stem", nn.Conv2d(c, stem, 3, stride=1, padding=1, bias=False), [stem, h, w])
+    b.push("stem_bn", BatchNorm(stem), b.shape)
+    b.activation()
+    for s, width in enumerate(cfg["channels"], start=1):
+        for k in range(1, cfg["blocks"] + 1):
+            c, h, w = b.shape
+            stride = 2 if s > 1 and k == 1 else 1
+            body = nn.Sequential(OrderedDict([
+                ("conv1", nn.Conv2d(c, width, 3, stride=stride, padding=1, bias=False)),
+                ("bn1", BatchNorm(width)),
+                ("act1", _act(cfg)),
+                ("conv2", nn.Conv2d(width, width, 3, stride=1, padding=1, bias=False)),
+                ("bn2", BatchNorm(width)),
+            ]))
+            shortcut = None
+            if stride != 1 or c != width:
+                shortcut = nn.Sequential(OrderedDict([
+                    ("conv", nn.Conv2d(c, width, 1, stride=stride, padding=0, bias=False)),
+                    ("bn", BatchNorm(width)),
+                ]))
+            b.push(f"stage{s}_block{k}", Residual(body, shortcut), [width, (h - 1) // stride + 1, (w - 1) // stride + 1])
+            b.activation()
+    b.push("pool", GlobalAvgPool(), [b.shape[0]])
     b.classifier_head()
     return b.children
 

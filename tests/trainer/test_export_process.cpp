@@ -1,4 +1,4 @@
-// Process-level tests of scripts/export_model.py: an mlp and a cnn briefly trained by the
+// Process-level tests of scripts/export_model.py: an mlp, a cnn and a resnet briefly trained by the
 // real codistill-train, exported to TorchScript, ONNX and safetensors, must predict on the
 // Fashion-MNIST test set what `codistill-inspect eval --predictions` says (same argmax,
 // probabilities within 1e-5); bad input is refused with one line and a non-zero exit.
@@ -112,7 +112,7 @@ void check_exports(const TempDir& dir, const std::string& name, const std::strin
 
 }  // namespace
 
-TEST_CASE("exported mlp and cnn predict what codistill-inspect eval predicts", "[process][export]") {
+TEST_CASE("exported mlp, cnn and resnet predict what codistill-inspect eval predicts", "[process][export]") {
   if (!have_tools()) return;
   TempDir dir;
   SECTION("mlp (gelu, dropout)") {
@@ -124,6 +124,10 @@ TEST_CASE("exported mlp and cnn predict what codistill-inspect eval predicts", "
     check_exports(dir, "cnn",
                   train(dir, "cnn", "fmnist_cnn.yaml",
                         "--set model.channels=[16,32] --set model.kernel_size=3 --set model.hidden=[64]"));
+  }
+  SECTION("resnet (batch normalization with its running statistics, projection shortcuts)") {
+    check_exports(dir, "resnet",
+                  train(dir, "resnet", "fmnist_resnet.yaml", "--set model.channels=[8,16] --set model.blocks=1"));
   }
 }
 
@@ -189,7 +193,7 @@ TEST_CASE("export refuses bad input with one line and a non-zero exit", "[proces
     fs::copy_file(ckpt, dir.str("gpt.h5"));
     codistill::checkpoint::set_attribute(dir.str("gpt.h5"), "model",
                                          std::string("kind: gpt\ninput_shape: [1, 28, 28]\nclasses: 10\n"));
-    refused(export_cmd(dir.str("gpt.h5"), "safetensors", dir.str("m.st")), 1, "unknown model kind 'gpt' (valid: cnn, mlp)");
+    refused(export_cmd(dir.str("gpt.h5"), "safetensors", dir.str("m.st")), 1, "unknown model kind 'gpt' (valid: cnn, mlp, resnet)");
   }
   SECTION("unknown format") {
     refused(export_cmd(ckpt, "tflite", dir.str("m.tflite")), 2, "unknown format 'tflite' (valid: torch, onnx, safetensors)");

@@ -159,3 +159,36 @@ TEST_CASE("a run reached through another path (a symlink) is the same run", "[pr
   CHECK(other.exit_code == 2);
   CHECK(other.err.find("different run") != std::string::npos);
 }
+
+TEST_CASE("a resnet (batch normalization) killed and resumed ends bit-identical; its buffers are checkpointed",
+          "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  const std::string resnet = "--set model.kind=resnet --set model.channels=[8,16] --set model.blocks=1 "
+                             "--set model.hidden=[] --set train.steps=600 --set data.synthetic_shape=[1,8,8]";
+  auto whole = run_command(cmd(dir, "whole", resnet), dir);
+  INFO(whole.err);
+  REQUIRE(whole.exit_code == 0);
+  {
+    Child victim(cmd(dir, "killed", resnet), dir, "victim");
+    auto s = store(dir, "killed");
+    REQUIRE(wait_until([&] { return s.checkpoints(0).size() >= 2 || !victim.running(); }, 120));
+    REQUIRE(victim.running());
+    victim.signal(SIGKILL);
+    CHECK(victim.wait() == 128 + SIGKILL);
+  }
+  auto resumed = run_command(cmd(dir, "killed", resnet), dir);
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.out.find("resuming from") != std::string::npos);
+  const std::string final_path = store(dir, "killed").checkpoint_path(0, 600);
+  require_identical(store(dir, "whole").checkpoint_path(0, 600), final_path);
+  // The running statistics travel in /buffers and have moved from their initial 0 and 1.
+  auto data = ckpt::read(final_path);
+  const auto* mean = data.find(ckpt::Section::buffers, "stem_bn/running_mean");
+  const auto* var = data.find(ckpt::Section::buffers, "stage2_block1/shortcut/bn/running_var");
+  REQUIRE(mean != nullptr);
+  REQUIRE(var != nullptr);
+  CHECK(mean->real.data<float>()[0] != 0.0f);
+  CHECK(var->real.data<float>()[0] != 1.0f);
+}

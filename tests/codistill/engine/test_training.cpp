@@ -46,7 +46,7 @@ std::vector<std::vector<float>> train_and_copy_params(const Config& c) {
 }  // namespace
 
 TEST_CASE("same config and thread count give bit-identical parameters", "[engine]") {
-  for (std::string kind : {"mlp", "cnn"}) {
+  for (std::string kind : {"mlp", "cnn", "resnet"}) {
     DYNAMIC_SECTION(kind) {
       test::TempDir dir;
       auto a = train_and_copy_params(small_config(dir.str("a"), kind));

@@ -1,5 +1,6 @@
 // Model building (names, shapes, errors), fingerprints, determinism, whole-model gradient
 // checks in double precision and fast-vs-reference agreement in float32.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -34,6 +35,17 @@ ModelConfig cnn_config() {
   cfg.input_shape = {1, 28, 28};
   cfg.classes = 10;
   return cfg;  // channels [32, 64], kernel 5, pool 2: the defaults
+}
+
+ModelConfig resnet_config(std::vector<std::int64_t> channels = {16, 32, 64}, std::int64_t blocks = 1) {
+  ModelConfig cfg;
+  cfg.kind = "resnet";
+  cfg.channels = std::move(channels);
+  cfg.blocks = blocks;
+  cfg.hidden = {};
+  cfg.input_shape = {1, 28, 28};
+  cfg.classes = 10;
+  return cfg;
 }
 
 Model build(const ModelConfig& cfg, std::uint64_t seed = 1) {
@@ -159,6 +171,32 @@ TEST_CASE("cnn layers and parameters with the defaults", "[models]") {
   CHECK_THAT(summary, Contains("fingerprint " + m.fingerprint()));
 }
 
+TEST_CASE("resnet-8: stem, one basic block per stage, projections where the shape changes", "[models]") {
+  Model m = build(resnet_config());
+  CHECK(layer_names(m) == std::vector<std::string>{"stem", "stem_bn", "act1", "stage1_block1", "act2",
+                                                   "stage2_block1", "act3", "stage3_block1", "act4", "pool", "fc1"});
+  std::vector<std::string> paths;
+  for (auto& p : m.params()) paths.push_back(p.path);
+  // Stage 1 keeps the shape (identity shortcut); stages 2 and 3 halve it (projection).
+  CHECK(std::count(paths.begin(), paths.end(), "stage1_block1/shortcut/conv/weight") == 0);
+  CHECK(std::count(paths.begin(), paths.end(), "stage2_block1/shortcut/conv/weight") == 1);
+  const auto shapes = param_shapes(m);
+  CHECK(shapes.front() == std::pair<std::string, Shape>{"stem/weight", {16, 1, 3, 3}});
+  CHECK(shapes.back() == std::pair<std::string, Shape>{"fc1/bias", {10}});
+  std::vector<std::string> buffers;
+  for (auto& b : m.buffers()) buffers.push_back(b.path);
+  CHECK(buffers.front() == "stem_bn/running_mean");
+  CHECK(std::count(buffers.begin(), buffers.end(), "stage3_block1/shortcut/bn/running_var") == 1);
+  CHECK(m.forward(random_input({2, 1, 28, 28}, 2), false).shape() == Shape{2, 10});
+  CHECK_THAT(m.summary(), Contains("[64, 7, 7]"));
+  // ResNet-20: three blocks per stage, 6*3+2 weighted layers.
+  Model r20 = build(resnet_config({16, 32, 64}, 3));
+  std::int64_t weighted = 0;
+  for (auto& p : r20.params())
+    if (p.path.size() > 7 && p.path.substr(p.path.size() - 7) == "/weight" && p.value->ndim() != 1) ++weighted;
+  CHECK(weighted == 20 + 2);  // and the two stride-2 projections
+}
+
 TEST_CASE("fingerprint: FNV-1a of paths and shapes, stable, architecture-specific", "[models]") {
   Model a = build(mlp_config({8}), 1), b = build(mlp_config({8}), 2);
   // Independent computation of the documented format.
@@ -176,10 +214,10 @@ TEST_CASE("fingerprint: FNV-1a of paths and shapes, stable, architecture-specifi
 }
 
 TEST_CASE("unknown kinds and impossible shapes are rejected naming the culprit", "[models]") {
-  CHECK(model_kinds() == std::vector<std::string>{"cnn", "mlp"});
+  CHECK(model_kinds() == std::vector<std::string>{"cnn", "mlp", "resnet"});
   ModelConfig cfg = mlp_config();
   cfg.kind = "transformer";
-  CHECK_THROWS_WITH(build(cfg), "unknown model kind 'transformer' (valid: cnn, mlp)");
+  CHECK_THROWS_WITH(build(cfg), "unknown model kind 'transformer' (valid: cnn, mlp, resnet)");
 
   ModelConfig deep = cnn_config();
   deep.input_shape = {1, 4, 4};
@@ -229,10 +267,19 @@ TEST_CASE("whole-model gradients match finite differences (double)", "[models][g
     Model m = build(cfg, seed);
     check_model_gradients(m, {2, 1, 6, 6}, seed);
   }
+  SECTION("resnet (batch normalization in training mode, both shortcuts)") {
+    ModelConfig cfg = resnet_config({2, 3}, 2);
+    cfg.activation = "gelu";
+    cfg.hidden = {4};
+    cfg.input_shape = {1, 6, 6};
+    cfg.classes = 3;
+    Model m = build(cfg, seed);
+    check_model_gradients(m, {3, 1, 6, 6}, seed);
+  }
 }
 
 TEST_CASE("same seed, same model bit for bit; another seed, another model", "[models]") {
-  for (const ModelConfig& cfg : {mlp_config({64}, 0.2), cnn_config()}) {
+  for (const ModelConfig& cfg : {mlp_config({64}, 0.2), cnn_config(), resnet_config({4, 8})}) {
     Model a = build(cfg, 42), b = build(cfg, 42), c = build(cfg, 43);
     auto pa = a.params(), pb = b.params(), pc = c.params();
     REQUIRE(pa.size() == pb.size());
@@ -252,7 +299,7 @@ TEST_CASE("same seed, same model bit for bit; another seed, another model", "[mo
 TEST_CASE("fast and reference forward agree in float32", "[models]") {
   const auto seed = test::fresh_seed();
   INFO("seed " << seed);
-  for (const ModelConfig& cfg : {mlp_config(), cnn_config()}) {
+  for (const ModelConfig& cfg : {mlp_config(), cnn_config(), resnet_config({8, 16})}) {
     INFO("model " << cfg.kind);
     Model m = build(cfg, seed);
     const Tensor x = random_input({4, 1, 28, 28}, seed + 1);
