@@ -149,6 +149,13 @@ class Backend {
                                       Queue& q) = 0;
   virtual void global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
                                        Queue& q) = 0;
+  // x, y: [rows, features]; gamma, beta: [features]; save_mean/save_invstd: [rows]
+  // (LayerNormShape in kernels/ops.hpp). dx may be null; dgamma and dbeta accumulate.
+  virtual void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                 Tensor& save_mean, Tensor& save_invstd, const LayerNormShape& s, Queue& q) = 0;
+  virtual void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                  const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                  Tensor& dbeta, const LayerNormShape& s, Queue& q) = 0;
   // Flat tensors of equal numel; momentum may be null when SgdScalars::momentum == 0.
   virtual void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s,
                           Queue& q) = 0;

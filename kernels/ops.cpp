@@ -20,6 +20,7 @@ const char* op_name(Op op) {
     case Op::adamw_update: return "adamw_update";
     case Op::batchnorm: return "batchnorm";
     case Op::global_avgpool: return "global_avgpool";
+    case Op::layernorm: return "layernorm";
   }
   return "?";
 }
@@ -85,6 +86,13 @@ void BatchNormShape::validate(bool training) const {
   if (!(momentum >= 0 && momentum <= 1)) fail("momentum must be in [0, 1]");
   if (training && per_channel() < 2)
     fail("training needs more than one value per channel (batch x spatial is 1)");
+}
+
+void LayerNormShape::validate() const {
+  if (rows < 0 || features < 1 || !(eps > 0))
+    throw std::invalid_argument("layernorm: rows must be >= 0, features >= 1 and eps > 0 (rows " +
+                                std::to_string(rows) + ", features " + std::to_string(features) + ", eps " +
+                                std::to_string(eps) + ")");
 }
 
 }  // namespace codistill::kernels

@@ -23,11 +23,12 @@ enum class Op : std::uint8_t {
   adamw_update,
   batchnorm,       // per-channel batch normalization, train (batch statistics) and eval
   global_avgpool,  // the mean of each row of [rows, spatial] ([B*C, H*W]: each plane)
+  layernorm,       // normalization of each row over its last dimension
 };
 inline constexpr Op kAllOps[] = {Op::linear,       Op::linear_activation, Op::activation,  Op::conv2d,
                                  Op::maxpool2d,    Op::softmax,           Op::multiply,    Op::add,
                                  Op::distill_loss, Op::sgd_update,        Op::adamw_update, Op::batchnorm,
-                                 Op::global_avgpool};
+                                 Op::global_avgpool, Op::layernorm};
 const char* op_name(Op op);
 
 // relu: y = max(x, 0), backward from y; gelu: exact erf form, backward from x.
@@ -75,6 +76,19 @@ struct BatchNormShape {
   double eps = 1e-5, momentum = 0.1;
   std::int64_t per_channel() const { return batch * spatial; }
   void validate(bool training) const;  // throws std::invalid_argument
+};
+
+// Layer normalization of x [rows, features] over each row (Ba et al. 2016; PyTorch's
+// LayerNorm over the last dimension), with an affine gamma, beta [features]:
+//   mean_r, var_r = the row's mean and biased variance; invstd_r = 1/sqrt(var_r + eps)
+//   y = (x - mean_r) * invstd_r * gamma + beta;  save_mean/save_invstd [rows] for backward
+// Backward (xh = (x - mean) * invstd, g = gamma * dy; gradients accumulate):
+//   dgamma += sum_r dy*xh;  dbeta += sum_r dy
+//   dx = invstd * (g - mean_f(g) - xh * mean_f(g*xh))
+struct LayerNormShape {
+  std::int64_t rows = 1, features = 1;
+  double eps = 1e-5;
+  void validate() const;  // throws std::invalid_argument
 };
 
 // The fused distillation loss (DESIGN.md section 6). For row r with student logits z,

@@ -9,6 +9,7 @@
 #include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/avgpool.hpp"
 #include "kernels/cpu/batchnorm.hpp"
+#include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/conv2d.hpp"
 #include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cpu/elementwise.hpp"
@@ -84,7 +85,7 @@ class CpuBackend final : public Backend {
     if (op == Op::distill_loss || op == Op::sgd_update || op == Op::adamw_update || op == Op::softmax ||
         op == Op::linear || op == Op::linear_activation || op == Op::activation || op == Op::conv2d ||
         op == Op::maxpool2d || op == Op::multiply || op == Op::add || op == Op::batchnorm ||
-        op == Op::global_avgpool)
+        op == Op::global_avgpool || op == Op::layernorm)
       return dtype == DType::f32 || dtype == DType::f64;
     return false;
   }
@@ -214,6 +215,24 @@ class CpuBackend final : public Backend {
     require_support(*this, Op::global_avgpool, dy.dtype(), "global_avgpool backward");
     dispatch_floating(dy.dtype(), [&]<class T>() {
       cpu::global_avgpool_backward<T>(dy.data<T>(), dx.data<T>(), rows, spatial, impl_of(q));
+    });
+  }
+
+  void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& save_mean,
+                         Tensor& save_invstd, const LayerNormShape& s, Queue& q) override {
+    require_support(*this, Op::layernorm, x.dtype(), "layernorm");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::layernorm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), y.data<T>(), save_mean.data<T>(),
+                                save_invstd.data<T>(), s, impl_of(q));
+    });
+  }
+  void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,
+                          const Tensor& dy, Tensor* dx, Tensor& dgamma, Tensor& dbeta, const LayerNormShape& s,
+                          Queue& q) override {
+    require_support(*this, Op::layernorm, x.dtype(), "layernorm backward");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::layernorm_backward<T>(x.data<T>(), gamma.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                                 dy.data<T>(), opt<T>(dx), dgamma.data<T>(), dbeta.data<T>(), s, impl_of(q));
     });
   }
 

@@ -182,6 +182,7 @@ bool CudaBackend::supports(Op op, DType dtype) const {
     case Op::maxpool2d:
     case Op::batchnorm:
     case Op::global_avgpool:
+    case Op::layernorm:
     case Op::multiply:
     case Op::add:
     case Op::sgd_update:

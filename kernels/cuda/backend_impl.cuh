@@ -96,6 +96,11 @@ class CudaBackend final : public kernels::Backend {
                               kernels::Queue& q) override;
   void global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
                                kernels::Queue& q) override;
+  void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& save_mean,
+                         Tensor& save_invstd, const LayerNormShape& s, kernels::Queue& q) override;
+  void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,
+                          const Tensor& dy, Tensor* dx, Tensor& dgamma, Tensor& dbeta, const LayerNormShape& s,
+                          kernels::Queue& q) override;
   void softmax_forward(const Tensor& x, Tensor& y, kernels::Queue& q) override;
   void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, kernels::Queue& q) override;
   void multiply(const Tensor& x, const Tensor& m, Tensor& y, kernels::Queue& q) override;

@@ -13,6 +13,7 @@
 #include "kernels/cuda/backend_impl.cuh"
 #include "kernels/cuda/avgpool.hpp"
 #include "kernels/cuda/batchnorm.hpp"
+#include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/conv2d.hpp"
 #include "kernels/cuda/distill_loss.hpp"
@@ -255,6 +256,44 @@ void CudaBackend::global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int
   expect(dy, cq.device(), DType::f32, rows, op, "dy");
   expect(dx, cq.device(), DType::f32, rows * spatial, op, "dx");
   cuda::global_avgpool_backward(f32(dy), f32(dx), rows, spatial, cq.context());
+}
+
+// ---- layer normalization -----------------------------------------------------------------------
+
+void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                    Tensor& save_mean, Tensor& save_invstd, const LayerNormShape& s,
+                                    kernels::Queue& q) {
+  const char* op = "layernorm";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::layernorm, x.dtype(), op);
+  s.validate();
+  expect(x, cq.device(), DType::f32, s.rows * s.features, op, "x");
+  expect(y, cq.device(), DType::f32, s.rows * s.features, op, "y");
+  expect(gamma, cq.device(), DType::f32, s.features, op, "gamma");
+  expect(beta, cq.device(), DType::f32, s.features, op, "beta");
+  expect(save_mean, cq.device(), DType::f32, s.rows, op, "save_mean");
+  expect(save_invstd, cq.device(), DType::f32, s.rows, op, "save_invstd");
+  cuda::layernorm_forward(f32(x), f32(gamma), f32(beta), f32(y), f32(save_mean), f32(save_invstd), s,
+                          cq.context());
+}
+
+void CudaBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                     const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                     Tensor& dbeta, const LayerNormShape& s, kernels::Queue& q) {
+  const char* op = "layernorm backward";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::layernorm, dy.dtype(), op);
+  s.validate();
+  expect(x, cq.device(), DType::f32, s.rows * s.features, op, "x");
+  expect(dy, cq.device(), DType::f32, s.rows * s.features, op, "dy");
+  if (dx) expect(*dx, cq.device(), DType::f32, s.rows * s.features, op, "dx");
+  expect(gamma, cq.device(), DType::f32, s.features, op, "gamma");
+  expect(save_mean, cq.device(), DType::f32, s.rows, op, "save_mean");
+  expect(save_invstd, cq.device(), DType::f32, s.rows, op, "save_invstd");
+  expect(dgamma, cq.device(), DType::f32, s.features, op, "dgamma");
+  expect(dbeta, cq.device(), DType::f32, s.features, op, "dbeta");
+  cuda::layernorm_backward(f32(x), f32(gamma), f32(save_mean), f32(save_invstd), f32(dy), f32(dx), f32(dgamma),
+                           f32(dbeta), s, cq.context());
 }
 
 // ---- softmax: no CUDA kernel ---------------------------------------------------------------

@@ -103,6 +103,13 @@ inline Launch batchnorm(std::int64_t C, std::int64_t per_channel) {
   return {{static_cast<unsigned>(C)}, {static_cast<unsigned>(warps * kWarp)}, 0};
 }
 
+// A block per row of `features` values (layer normalization): up to 256 threads.
+inline Launch layernorm_rows(std::int64_t rows, std::int64_t features) {
+  if (rows > 0x7fffffff) throw std::invalid_argument("layernorm (cuda): too many rows");
+  const std::int64_t warps = std::clamp<std::int64_t>((features + kWarp - 1) / kWarp, 1, kElementwiseThreads / kWarp);
+  return {{static_cast<unsigned>(rows < 1 ? 1 : rows)}, {static_cast<unsigned>(warps * kWarp)}, 0};
+}
+
 // ---- optimizer updates: a block per chunk of parameters ---------------------------------
 
 constexpr std::int64_t kOptimizerChunk = 4096;  // elements per block: 16 per thread

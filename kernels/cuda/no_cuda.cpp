@@ -7,6 +7,7 @@
 #include "kernels/cuda/batchnorm.hpp"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/context.hpp"
+#include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/conv2d.hpp"
 #include "kernels/cuda/distill_loss.hpp"
 #include "kernels/cuda/linear.hpp"
@@ -92,6 +93,12 @@ void maxpool2d_backward(const float*, const float*, const float*, float*, const 
 void global_avgpool_forward(const float*, float*, std::int64_t, std::int64_t, const Context&) { no_cuda(); }
 void global_avgpool_backward(const float*, float*, std::int64_t, std::int64_t, const Context&) { no_cuda(); }
 
+// layernorm.hpp
+void layernorm_forward(const float*, const float*, const float*, float*, float*, float*, const LayerNormShape&,
+                       const Context&) { no_cuda(); }
+void layernorm_backward(const float*, const float*, const float*, const float*, const float*, float*, float*, float*,
+                        const LayerNormShape&, const Context&) { no_cuda(); }
+
 // batchnorm.hpp
 void batchnorm_forward(const float*, const float*, const float*, float*, float*, float*, float*, float*, bool,
                        const BatchNormShape&, const Context&) { no_cuda(); }
@@ -170,6 +177,14 @@ class NoCudaBackend final : public Backend {
   }
   void global_avgpool_forward(const Tensor&, Tensor&, std::int64_t, std::int64_t, Queue&) override { unavailable(); }
   void global_avgpool_backward(const Tensor&, Tensor&, std::int64_t, std::int64_t, Queue&) override { unavailable(); }
+  void layernorm_forward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&,
+                         const LayerNormShape&, Queue&) override {
+    unavailable();
+  }
+  void layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor*,
+                          Tensor&, Tensor&, const LayerNormShape&, Queue&) override {
+    unavailable();
+  }
   void softmax_forward(const Tensor&, Tensor&, Queue&) override { unavailable(); }
   void softmax_backward(const Tensor&, const Tensor&, Tensor&, Queue&) override { unavailable(); }
   void multiply(const Tensor&, const Tensor&, Tensor&, Queue&) override { unavailable(); }

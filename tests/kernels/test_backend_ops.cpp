@@ -290,7 +290,7 @@ TEST_CASE("backend ops: maxpool2d forward and backward match the CPU reference",
   run_cases("maxpool2d", pool_cases(), ordinary_targets());
 }
 
-TEST_CASE("backend ops: batchnorm (train and eval) and global_avgpool match the CPU reference",
+TEST_CASE("backend ops: batchnorm (train and eval), layernorm and global_avgpool match the CPU reference",
           "[ops][batchnorm]") {
   run_cases("batchnorm", norm_cases(), ordinary_targets());
 }

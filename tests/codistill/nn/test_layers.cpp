@@ -11,6 +11,7 @@
 #include "codistill/nn/activation.hpp"
 #include "codistill/nn/avgpool.hpp"
 #include "codistill/nn/batchnorm.hpp"
+#include "codistill/nn/layernorm.hpp"
 #include "codistill/nn/linear.hpp"
 #include "codistill/nn/maxpool2d.hpp"
 #include "codistill/nn/residual.hpp"
@@ -303,6 +304,21 @@ TEST_CASE("BatchNorm gradients match finite differences (1d and 2d, train and ev
         set("running_var", 0.5, 2, seed + 6);
         check_gradients(bn, random_tensor(c.x, seed + 1), seed, impl, [] {}, training);
       }
+}
+
+TEST_CASE("LayerNorm gradients match finite differences", "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed);
+    for (const Shape& x : {Shape{4, 7}, Shape{2, 3, 5}, Shape{3, 1}}) {
+      LayerNorm ln(x.back());
+      ln.to_dtype(DType::f64);
+      for (auto& p : ln.params())
+        *p.value = random_tensor({x.back()}, seed + (p.name == "weight" ? 3 : 4), p.name == "weight" ? 0.5 : -1, 1.5);
+      check_gradients(ln, random_tensor(x, seed + 1), seed, impl);
+    }
+    CHECK_THROWS_WITH(LayerNorm(4).output_shape({3, 5}), Catch::Contains("layernorm: expected input [..., 4]"));
+  }
 }
 
 TEST_CASE("GlobalAvgPool gradients match finite differences", "[nn][gradcheck]") {

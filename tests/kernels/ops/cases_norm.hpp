@@ -1,6 +1,6 @@
 #pragma once
 // Op cases of the normalization entry points: batchnorm (train and eval, forward and
-// backward, with and without dx), and global average pooling. See op_case.hpp.
+// backward, with and without dx), layernorm, and global average pooling. See op_case.hpp.
 #include "op_case.hpp"
 
 namespace codistill::test::ops {
@@ -71,6 +71,37 @@ class GlobalAvgPoolCase final : public OpCase {
   std::int64_t rows_, spatial_;
 };
 
+class LayerNormCase final : public OpCase {
+ public:
+  LayerNormCase(std::int64_t rows, std::int64_t features, bool need_dx)
+      : rows_(rows), features_(features), need_dx_(need_dx) {}
+  std::string name() const override {
+    return "layernorm_forward+backward " + sizes({{"rows", rows_}, {"F", features_}}) + (need_dx_ ? "" : " no-dx");
+  }
+  std::vector<Op> ops() const override { return {Op::layernorm}; }
+  bool reproducible() const override { return true; }
+  std::vector<Output> run(Ctx& c) const override {
+    const k::LayerNormShape s{rows_, features_, 1e-5};
+    const Shape xs{rows_, features_}, fs{features_}, rs{rows_};
+    Tensor x = c.random(xs, seed, -2, 3), gamma = c.random(fs, seed + 1, 0.5, 1.5), beta = c.random(fs, seed + 2);
+    Tensor y = c.poison(xs), sm = c.poison(rs), si = c.poison(rs);
+    c.backend().layernorm_forward(x, gamma, beta, y, sm, si, s, c.q);
+    Tensor dy = c.random(xs, seed + 3), dx = c.poison(xs);
+    Tensor dg = c.random(fs, seed + 4), db = c.random(fs, seed + 5);
+    c.backend().layernorm_backward(x, gamma, sm, si, dy, need_dx_ ? &dx : nullptr, dg, db, s, c.q);
+    const double f = static_cast<double>(features_), r = static_cast<double>(rows_);
+    std::vector<Output> out{c.out("y", y, c.bound(f)), c.out("save_mean", sm, c.bound(f)),
+                            c.out("save_invstd", si, c.bound(f)), c.out("dgamma", dg, c.bound(r)),
+                            c.out("dbeta", db, c.bound(r))};
+    if (need_dx_) out.push_back(c.out("dx", dx, c.bound(f)));
+    return out;
+  }
+
+ private:
+  std::int64_t rows_, features_;
+  bool need_dx_;
+};
+
 inline Cases norm_cases() {
   Cases out;
   // 1d ([N, C]: spatial 1), 2d (spatial H*W) and odd sizes; 2 values per channel at least
@@ -83,6 +114,8 @@ inline Cases norm_cases() {
   add<BatchNormCase>(out, {DType::f32, DType::f64}, bn(1, 2, 1), false, true);  // eval: one value is fine
   for (auto [rows, spatial] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {6, 49}, {64, 64}, {7, 13}, {33, 784}})
     add<GlobalAvgPoolCase>(out, {DType::f32, DType::f64}, rows, spatial);
+  for (auto [rows, features] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {7, 33}, {64, 128}, {3, 1000}, {300, 17}})
+    for (bool need_dx : {true, false}) add<LayerNormCase>(out, {DType::f32, DType::f64}, rows, features, need_dx);
   return out;
 }
 

@@ -1,0 +1,78 @@
+#pragma once
+// Layer normalization kernels (float32), semantics of LayerNormShape in kernels/ops.hpp and
+// of the CPU twin kernels/cpu/layernorm.cpp. x is [rows, F].
+//   forward:        a block per row: block_sum of the row (mean), of the squared deviations
+//                   about it (variance), then y; thread 0 saves mean and invstd.
+//   backward_dx:    a block per row: the row's sums of g = gamma*dy and g*xh, then dx.
+//   backward_param: a thread per feature walks the rows in order: dgamma += sum dy*xh,
+//                   dbeta += sum dy, with no atomics (the same bits run to run).
+// Launch: shapes::layernorm_rows (grid rows, whole warps) and shapes::elementwise(F).
+#include <cstdint>
+
+#include "kernels/cuda/device/reduce.cuh"
+
+namespace codistill::kernels::cuda::device {
+inline namespace CODISTILL_DEVICE_ABI {
+
+__global__ void layernorm_forward_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
+                                         const float* __restrict__ beta, float* __restrict__ y, float* save_mean,
+                                         float* save_invstd, std::int64_t F, float eps) {
+  __shared__ float smem[kWarp];
+  const std::int64_t r = blockIdx.x;
+  const float* row = x + r * F;
+  float part = 0.f;
+  for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x) part += row[f];
+  const float mean = block_sum(part, smem) / static_cast<float>(F);
+  part = 0.f;
+  for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x) {
+    const float d = row[f] - mean;
+    part += d * d;
+  }
+  const float invstd = rsqrtf(block_sum(part, smem) / static_cast<float>(F) + eps);
+  if (threadIdx.x == 0) {
+    save_mean[r] = mean;
+    save_invstd[r] = invstd;
+  }
+  for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x) y[r * F + f] = (row[f] - mean) * invstd * gamma[f] + beta[f];
+}
+
+__global__ void layernorm_backward_dx_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
+                                             const float* __restrict__ save_mean,
+                                             const float* __restrict__ save_invstd, const float* __restrict__ dy,
+                                             float* __restrict__ dx, std::int64_t F) {
+  __shared__ float smem[kWarp];
+  const std::int64_t r = blockIdx.x;
+  const float mean = save_mean[r], invstd = save_invstd[r];
+  float a = 0.f, b = 0.f;
+  for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x) {
+    const float g = gamma[f] * dy[r * F + f];
+    a += g;
+    b += g * ((x[r * F + f] - mean) * invstd);
+  }
+  const float mg = block_sum(a, smem) / static_cast<float>(F);
+  const float mgxh = block_sum(b, smem) / static_cast<float>(F);
+  for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x) {
+    const float xh = (x[r * F + f] - mean) * invstd;
+    dx[r * F + f] = invstd * (gamma[f] * dy[r * F + f] - mg - xh * mgxh);
+  }
+}
+
+__global__ void layernorm_backward_param_kernel(const float* __restrict__ x, const float* __restrict__ save_mean,
+                                                const float* __restrict__ save_invstd,
+                                                const float* __restrict__ dy, float* dgamma, float* dbeta,
+                                                std::int64_t rows, std::int64_t F) {
+  for (std::int64_t f = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; f < F;
+       f += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float g = 0.f, b = 0.f;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float d = dy[r * F + f];
+      g += d * ((x[r * F + f] - save_mean[r]) * save_invstd[r]);
+      b += d;
+    }
+    dgamma[f] += g;
+    dbeta[f] += b;
+  }
+}
+
+}  // namespace CODISTILL_DEVICE_ABI
+}  // namespace codistill::kernels::cuda::device
