@@ -2,7 +2,7 @@
 # Set-up, build and the whole test suite through CTest. Works from a clean clone.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/setup.sh"
+"$root/scripts/setup.sh" --tools
 "$root/scripts/build.sh" "$@"
 cd "${BUILD_DIR:-$root/build}"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 600
