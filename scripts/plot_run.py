@@ -19,8 +19,9 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 from codistill_metrics import NotARunDir, read_run  # noqa: E402
+from codistill_metrics.interpreter import require  # noqa: E402
 
 PROG = "plot_run.py"
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
@@ -173,10 +174,7 @@ def main(argv):
     except NotARunDir as e:
         fail(str(e), 2)
     png = args.output or os.path.join(args.run_dir, "plots", "run.png")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        fail("matplotlib is missing (Debian: apt-get install python3-matplotlib; scripts/setup.sh installs it)", 1)
+    require("matplotlib", PROG, "Debian's python3-matplotlib; scripts/setup.sh installs it")
     for w in run.workers:
         if w.bad_lines:
             print("%s: %s: skipped %d line(s) that are not metrics events" % (PROG, w.metrics, w.bad_lines),

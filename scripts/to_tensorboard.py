@@ -26,9 +26,9 @@ import re
 import shutil
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 from codistill_metrics import NotARunDir, read_run  # noqa: E402
+from codistill_metrics.interpreter import require  # noqa: E402
 from codistill_metrics.reader import WORKER_DIR  # noqa: E402
 
 PROG = "to_tensorboard.py"
@@ -39,20 +39,6 @@ EVENT_FILE = "events.out.tfevents."
 def fail(msg, code):
     print("%s: %s" % (PROG, msg), file=sys.stderr)
     sys.exit(code)
-
-
-def tensorboard_writer():
-    """tensorboard.summary.Writer (numpy only, no TensorFlow or torch), switching to the
-    project's .venv-tools interpreter when this one lacks the package."""
-    try:
-        from tensorboard.summary import Writer
-        return Writer
-    except ImportError:
-        venv_python = os.path.join(os.path.dirname(HERE), ".venv-tools", "bin", "python")
-        if os.access(venv_python, os.X_OK) and not os.environ.get("CODISTILL_TB_REEXEC"):
-            os.environ["CODISTILL_TB_REEXEC"] = "1"
-            os.execv(venv_python, [venv_python] + sys.argv)
-        fail("the tensorboard package is missing (scripts/setup.sh --tools installs it in .venv-tools/)", 1)
 
 
 STAGING = re.compile(r"^\.staging\.\d+$")  # what an export in progress (or killed) writes into
@@ -129,7 +115,7 @@ def main(argv):
     logdir = os.path.abspath(args.logdir)
     if os.path.realpath(logdir) == os.path.realpath(args.run_dir):
         fail("LOGDIR must not be the run directory itself", 2)
-    Writer = tensorboard_writer()
+    Writer = require("tensorboard.summary", PROG, "scripts/setup.sh --tools installs it in .venv-tools/").Writer
     for w in run.workers:
         if w.bad_lines:
             print("%s: %s: skipped %d line(s) that are not metrics events" % (PROG, w.metrics, w.bad_lines),
