@@ -40,6 +40,11 @@ def series_with_prefix(worker, prefix):
     return [s for tag, s in sorted(worker.series.items()) if tag.startswith(prefix) and len(s)]
 
 
+def lone(s):
+    """A marker for a series of one point, which a bare line would not show (a run just begun)."""
+    return "o" if len(s) == 1 else None
+
+
 def scaled(s, factor):
     return [v * factor for v in s.values]
 
@@ -51,7 +56,8 @@ def draw_loss(ax, run):
         for tag, style, label in (("train/loss", "-", w.name), ("train/ce", "--", None)):
             s = w.series.get(tag)
             if s:
-                ax.plot(s.steps, s.values, style, color=color(i), lw=1.4 if style == "-" else 1, label=label)
+                ax.plot(s.steps, s.values, style, marker=lone(s), ms=3, color=color(i), lw=1.4 if style == "-" else 1,
+                        label=label)
                 n += len(s)
     return n
 
@@ -62,7 +68,7 @@ def draw_tag(tag, factor=1.0, marker=None):
         for i, w in enumerate(run.workers):
             s = w.series.get(tag)
             if s:
-                ax.plot(s.steps, scaled(s, factor), "-", marker=marker, ms=3, color=color(i), label=w.name)
+                ax.plot(s.steps, scaled(s, factor), "-", marker=marker or lone(s), ms=3, color=color(i), label=w.name)
                 n += len(s)
         return n
     return draw
@@ -88,7 +94,7 @@ def draw_staleness(ax, run):
     for i, w in enumerate(run.workers):
         s = w.series.get("train/staleness")
         if s:
-            ax.plot(s.steps, s.values, "-", color=color(i), label=w.name)
+            ax.plot(s.steps, s.values, "-", marker=lone(s), ms=3, color=color(i), label=w.name)
             n += len(s)
         for t in series_with_prefix(w, "teacher/"):
             if t.tag.endswith("/peer_step"):
@@ -134,6 +140,7 @@ def plot(run, png):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(4, 2, figsize=(14, 15), sharex=True)
     empty = []
@@ -146,6 +153,7 @@ def plot(run, png):
             empty.append((title, note))
     for ax in axes[-1]:
         ax.set_xlabel("training step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     handles = [plt.Line2D([], [], color=color(i), lw=2) for i in range(len(run.workers))]
     if handles:
         fig.legend(handles, [w.name for w in run.workers], loc="lower center", ncol=min(8, len(handles)))
