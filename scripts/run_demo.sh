@@ -2,7 +2,8 @@
 # Set-up, build, and the default run: two workers codistilling configs/fmnist_mlp.yaml on
 # Fashion-MNIST (each on its own disjoint half of the training set, one thread each),
 # ending with a table: each worker's test accuracy, their ensemble's, and the churn
-# between them. The run directory is new each time (runs/demo-<date>-<time>).
+# between them, and a picture of the run (scripts/plot_run.py, RUN_DIR/plots/run.png).
+# The run directory is new each time (runs/demo-<date>-<time>).
 # Extra arguments go to every worker, e.g. --set train.steps=2000.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,3 +24,4 @@ echo
 "$build/trainer/codistill-inspect" churn "$a" "$b"
 echo
 echo "run_demo.sh: metrics in $run_dir/worker-*/metrics.jsonl, logs in $run_dir/worker-*/train.log"
+"$root/scripts/plot_run.py" "$run_dir"  # prints the picture's path: RUN_DIR/plots/run.png

@@ -2,8 +2,8 @@
 # Set-up, build and the whole test suite through CTest. Works from a clean clone.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# --tools: the Python environment the export tests run in (.venv-tools); here they must run,
-# never skip (tests/trainer/test_export_process.cpp).
+# --tools: the Python environment the export, plot and TensorBoard tests run in
+# (.venv-tools); here they must run, never skip.
 "$root/scripts/setup.sh" --tools
 export CODISTILL_REQUIRE_TOOLS=1
 "$root/scripts/build.sh" "$@"

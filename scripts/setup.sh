@@ -22,6 +22,7 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   dataset-fashion-mnist
   python3 gnuplot-nox
+  python3-matplotlib  # scripts/plot_run.py (run_demo.sh ends with its picture)
   patchelf  # scripts/bundle.sh (relocatable bundle)
   clang libclang-rt-14-dev  # scripts/run_fuzz.sh (libFuzzer)
 )

@@ -1,0 +1,128 @@
+"""Shared by the tests of scripts/: paths, the tools interpreter, and a real run trained by
+this build's codistill-train (two codistilling workers on the synthetic task, a second or
+so)."""
+import json
+import os
+import subprocess
+import sys
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BINARY = os.environ.get("CODISTILL_BINARY_DIR") or os.path.join(SOURCE, "build")
+SCRIPTS = os.path.join(SOURCE, "scripts")
+sys.path.insert(0, SCRIPTS)
+
+# 300 steps, every event kind: train every 10 steps, eval (with churn once a teacher is in
+# use) and checkpoints every 50, teacher loads every 50 from step 50 on. Sync mode: each
+# worker waits for its peer's checkpoints, so however fast one runs both have teachers (and
+# the run is the same every time).
+CONFIG = """run:
+  seed: 7
+  threads: 1
+data:
+  kind: synthetic
+  batch_size: 64
+  synthetic_train: 4096
+  synthetic_test: 1024
+  synthetic_shape: [1, 8, 8]
+model:
+  kind: mlp
+  hidden: [64, 64]
+optimizer:
+  kind: sgd
+  lr: 0.05
+  momentum: 0.9
+train:
+  steps: 300
+  eval_every: 50
+  log_every: 10
+checkpoint:
+  every: 50
+  keep: 3
+codistill:
+  enabled: true
+  burn_in: 50
+  reload_every: 50
+  mode: sync
+"""
+KINDS = ("train", "eval", "checkpoint", "teacher", "done")
+
+
+def tools_python():
+    return os.environ.get("CODISTILL_TOOLS_PYTHON") or os.path.join(SOURCE, ".venv-tools", "bin", "python")
+
+
+def require_tools():
+    """Continues in the tools environment (tensorboard): re-runs this test under it when
+    needed; where it is missing, exits 77 (CTest: skipped), or fails under
+    CODISTILL_REQUIRE_TOOLS (scripts/run_tests.sh creates it, so there it must be)."""
+    try:
+        import tensorboard  # noqa: F401
+        return
+    except ImportError:
+        pass
+    python = tools_python()
+    if os.access(python, os.X_OK) and not os.environ.get("CODISTILL_TEST_REEXEC"):
+        os.environ["CODISTILL_TEST_REEXEC"] = "1"
+        os.execv(python, [python] + sys.argv)
+    if os.environ.get("CODISTILL_REQUIRE_TOOLS"):
+        sys.exit("%s has no tensorboard (scripts/setup.sh --tools) and CODISTILL_REQUIRE_TOOLS is set" % python)
+    print("skipped: no Python tools (%s; scripts/setup.sh --tools)" % python)
+    sys.exit(77)
+
+
+def run(args, **kw):
+    """Runs a command; returns the CompletedProcess with text stdout/stderr."""
+    return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+def train_run(workdir, name="run", extra=()):
+    """Trains the two-worker run into workdir/name through scripts/launch_local.sh."""
+    config = os.path.join(workdir, "config-in.yaml")
+    with open(config, "w") as f:
+        f.write(CONFIG)
+    run_dir = os.path.join(workdir, name)
+    env = dict(os.environ, BUILD_DIR=BINARY)
+    r = run([os.path.join(SCRIPTS, "launch_local.sh"), config, "2", "--run-dir", run_dir] + list(extra), env=env)
+    if r.returncode != 0:
+        raise AssertionError("launch_local.sh failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    return run_dir
+
+
+def train_worker(run_dir, worker, extra=()):
+    """Starts one worker of the run again (a resume) with the run's config."""
+    r = run([os.path.join(BINARY, "trainer", "codistill-train"), "--config", os.path.join(run_dir, "config.yaml"),
+             "--run-dir", run_dir, "--worker", str(worker), "--workers", "2"] + list(extra))
+    if r.returncode != 0:
+        raise AssertionError("codistill-train failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def metrics_path(run_dir, worker):
+    return os.path.join(run_dir, "worker-%03d" % worker, "metrics.jsonl")
+
+
+def events(run_dir, worker):
+    """Every whole line of the worker's metrics.jsonl, parsed."""
+    with open(metrics_path(run_dir, worker)) as f:
+        text = f.read()
+    whole = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in whole.splitlines() if line.strip()]
+
+
+def cut_last_line(path, keep_chars=17):
+    """Leaves the file's last line half-written: its newline and all but keep_chars gone."""
+    with open(path, "rb") as f:
+        data = f.read()
+    start = data.rstrip(b"\n").rfind(b"\n") + 1
+    with open(path, "wb") as f:
+        f.write(data[: start + keep_chars])
+    return data[start:].decode().strip()
+
+
+def png_size(path):
+    """(width, height) from a PNG's IHDR; AssertionError if it is not a PNG."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        raise AssertionError("%s is not a PNG" % path)
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
