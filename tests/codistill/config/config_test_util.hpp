@@ -99,6 +99,7 @@ model:
   channels: [8, 16, 32]
   kernel_size: 3
   pool: 1
+  blocks: 3
   activation: gelu
   dropout: 0.25
   init: xavier_uniform
