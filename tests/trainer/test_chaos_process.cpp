@@ -271,15 +271,32 @@ TEST_CASE("chaos: async workers with an unreadable peer, retention races, skewed
   const fs::path peer = dir.path() / "run" / "worker-002";
   const fs::perms readable = fs::status(peer).permissions();
   int kills = 0, skews = 0;
-  bool hidden = false;
-  for (int round = 0; round < 40; ++round) {
+  // Worker 2's directory goes unreadable (and unwritable) at round 5 and comes back once a
+  // peer has said so and a second has passed. Nobody is killed from then until a peer has
+  // said it reads again: a process killed in between forgets what it saw, and its
+  // restart, never having seen the folder unreadable, has nothing to say.
+  enum class Window { before, hidden, restored, over } window = Window::before;
+  int window_rounds = 0;
+  struct Readable {  // whatever happens, the folder is readable again when the test ends
+    fs::path p;
+    fs::perms perms;
+    ~Readable() {
+      std::error_code ec;
+      fs::permissions(p, perms, ec);
+    }
+  } restore_at_exit{peer, readable};
+  const auto saw = [&](const char* what) { return cohort.all_output().find(what) != std::string::npos; };
+  for (int round = 0; round < 40 || window != Window::over; ++round) {
+    if (round >= 400) break;  // the peers never said it (about a minute): the checks below say which
     sleep_ms(pick(rng, 50, 150));
-    if (round == 5) {  // worker 2's directory unreadable (and unwritable) for a second
+    if (window == Window::before && round == 5) {
       fs::permissions(peer, fs::perms::none);
-      hidden = true;
-    } else if (round == 12) {
+      window = Window::hidden;
+    } else if (window == Window::hidden && ++window_rounds >= 7 && saw("peer 2: cannot list")) {
       fs::permissions(peer, readable);
-      hidden = false;
+      window = Window::restored;
+    } else if (window == Window::restored && saw("peer 2: its folder reads again")) {
+      window = Window::over;
     }
     // A peer's clock far off: its published files dated up to a day away either way.
     for (const auto& f : store.checkpoints(pick(rng, 0, 1))) {
@@ -287,13 +304,13 @@ TEST_CASE("chaos: async workers with an unreadable peer, retention races, skewed
       fs::last_write_time(f.path, fs::file_time_type::clock::now() + std::chrono::hours(pick(rng, -24, 24)), ec);
       if (!ec) ++skews;
     }
-    if (round % 4 == 3) {
+    const bool quiet = window == Window::hidden || window == Window::restored;
+    if (round % 4 == 3 && !quiet) {
       const int w = pick(rng, 0, kWorkers - 1);
       if (cohort.running(w) && cohort.kill(w) == 128 + SIGKILL) ++kills;
       cohort.start(w);
     }
   }
-  if (hidden) fs::permissions(peer, readable);
   std::cout << "chaos: " << kills << " kills, " << skews << " peer files re-dated" << std::endl;
   INFO("kills " << kills << ", files re-dated " << skews);
   CHECK(skews > 0);
