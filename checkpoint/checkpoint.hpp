@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/error.hpp"
+#include "checkpoint/hash.hpp"
 #include "checkpoint/tensors.hpp"
 
 namespace codistill::checkpoint {
@@ -36,6 +37,9 @@ struct CheckpointMeta {
   std::string config;             // the resolved config, YAML
   std::vector<TeacherStep> teacher_steps;
   std::string content_digest;  // read(): the stored (and verified) digest; write(): ignored
+  // read(): the digest's algorithm, "xxh64" for files without the attribute (written
+  // before 2026-11-24); write(): ignored (WriteOptions::digest_algorithm decides).
+  std::string content_digest_algorithm = "xxh3-64";
   bool operator==(const CheckpointMeta&) const = default;
 };
 
@@ -92,6 +96,8 @@ struct WriteOptions {
   // memcpy per chunk. false: HDF5's filter pipeline (copies each chunk twice); the files
   // are identical, the option exists to cross-check the two.
   bool direct_chunk_io = true;
+  // The content digest's algorithm; XXH64 only to reproduce files written before XXH3.
+  DigestAlgorithm digest_algorithm = DigestAlgorithm::xxh3_64;
   // Test hook: fail (as a full disk would) before the data bytes written exceed this.
   std::int64_t fail_after_bytes = -1;
   // Test hook: at that point SIGKILL the whole process instead, leaving a partly written

@@ -10,7 +10,8 @@ namespace codistill::checkpoint {
 
 // Removes a root attribute; throws CheckpointError when it cannot.
 void delete_attribute(const std::string& path, const std::string& name);
-// Replaces (or adds) a root attribute: int64, or a variable-length UTF-8 string.
+// Replaces (or adds) a root attribute: int64, or a UTF-8 string (fixed length, as the
+// writer stores them).
 void set_attribute(const std::string& path, const std::string& name, std::int64_t value);
 void set_attribute(const std::string& path, const std::string& name, const std::string& value);
 

@@ -1,118 +1,75 @@
 #include "checkpoint/hash.hpp"
 
-#include <bit>
+// The state structs, to hold them by value (allocation-free resets); libxxhash 0.8.
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 #include <cstring>
+#include <stdexcept>
+#include <utility>
 
 namespace codistill::checkpoint {
 
+// The two xxHash states live side by side; only the algorithm's one is used.
+struct ContentDigest::State {
+  XXH64_state_t x64;
+  XXH3_state_t x3;
+};
+
 namespace {
 
-// XXH64's primes (from its public specification).
-constexpr std::uint64_t P1 = 0x9E3779B185EBCA87ULL;
-constexpr std::uint64_t P2 = 0xC2B2AE3D27D4EB4FULL;
-constexpr std::uint64_t P3 = 0x165667B19E3779F9ULL;
-constexpr std::uint64_t P4 = 0x85EBCA77C2B2AE63ULL;
-constexpr std::uint64_t P5 = 0x27D4EB2F165667C5ULL;
+constexpr std::pair<DigestAlgorithm, const char*> kDigestNames[] = {{DigestAlgorithm::xxh64, "xxh64"},
+                                                                      {DigestAlgorithm::xxh3_64, "xxh3-64"}};
 
-static_assert(std::endian::native == std::endian::little,
-              "checkpoint hashing reads words in host order; big-endian hosts need byte swaps");
-
-inline std::uint64_t load64(const unsigned char* p) {
-  std::uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-inline std::uint32_t load32(const unsigned char* p) {
-  std::uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline std::uint64_t round64(std::uint64_t acc, std::uint64_t input) {
-  acc += input * P2;
-  acc = std::rotl(acc, 31);
-  return acc * P1;
-}
-inline std::uint64_t merge64(std::uint64_t h, std::uint64_t v) {
-  h ^= round64(0, v);
-  return h * P1 + P4;
-}
-
-// Consumes whole 32-byte stripes; returns the bytes used.
-std::size_t stripes(std::array<std::uint64_t, 4>& acc, const unsigned char* p, std::size_t n) {
-  // Local copies: the compiler keeps the four lanes in registers only if they do not alias p.
-  std::uint64_t v1 = acc[0], v2 = acc[1], v3 = acc[2], v4 = acc[3];
-  std::size_t done = 0;
-  for (; done + 32 <= n; done += 32, p += 32) {
-    v1 = round64(v1, load64(p));
-    v2 = round64(v2, load64(p + 8));
-    v3 = round64(v3, load64(p + 16));
-    v4 = round64(v4, load64(p + 24));
-  }
-  acc = {v1, v2, v3, v4};
-  return done;
+void check(XXH_errorcode rc, const char* what) {
+  if (rc != XXH_OK) throw std::runtime_error(std::string("libxxhash: ") + what + " failed");
 }
 
 }  // namespace
 
-Xxh64::Xxh64(std::uint64_t seed) : seed_(seed) { acc_ = {seed + P1 + P2, seed + P2, seed, seed - P1}; }
+const char* digest_algorithm_name(DigestAlgorithm a) {
+  for (const auto& [alg, name] : kDigestNames)
+    if (alg == a) return name;
+  throw std::invalid_argument("unknown digest algorithm value " + std::to_string(static_cast<int>(a)));
+}
 
-void Xxh64::update(const void* data, std::size_t n) {
+std::vector<std::string> digest_algorithm_names() {
+  std::vector<std::string> out;
+  for (const auto& entry : kDigestNames) out.emplace_back(entry.second);
+  return out;
+}
+
+DigestAlgorithm parse_digest_algorithm(const std::string& name) {
+  for (const auto& [alg, n] : kDigestNames)
+    if (name == n) return alg;
+  std::string valid;
+  for (const auto& n : digest_algorithm_names()) valid += (valid.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown content digest algorithm '" + name + "' (valid: " + valid + ")");
+}
+
+ContentDigest::ContentDigest(DigestAlgorithm a) : state_(std::make_unique<State>()), algorithm_(a) { reset(a); }
+ContentDigest::~ContentDigest() = default;
+ContentDigest::ContentDigest(ContentDigest&&) noexcept = default;
+ContentDigest& ContentDigest::operator=(ContentDigest&&) noexcept = default;
+
+void ContentDigest::reset(DigestAlgorithm a) {
+  algorithm_ = a;
+  if (a == DigestAlgorithm::xxh64) check(XXH64_reset(&state_->x64, 0), "XXH64_reset");
+  else check(XXH3_64bits_reset(&state_->x3), "XXH3_64bits_reset");
+}
+
+void ContentDigest::update(const void* data, std::size_t n) {
   if (n == 0) return;  // data may be null then
-  auto p = static_cast<const unsigned char*>(data);
-  total_ += n;
-  if (buffered_ > 0) {
-    std::size_t take = std::min(n, buf_.size() - buffered_);
-    std::memcpy(buf_.data() + buffered_, p, take);
-    buffered_ += take;
-    p += take;
-    n -= take;
-    if (buffered_ < buf_.size()) return;
-    stripes(acc_, buf_.data(), buf_.size());
-    buffered_ = 0;
-  }
-  std::size_t used = stripes(acc_, p, n);
-  std::memcpy(buf_.data(), p + used, n - used);
-  buffered_ = n - used;
+  if (algorithm_ == DigestAlgorithm::xxh64) check(XXH64_update(&state_->x64, data, n), "XXH64_update");
+  else check(XXH3_64bits_update(&state_->x3, data, n), "XXH3_64bits_update");
 }
 
-std::uint64_t Xxh64::digest() const {
-  std::uint64_t h;
-  if (total_ >= 32) {
-    h = std::rotl(acc_[0], 1) + std::rotl(acc_[1], 7) + std::rotl(acc_[2], 12) + std::rotl(acc_[3], 18);
-    for (std::uint64_t v : acc_) h = merge64(h, v);
-  } else {
-    h = seed_ + P5;
-  }
-  h += total_;
-  const unsigned char* p = buf_.data();
-  std::size_t n = buffered_;
-  for (; n >= 8; n -= 8, p += 8) {
-    h ^= round64(0, load64(p));
-    h = std::rotl(h, 27) * P1 + P4;
-  }
-  if (n >= 4) {
-    h ^= static_cast<std::uint64_t>(load32(p)) * P1;
-    h = std::rotl(h, 23) * P2 + P3;
-    n -= 4;
-    p += 4;
-  }
-  for (; n > 0; --n, ++p) {
-    h ^= *p * P5;
-    h = std::rotl(h, 11) * P1;
-  }
-  h ^= h >> 33;
-  h *= P2;
-  h ^= h >> 29;
-  h *= P3;
-  h ^= h >> 32;
-  return h;
+std::uint64_t ContentDigest::digest() const {
+  return algorithm_ == DigestAlgorithm::xxh64 ? XXH64_digest(&state_->x64) : XXH3_64bits_digest(&state_->x3);
 }
 
-std::uint64_t xxh64(const void* data, std::size_t n, std::uint64_t seed) {
-  Xxh64 h(seed);
-  h.update(data, n);
-  return h.digest();
-}
+std::uint64_t xxh64(const void* data, std::size_t n, std::uint64_t seed) { return XXH64(data, n, seed); }
+std::uint64_t xxh3_64(const void* data, std::size_t n) { return XXH3_64bits(data, n); }
 
 namespace {
 

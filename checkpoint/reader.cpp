@@ -36,6 +36,14 @@ CheckpointMeta read_attributes(hid_t root) {
   m.config = h5::read_attr_string(root, "config");
   for (auto [w, s] : h5::read_attr_pairs(root, "teacher_steps", "worker", "step")) m.teacher_steps.push_back({w, s});
   m.content_digest = h5::read_attr_string(root, "content_digest");
+  // Absent in files written before XXH3 replaced XXH64 (2026-11-24).
+  m.content_digest_algorithm =
+      h5::has_attr(root, "content_digest_algorithm") ? h5::read_attr_string(root, "content_digest_algorithm") : "xxh64";
+  try {
+    parse_digest_algorithm(m.content_digest_algorithm);
+  } catch (const std::invalid_argument& e) {
+    throw h5::Error(std::string("attribute content_digest_algorithm: ") + e.what());
+  }
   return m;
 }
 
@@ -142,8 +150,8 @@ class DataReader {
  public:
   static constexpr std::size_t kDepth = 2;
 
-  DataReader(const ReadOptions& opt, bool threaded)
-      : opt_(opt), check_([this](ReadTask& t) { check(t); }, threaded, kDepth) {
+  DataReader(const ReadOptions& opt, DigestAlgorithm algorithm, bool threaded)
+      : opt_(opt), digest_(algorithm), check_([this](ReadTask& t) { check(t); }, threaded, kDepth) {
     stages_.resize(threaded ? kDepth + 2 : 1);  // round robin, as in the writer
   }
 
@@ -245,7 +253,7 @@ class DataReader {
   }
 
   const ReadOptions& opt_;
-  Xxh64 digest_{0};  // helper only (or the caller's thread while the helper is idle)
+  ContentDigest digest_;  // helper only (or the caller's thread while the helper is idle)
   std::vector<std::vector<unsigned char>> stages_;
   std::size_t next_ = 0;
   Pipeline<ReadTask> check_;  // last: joined first, while the stages still exist
@@ -311,7 +319,8 @@ void read_impl(const std::string& path, CheckpointData& out, const ReadOptions& 
     for (auto& t : out.section(s)) pool.emplace(std::pair{s, t.name}, std::move(t));
     out.section(s).clear();
   }
-  DataReader reader(opt, file_bytes >= (8u << 20));  // a thread only pays off for big files
+  // A thread only pays off for big files.
+  DataReader reader(opt, parse_digest_algorithm(out.meta.content_digest_algorithm), file_bytes >= (8u << 20));
   for (auto& job : jobs) {
     h5::Handle dset = h5::dataset(H5Dopen2(file.get(), job.path.c_str(), H5P_DEFAULT), ("opening " + job.path).c_str());
     DatasetInfo info = inspect(dset.get(), job.path, job.found.section);

@@ -190,7 +190,7 @@ class DataWriter {
 
   const WriteOptions& opt_;
   int fd_;                       // the file's descriptor inside HDF5, for early writeback
-  Xxh64 digest_{0};              // caller's thread only
+  ContentDigest digest_{opt_.digest_algorithm};  // caller's thread only
   std::uint64_t written_ = 0;    // caller's thread only
   std::uint64_t unflushed_ = 0;  // helper only
   std::vector<std::unique_ptr<unsigned char[]>> buffers_;
@@ -275,6 +275,7 @@ std::string fill_file(hid_t root, int fd, const CheckpointView& c, const WriteOp
   for (Entry* e : order) w.write(*e);
   std::string hex = hex64(w.finish());
   h5::write_attr(root, "content_digest", hex);
+  h5::write_attr(root, "content_digest_algorithm", std::string(digest_algorithm_name(opt.digest_algorithm)));
   return hex;
 }
 

@@ -15,6 +15,8 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config zlib1g-dev
   libhdf5-dev hdf5-tools
+  libxxhash-dev  # checkpoint content digests (XXH3-64)
+  python3-xxhash  # scripts/checkpoint_digest.py recomputes them in Python
   libyaml-cpp-dev
   libboost-filesystem-dev libboost-program-options-dev libboost-context-dev
   libopenblas-dev

@@ -216,7 +216,8 @@ std::string show_text(const json& doc, bool with_config) {
   out += line("created", fmt::format("{} ({} ago)", doc["created"].get<std::string>(),
                                      human_duration(now_unix() - doc["created_unix"].get<double>())));
   out += line("fingerprint", doc["model_fingerprint"].get<std::string>());
-  out += line("digest", doc["content_digest"].get<std::string>() + " (verified)");
+  out += line("digest", fmt::format("{} ({}, verified)", doc["content_digest"].get<std::string>(),
+                                    doc["content_digest_algorithm"].get<std::string>()));
   out += line("teachers", teachers.empty() ? "none" : teachers);
   out += line("normalization", norm);
   out += line("parameters", fmt::format("{} in {} tensors", doc["parameters"].get<std::int64_t>(),
@@ -265,6 +266,7 @@ Report show(const std::string& path, const ShowOptions& options) {
            {"created", utc_time(m.created_unix)},
            {"model_fingerprint", m.model_fingerprint},
            {"content_digest", m.content_digest},
+           {"content_digest_algorithm", m.content_digest_algorithm},
            {"teacher_steps", std::move(teachers)},
            {"normalization", std::move(norm)},
            {"parameters", params},

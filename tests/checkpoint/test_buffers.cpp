@@ -242,11 +242,20 @@ TEST_CASE("a file written before /buffers existed reads back valid, with no buff
   CHECK(reuse.buffers.empty());
   CHECK(reuse.params.size() == 4);
 
-  // Its content written again by this version: same digest, same objects, no /buffers.
+  CHECK(old.meta.content_digest_algorithm == "xxh64");  // no content_digest_algorithm attribute
+
+  // Its content written again by this version with XXH64: same digest, same objects, no
+  // /buffers. With XXH3 (the default now) the digest differs and names its algorithm.
   test::TempDir dir;
   std::string copy = dir.str("rewritten.h5");
-  CHECK(checkpoint::write(copy, old.view()).content_digest == kOldDigest);
+  WriteOptions as_before;
+  as_before.digest_algorithm = DigestAlgorithm::xxh64;
+  CHECK(checkpoint::write(copy, old.view(), as_before).content_digest == kOldDigest);
   CHECK(object_listing(copy, dir) == object_listing(kOldFile, dir));
+  CHECK(checkpoint::read(copy).meta.content_digest_algorithm == "xxh64");
+  auto now = checkpoint::write(dir.str("xxh3.h5"), old.view());
+  CHECK(now.content_digest != kOldDigest);
+  CHECK(checkpoint::read(dir.str("xxh3.h5")).meta.content_digest_algorithm == "xxh3-64");
 }
 
 TEST_CASE("a damaged buffer is caught: fletcher32 in chunks, the digest elsewhere", "[checkpoint][buffers]") {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/edit.hpp"
 #include "sample_checkpoint.hpp"
 #include "support/process.hpp"
 
@@ -177,6 +178,34 @@ TEST_CASE("write refuses bad input and never overwrites", "[checkpoint][format]"
   test::SampleCheckpoint other(99);
   CHECK_THROWS_WITH(checkpoint::write(path, other.view()), Catch::Contains("already exists"));
   CHECK(slurp(path) == before);
+}
+
+TEST_CASE("the content digest names its algorithm; XXH64 files still verify", "[checkpoint][format]") {
+  test::TempDir dir;
+  test::SampleCheckpoint sample;
+  const std::string x3 = dir.str("x3.h5"), x64 = dir.str("x64.h5");
+  const auto w3 = checkpoint::write(x3, sample.view(), test::small_chunks());
+  WriteOptions old_style = test::small_chunks();
+  old_style.digest_algorithm = DigestAlgorithm::xxh64;
+  const auto w64 = checkpoint::write(x64, sample.view(), old_style);
+  CHECK(w3.content_digest != w64.content_digest);
+  CHECK(read_meta(x3).content_digest_algorithm == "xxh3-64");
+  CHECK(read_meta(x64).content_digest_algorithm == "xxh64");
+  CHECK(verify(x3).valid);
+  CHECK(verify(x64).valid);
+  CHECK(checkpoint::read(x64).meta.content_digest == w64.content_digest);
+
+  // A file without the attribute is read as XXH64 (files written before XXH3).
+  delete_attribute(x64, "content_digest_algorithm");
+  CHECK(read_meta(x64).content_digest_algorithm == "xxh64");
+  CHECK(verify(x64).valid);
+  // The attribute is part of what is checked: the wrong algorithm is a digest mismatch.
+  delete_attribute(x3, "content_digest_algorithm");
+  CHECK_THROWS_WITH(checkpoint::read(x3), Catch::Contains("content digest mismatch: stored " + w3.content_digest));
+  set_attribute(x3, "content_digest_algorithm", std::string("md5"));
+  CHECK_THROWS_WITH(checkpoint::read(x3), Catch::Contains("unknown content digest algorithm 'md5' (valid: xxh64, xxh3-64)"));
+  set_attribute(x3, "content_digest_algorithm", std::string("xxh3-64"));
+  CHECK(checkpoint::read(x3).meta.content_digest == w3.content_digest);
 }
 
 TEST_CASE("h5dump reads a checkpoint without this project", "[checkpoint][format]") {

@@ -49,35 +49,57 @@ std::uint32_t fletcher32_definition(const unsigned char* p, std::size_t n) {
 
 }  // namespace
 
-TEST_CASE("xxh64 matches the reference vectors of the xxHash specification", "[checkpoint][hash]") {
+TEST_CASE("xxh64 and xxh3-64 match the reference vectors of the xxHash specification", "[checkpoint][hash]") {
   CHECK(xxh64("", 0) == 0xEF46DB3751D8E999ULL);
   CHECK(xxh64("", 0, 1) == 0xD5AFBA1336A3BE4BULL);
   CHECK(xxh64("a", 1) == 0xD24EC4F1A98C6E5BULL);
   CHECK(xxh64("abc", 3) == 0x44BC2CF5AD770999ULL);
   const char* text = "Nobody inspects the spammish repetition";  // 39 bytes: one stripe and a tail
   CHECK(xxh64(text, std::strlen(text)) == 0xFBCEA83C8A378BF1ULL);
+  CHECK(xxh3_64("", 0) == 0x2D06800538D394C2ULL);
+  CHECK(xxh3_64("a", 1) == 0xE6C632B61E964E1FULL);
+  CHECK(xxh3_64("abc", 3) == 0x78AF5F94892F3950ULL);
+  CHECK(xxh3_64(text, std::strlen(text)) == 0x6CB00603B5CC47E9ULL);
   CHECK(hex64(0xEF46DB3751D8E999ULL) == "ef46db3751d8e999");
   CHECK(hex64(0x1) == "0000000000000001");
 }
 
-TEST_CASE("xxh64 streaming gives the one-shot digest for any split", "[checkpoint][hash]") {
+TEST_CASE("the streaming content digest gives the one-shot digest for any split", "[checkpoint][hash]") {
   std::uint64_t seed = std::random_device{}();
   INFO("seed " << seed);
+  // Past XXH3's 1 KiB stripes-per-block and its 240-byte short-input path.
   auto data = random_bytes(10007, seed);
-  std::uint64_t whole = xxh64(data.data(), data.size());
-  std::mt19937_64 gen(seed);
-  for (int trial = 0; trial < 50; ++trial) {
-    Xxh64 h;
-    std::size_t at = 0;
-    while (at < data.size()) {
-      std::size_t n = std::min<std::size_t>(data.size() - at, gen() % 100);
-      h.update(data.data() + at, n);
-      at += n;
+  for (DigestAlgorithm alg : {DigestAlgorithm::xxh64, DigestAlgorithm::xxh3_64}) {
+    INFO(digest_algorithm_name(alg));
+    const auto one_shot = [&] {
+      return alg == DigestAlgorithm::xxh64 ? xxh64(data.data(), data.size()) : xxh3_64(data.data(), data.size());
+    };
+    const std::uint64_t whole = one_shot();
+    std::mt19937_64 gen(seed);
+    ContentDigest h(DigestAlgorithm::xxh64 == alg ? DigestAlgorithm::xxh3_64 : DigestAlgorithm::xxh64);
+    for (int trial = 0; trial < 50; ++trial) {
+      h.reset(alg);  // reset switches the algorithm, too
+      std::size_t at = 0;
+      while (at < data.size()) {
+        std::size_t n = std::min<std::size_t>(data.size() - at, gen() % 3000);
+        h.update(data.data() + at, n);
+        at += n;
+      }
+      REQUIRE(h.digest() == whole);
     }
-    REQUIRE(h.digest() == whole);
+    data[5000] ^= 1;
+    CHECK(one_shot() != whole);
+    data[5000] ^= 1;
   }
-  data[5000] ^= 1;
-  CHECK(xxh64(data.data(), data.size()) != whole);
+  CHECK(xxh3_64(data.data(), data.size()) != xxh64(data.data(), data.size()));
+}
+
+TEST_CASE("digest algorithm names", "[checkpoint][hash]") {
+  CHECK(std::string(digest_algorithm_name(DigestAlgorithm::xxh3_64)) == "xxh3-64");
+  CHECK(parse_digest_algorithm("xxh64") == DigestAlgorithm::xxh64);
+  CHECK(parse_digest_algorithm("xxh3-64") == DigestAlgorithm::xxh3_64);
+  CHECK_THROWS_WITH(parse_digest_algorithm("sha256"),
+                    "unknown content digest algorithm 'sha256' (valid: xxh64, xxh3-64)");
 }
 
 TEST_CASE("fletcher32 equals HDF5's definition, including overflowing sums", "[checkpoint][hash]") {
