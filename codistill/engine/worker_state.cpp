@@ -35,9 +35,14 @@ StateView make_state_view(const WorkerState& w) {
   for (const ArenaEntry& e : arena.param_entries())
     v.params.push_back(TensorRef::of(e.path, sv.host.emplace_back(ParamArena::view(host_values, e))));
   if (!arena.buffer_entries().empty()) {
-    const kernels::Tensor& host_buffers = host_block(arena.buffers());
+    // The buffers are the one block the next step writes before the snapshot is waited
+    // for (phase 7): BatchNorm updates its running statistics in the forward (phase 3).
+    // A borrowed host block would race the asynchronous copy, so buffers (small) are
+    // always copied here, while the step is still ours.
+    const kernels::Tensor* host_buffers = &host_block(arena.buffers());
+    if (host_buffers->same_memory(arena.buffers())) host_buffers = &sv.host.emplace_back(arena.buffers().clone());
     for (const ArenaEntry& e : arena.buffer_entries())
-      v.buffers.push_back(TensorRef::of(e.path, sv.host.emplace_back(ParamArena::view(host_buffers, e))));
+      v.buffers.push_back(TensorRef::of(e.path, sv.host.emplace_back(ParamArena::view(*host_buffers, e))));
   }
   for (auto& [path, slots] : w.optimizer->state())
     for (auto& [slot, tensor] : slots) v.optimizer.push_back(TensorRef::of(path + "/" + slot, host_block(*tensor)));

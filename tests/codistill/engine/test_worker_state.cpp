@@ -95,3 +95,19 @@ TEST_CASE("a checkpoint without the model's buffers is refused naming the buffer
   CHECK_THROWS_WITH(restore_state(b.w, checkpoint::read(path)),
                     Catch::Matchers::Contains("/buffers/stats/running"));
 }
+
+// The asynchronous checkpoint copies the state view behind the next step's phases 1-6, and
+// a BatchNorm forward (phase 3) writes its running statistics then: the view must hold the
+// buffers as they were when it was made, not the live block (a race that made kill -9
+// resumes of BatchNorm models differ from an uninterrupted run).
+TEST_CASE("a state view holds the buffers as they were when it was made",
+          "[engine][checkpoint]") {
+  Worker a(1, 10.0f);
+  StateView sv = make_state_view(a.w);
+  Tensor& live = *a.model.buffers()[0].value;
+  for (int i = 0; i < 3; ++i) live.data<float>()[i] = -1.0f;  // the next step's forward
+  auto snap = checkpoint::snapshot(sv.view);
+  const auto* running = snap.find(checkpoint::Section::buffers, "stats/running");
+  REQUIRE(running != nullptr);
+  CHECK(values(running->real) == std::vector<float>{10.0f, 11.0f, 12.0f});
+}
