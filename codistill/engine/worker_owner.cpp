@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -25,22 +26,34 @@ std::string host_name() {
   return buf;
 }
 
-// Creates path with text, failing if it exists. False on EEXIST; throws on other errors.
-bool create_exclusive(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == EEXIST) return false;
-    throw RunDirError("cannot create " + path + ": " + std::strerror(errno));
-  }
+// The name of this process's private draft of `path` (see create_exclusive).
+std::string draft_name(const std::string& path, const std::string& host, long pid) {
+  return path + "." + host + "." + std::to_string(pid) + ".claim";
+}
+
+// Creates path holding text, failing if it exists: false on EEXIST; throws on other errors.
+// The text goes to a private draft first, which is then hard-linked to path (atomic, and
+// exclusive on NFS too): a process killed part-way never leaves an empty or torn owner
+// file that would look like a live claim. A draft a killed process left behind is removed
+// by remove_dead_drafts.
+bool create_exclusive(const std::string& path, const std::string& text, const std::string& host) {
+  const std::string draft = draft_name(path, host, static_cast<long>(::getpid()));
+  const int fd = ::open(draft.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw RunDirError("cannot create " + draft + ": " + std::strerror(errno));
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
                   ::fsync(fd) == 0;
-  const int err = errno;
+  int err = errno;
   ::close(fd);
   if (!ok) {
-    ::unlink(path.c_str());
-    throw RunDirError("cannot write " + path + ": " + std::strerror(err));
+    ::unlink(draft.c_str());
+    throw RunDirError("cannot write " + draft + ": " + std::strerror(err));
   }
-  return true;
+  const bool linked = ::link(draft.c_str(), path.c_str()) == 0;
+  err = errno;
+  ::unlink(draft.c_str());
+  if (linked) return true;
+  if (err == EEXIST) return false;
+  throw RunDirError("cannot create " + path + ": " + std::strerror(err));
 }
 
 std::string read_file(const std::string& path) {
@@ -113,16 +126,49 @@ WorkerOwner::WorkerOwner(const std::string& worker_dir) : path_(worker_dir + "/o
   heartbeat_ = std::thread([this] { heartbeat_loop(); });
 }
 
+namespace {
+
+// Drafts (see create_exclusive) this host's killed processes left beside path.
+void remove_dead_drafts(const std::string& path, const std::string& host) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  std::error_code ec;
+  for (const std::string& base : {p.filename().string() + ".", p.filename().string() + ".takeover."}) {
+    const std::string prefix = base + host + ".";
+    for (const auto& e : fs::directory_iterator(p.parent_path(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() <= prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0 ||
+          name.compare(name.size() - 6, 6, ".claim") != 0)
+        continue;
+      const std::string pid = name.substr(prefix.size(), name.size() - 6 - prefix.size());
+      if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      const long n = std::stol(pid);
+      if (n != static_cast<long>(::getpid()) && !holder_alive(n, 0)) fs::remove(e.path(), ec);
+    }
+  }
+}
+
+}  // namespace
+
+// An owner or takeover file is stale when its writer is gone: on this host, its pid no
+// longer runs; on another, its modification time is older than kStaleSeconds.
+bool WorkerOwner::stale(const Holder& h, const std::string& me) {
+  return h.host == me ? !holder_alive(h.pid, h.started_unix) : h.heartbeat_age_s > kStaleSeconds;
+}
+
 void WorkerOwner::claim() {
   const std::string me = host_name();
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (create_exclusive(path_, token_)) return;
+  remove_dead_drafts(path_, me);
+  // Each round either claims the file or clears one stale obstacle (the owner or a
+  // takeover lock whose writer died, e.g. killed part-way through its own takeover); a
+  // live holder ends it with an error. The bound only stops a livelock of many claimers.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    if (create_exclusive(path_, token_, me)) return;
     const std::string text = read_file(path_);
     const double age = age_seconds(path_);
     if (age < 0) continue;  // removed meanwhile: try again
     const Holder h = parse(text, age);
-    const bool stale = h.host == me ? !holder_alive(h.pid, h.started_unix) : age > kStaleSeconds;
-    if (!stale) {
+    if (!stale(h, me)) {
       std::ostringstream msg;
       msg << "worker directory " << path_.substr(0, path_.size() - 6) << " is held by "
           << (h.host.empty() ? std::string("an unknown process") : "host " + h.host + " pid " + std::to_string(h.pid))
@@ -134,12 +180,17 @@ void WorkerOwner::claim() {
     }
     // Stale: take over, one process at a time.
     const std::string lock = path_ + ".takeover";
-    if (!create_exclusive(lock, token_)) {
-      if (age_seconds(lock) > kStaleSeconds) ::unlink(lock.c_str());  // a crashed takeover's
+    if (!create_exclusive(lock, token_, me)) {
+      const std::string lock_text = read_file(lock);
+      const double lock_age = age_seconds(lock);
+      // A takeover whose process died (kill -9 between taking the lock and releasing it)
+      // is cleared now, not after kStaleSeconds: a restarted worker must not wait for it.
+      if (lock_age >= 0 && stale(parse(lock_text, lock_age), me) && read_file(lock) == lock_text)
+        ::unlink(lock.c_str());
       continue;
     }
     if (read_file(path_) == text) ::unlink(path_.c_str());  // still the stale owner
-    const bool mine = create_exclusive(path_, token_);
+    const bool mine = create_exclusive(path_, token_, me);
     ::unlink(lock.c_str());
     if (mine) return;
   }

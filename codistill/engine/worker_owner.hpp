@@ -1,7 +1,7 @@
 #pragma once
 // One process per worker: RUN_DIR/worker-XXX/owner records who trains the worker (host,
-// pid, start time), created with O_CREAT | O_EXCL (atomic on local file systems and on NFS
-// v3 and later; no flock, which NFS does not honour everywhere). A second process started
+// pid, start time), created exclusively by hard-linking a private draft into place (atomic
+// on local file systems and on NFS; no flock, which NFS does not honour everywhere). A second process started
 // as the same worker — a requeued cluster job whose first instance still runs — refuses
 // (RunDirError: exit 2) naming the host and pid that hold the worker.
 //
@@ -10,8 +10,9 @@
 //   - it is on this host and its pid is gone (after kill -9, a crash, a reboot), or
 //   - it is on another host and its heartbeat is older than kStaleSeconds (a dead node;
 //     generous, since hosts' clocks may disagree).
-// A takeover is itself serialized by RUN_DIR/worker-XXX/owner.takeover (O_EXCL; one older
-// than kStaleSeconds is left over from a crashed takeover and removed). The file is removed
+// A takeover is itself serialized by RUN_DIR/worker-XXX/owner.takeover, judged stale by the
+// same rules (a takeover killed part-way is cleared by the next claimer). Both files are
+// written to a private draft and hard-linked into place, so neither is ever seen empty. The file is removed
 // when the owner goes (normal exit, errors, SIGTERM), only if it is still this process's.
 #include <chrono>
 #include <condition_variable>
@@ -42,6 +43,7 @@ class WorkerOwner {
   };
 
  private:
+  static bool stale(const Holder& h, const std::string& this_host);
   void claim();
   void heartbeat_loop();
 

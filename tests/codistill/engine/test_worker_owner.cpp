@@ -86,3 +86,40 @@ TEST_CASE("stale owners are taken over, fresh ones on other hosts are not", "[ow
     CHECK_FALSE(std::filesystem::exists(dir.path() / "owner.takeover"));
   }
 }
+
+// kill -9 can land anywhere in a claim; the next process started as the worker must not be
+// locked out by what the killed one left (the chaos test's restarts hit this under load).
+TEST_CASE("a claim killed part-way does not lock the worker out", "[owner]") {
+  TempDir dir;
+  const auto owner_file = dir.path() / "owner";
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);  // a pid that no longer runs
+  SECTION("a fresh takeover lock of a dead process on this host is cleared at once") {
+    write_owner(owner_file, this_host(), child, 1);
+    write_owner(dir.path() / "owner.takeover", this_host(), child, 1);
+    WorkerOwner taken(dir.str(""));
+    CHECK(read_text(owner_file).find("\"pid\":" + std::to_string(::getpid())) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "owner.takeover"));
+  }
+  SECTION("a fresh takeover lock of a live process is respected") {
+    write_owner(owner_file, this_host(), child, 1);
+    write_owner(dir.path() / "owner.takeover", "node-still-busy", 4242, 1);
+    CHECK_THROWS_WITH(WorkerOwner(dir.str("")), Catch::Contains("keep claiming"));
+    CHECK(std::filesystem::exists(dir.path() / "owner.takeover"));
+  }
+  SECTION("drafts of dead processes are removed, and the owner file is whole from the start") {
+    const auto draft = dir.path() / ("owner." + this_host() + "." + std::to_string(child) + ".claim");
+    const auto lock_draft = dir.path() / ("owner.takeover." + this_host() + "." + std::to_string(child) + ".claim");
+    std::ofstream(draft) << "{\"host\":";  // torn: the process died while writing it
+    std::ofstream(lock_draft) << "";
+    WorkerOwner taken(dir.str(""));
+    CHECK_FALSE(std::filesystem::exists(draft));
+    CHECK_FALSE(std::filesystem::exists(lock_draft));
+    CHECK(nlohmann::json::accept(read_text(owner_file)));
+    int entries = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+    CHECK(entries == 1);  // the owner file alone: our own draft went after the link
+  }
+}
