@@ -151,7 +151,7 @@ TEST_CASE("buffers read back bit for bit, in the written order, between params a
   check_equal(checkpoint::read(dir.str("pipeline.h5"), via_pipeline), sample.view());
 }
 
-TEST_CASE("a teacher reads params and buffers; ReadOptions::buffers selects them", "[checkpoint][buffers]") {
+TEST_CASE("a teacher reads params and buffers, ReadOptions::buffers selects them", "[checkpoint][buffers]") {
   test::TempDir dir;
   SampleWithBuffers sample;
   std::string path = dir.str("ckpt-000000100.h5");

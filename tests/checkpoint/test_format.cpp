@@ -68,7 +68,7 @@ TEST_CASE("a checkpoint reads back bit for bit, in the written order", "[checkpo
   CHECK(verify(path).valid);
 }
 
-TEST_CASE("read options select sections; metadata and the tensor list come without data", "[checkpoint][format]") {
+TEST_CASE("read options select sections, metadata and the tensor list come without data", "[checkpoint][format]") {
   test::TempDir dir;
   test::SampleCheckpoint sample;
   std::string path = dir.str("ckpt-000000100.h5");
@@ -180,7 +180,7 @@ TEST_CASE("write refuses bad input and never overwrites", "[checkpoint][format]"
   CHECK(slurp(path) == before);
 }
 
-TEST_CASE("the content digest names its algorithm; XXH64 files still verify", "[checkpoint][format]") {
+TEST_CASE("the content digest names its algorithm, XXH64 files still verify", "[checkpoint][format]") {
   test::TempDir dir;
   test::SampleCheckpoint sample;
   const std::string x3 = dir.str("x3.h5"), x64 = dir.str("x64.h5");

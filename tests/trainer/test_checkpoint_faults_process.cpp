@@ -85,7 +85,7 @@ TEST_CASE("failing checkpoint writes are reported, earlier checkpoints kept, tra
   }
 }
 
-TEST_CASE("a corrupt newest checkpoint is skipped on resume; the older valid one is used", "[process]") {
+TEST_CASE("a corrupt newest checkpoint is skipped on resume, the older valid one is used", "[process]") {
   TempDir dir;
   write_text(dir.path() / "c.yaml", kConfig);
   REQUIRE(run_command(cmd(dir, "--set train.steps=300"), dir).exit_code == 0);

@@ -35,7 +35,7 @@ checkpoint:
 )";
 }  // namespace
 
-TEST_CASE("a second process started as the same worker refuses; the first trains alone", "[process]") {
+TEST_CASE("a second process started as the same worker refuses, the first trains alone", "[process]") {
   TempDir dir;
   write_text(dir.path() / "c.yaml", kConfig);
   const std::string cmd = train_exe() + " --config " + dir.str("c.yaml") + " --run-dir " + dir.str("run");

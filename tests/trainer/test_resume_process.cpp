@@ -85,7 +85,7 @@ TEST_CASE("a worker killed with SIGKILL and restarted ends bit-identical to an u
   CHECK(store(dir, "killed").checkpoints(0).size() == 3);
 }
 
-TEST_CASE("SIGTERM finishes the step, publishes a checkpoint and exits 0; the run then resumes", "[process]") {
+TEST_CASE("SIGTERM finishes the step, publishes a checkpoint and exits 0, the run then resumes", "[process]") {
   TempDir dir;
   write_text(dir.path() / "c.yaml", kConfig);
   Child child(cmd(dir, "run"), dir, "child");
@@ -160,7 +160,7 @@ TEST_CASE("a run reached through another path (a symlink) is the same run", "[pr
   CHECK(other.err.find("different run") != std::string::npos);
 }
 
-TEST_CASE("a resnet (batch normalization) killed and resumed ends bit-identical; its buffers are checkpointed",
+TEST_CASE("a resnet (batch normalization) killed and resumed ends bit-identical, its buffers are checkpointed",
           "[process]") {
   TempDir dir;
   write_text(dir.path() / "c.yaml", kConfig);

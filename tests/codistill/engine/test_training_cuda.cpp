@@ -108,7 +108,7 @@ std::array<Params, 2> train_pair(const Config& base) {
 
 }  // namespace
 
-TEST_CASE("a CUDA run follows the CPU run of the same config; its checkpoint is its device state",
+TEST_CASE("a CUDA run follows the CPU run of the same config, its checkpoint is its device state",
           "[cuda][engine]") {
   if (test::skip_without_cuda()) return;
   for (std::string kind : {"mlp", "cnn"}) {

@@ -278,7 +278,7 @@ TEST_CASE("whole-model gradients match finite differences (double)", "[models][g
   }
 }
 
-TEST_CASE("same seed, same model bit for bit; another seed, another model", "[models]") {
+TEST_CASE("same seed, same model bit for bit, another seed, another model", "[models]") {
   for (const ModelConfig& cfg : {mlp_config({64}, 0.2), cnn_config(), resnet_config({4, 8})}) {
     Model a = build(cfg, 42), b = build(cfg, 42), c = build(cfg, 43);
     auto pa = a.params(), pb = b.params(), pc = c.params();

@@ -65,7 +65,7 @@ TEST_CASE("the arena holds every parameter, gradient and buffer in one aligned b
   for (std::int64_t i = entries[0].numel; i < entries[1].offset; ++i) CHECK(v[i] == 0.0f);
 }
 
-TEST_CASE("one optimizer op updates the whole arena, buffers untouched; zero_grad zeroes it", "[nn][arena]") {
+TEST_CASE("one optimizer op updates the whole arena, buffers untouched, zero_grad zeroes it", "[nn][arena]") {
   Model m = small_model(2);
   OptimizerConfig cfg;
   cfg.kind = "sgd";
@@ -97,7 +97,7 @@ TEST_CASE("one optimizer op updates the whole arena, buffers untouched; zero_gra
   CHECK(state.at("fc2/weight").at("momentum")->shape() == Shape{2, 3});
 }
 
-TEST_CASE("to_dtype keeps values and rebinds the views; drop_grads makes a forward-only model", "[nn][arena]") {
+TEST_CASE("to_dtype keeps values and rebinds the views, drop_grads makes a forward-only model", "[nn][arena]") {
   Model m = small_model(3);
   const std::vector<float> values = copy_of(m.arena().values());
   m.to_dtype(DType::f64);
