@@ -1,7 +1,10 @@
 #pragma once
-// Two checkpoints hold bit-identical parameters, buffers, optimizer slots and state.
+// Two checkpoints hold bit-identical parameters, buffers, optimizer slots and state; or how
+// far apart their parameters are.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -26,6 +29,26 @@ inline void require_identical(const std::string& a, const std::string& b) {
       CHECK(std::memcmp(xs[i].ref().data, ys[i].ref().data, xs[i].nbytes()) == 0);
     }
   }
+}
+
+// The largest ||a - b|| / ||a|| over the parameters both hold (by name; float32).
+inline double max_relative_difference(const codistill::checkpoint::CheckpointData& a,
+                                      const codistill::checkpoint::CheckpointData& b) {
+  double worst = 0;
+  for (const auto& x : a.params) {
+    const auto* y = b.find(codistill::checkpoint::Section::params, x.name);
+    REQUIRE(y != nullptr);
+    REQUIRE(x.real.numel() == y->real.numel());
+    const float* p = x.real.data<float>();
+    const float* q = y->real.data<float>();
+    double diff = 0, norm = 0;
+    for (std::int64_t i = 0; i < x.real.numel(); ++i) {
+      diff += (double(p[i]) - q[i]) * (double(p[i]) - q[i]);
+      norm += double(p[i]) * p[i];
+    }
+    worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
+  }
+  return worst;
 }
 
 }  // namespace codistill::test

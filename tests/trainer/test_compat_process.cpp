@@ -27,9 +27,15 @@ std::string cmd(const TempDir& dir, const std::string& run) {
 
 }  // namespace
 
+// Bit-identity with a run of today's code needs today's machine to do the file writer's
+// arithmetic: OpenBLAS and the project's own kernels pick their code by CPU at run time, so
+// an AVX2 machine and an AVX-512 one round differently. The fresh run's own step 20 tells
+// which case this is: equal to the file, the resumed run must end bit-identical; otherwise
+// it must end within rounding drift (1e-5 relative) of the fresh run, which still catches a lost piece of
+// state (a reset dropout generator or Adam moment moves parameters by 1e-2 and more).
 TEST_CASE("a checkpoint written before the parameter arena resumes bit-identically", "[process][compat]") {
   TempDir dir;
-  auto whole = run_command(cmd(dir, "whole"), dir);
+  auto whole = run_command(cmd(dir, "whole") + " --set checkpoint.keep=4", dir);  // step 20 kept
   INFO(whole.err);
   REQUIRE(whole.exit_code == 0);
 
@@ -40,8 +46,20 @@ TEST_CASE("a checkpoint written before the parameter arena resumes bit-identical
   REQUIRE(resumed.exit_code == 0);
   CHECK(resumed.out.find("resuming from") != std::string::npos);
 
-  require_identical(ckpt::RunStore(dir.str("whole")).checkpoint_path(0, 40),
-                    ckpt::RunStore(dir.str("resumed")).checkpoint_path(0, 40));
+  const auto fresh20 = ckpt::read(ckpt::RunStore(dir.str("whole")).checkpoint_path(0, 20));
+  const auto file20 = ckpt::read((kData / "pre_arena_mlp_step20.h5").string());
+  const std::string fresh40 = ckpt::RunStore(dir.str("whole")).checkpoint_path(0, 40);
+  const std::string resumed40 = ckpt::RunStore(dir.str("resumed")).checkpoint_path(0, 40);
+  if (max_relative_difference(fresh20, file20) == 0.0) {
+    require_identical(fresh40, resumed40);
+  } else {
+    WARN("this CPU rounds differently from the machine that wrote the file (step 20 differs by "
+         << max_relative_difference(fresh20, file20) << " relative): checking drift, not bits");
+    auto a = ckpt::read(fresh40), b = ckpt::read(resumed40);
+    CHECK(a.meta.step == b.meta.step);
+    CHECK(a.meta.examples_seen == b.meta.examples_seen);
+    CHECK(max_relative_difference(a, b) < 1e-5);  // measured 9e-8 (AVX-512 EPYC vs the writer)
+  }
 }
 
 TEST_CASE("a checkpoint written before the parameter arena loads as a model", "[compat]") {
