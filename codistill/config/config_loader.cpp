@@ -108,8 +108,8 @@ class Binder {
                                                  config_detail::plain_number(c.optimizer.schedule.min_lr) + "'");
     if (c.data.batch_size % c.train.micro_batches != 0)
       fail_at({"train.micro_batches", "data.batch_size"},
-              "expected a divisor of data.batch_size (" + std::to_string(c.data.batch_size) +
-                  ": every micro-batch has the same size), got '" + std::to_string(c.train.micro_batches) + "'");
+              "expected a divisor of data.batch_size = " + std::to_string(c.data.batch_size) +
+                  " (micro-batches are equal parts of a step's batch), got '" + std::to_string(c.train.micro_batches) + "'");
     if (!(c.codistill.hard_weight > 0) && !(c.codistill.enabled && c.codistill.weight > 0))
       fail_at({"codistill.hard_weight"},
               "is 0 and no distillation term is enabled (codistill.enabled with weight > 0): the loss would be 0");

@@ -69,8 +69,6 @@ class TrainStep {
                  Optimizer& optimizer, double lr, const StepHooks& hooks = {});
 
  private:
-  Model& student_;
-  const data::Dataset& train_;
   // One micro-batch's inputs. Separate allocations rather than views into one batch
   // tensor: each starts aligned as the backends' vectorized loads expect.
   struct Micro {
