@@ -1,6 +1,8 @@
 // TrainStep with gradient accumulation (train.micro_batches): K micro-batches of B/K rows
 // give the step that one batch of B rows gives, for SGD and AdamW, with and without a
-// teacher, with dropout.
+// teacher, with dropout; on CUDA too (where teachers run on their own queues, so the
+// event that keeps a teacher's next forward from overwriting logits a loss still reads
+// matters).
 //
 // Not bit for bit: a gradient is a sum over rows, and K partial GEMM sums added into the
 // gradient block round differently from one GEMM over all rows (OpenBLAS also blocks the
@@ -23,6 +25,7 @@
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
+#include "support/cuda_test.hpp"
 
 using namespace codistill;
 
@@ -63,7 +66,7 @@ std::vector<float> flat_params(Model& m) {
 }
 
 // Three steps from the same start, on the same batches, in `micro_batches` parts.
-Outcome train(const Setup& s, std::int64_t micro_batches) {
+Outcome train(const Setup& s, std::int64_t micro_batches, kernels::Device device = kernels::Device::cpu()) {
   DataConfig dc;
   dc.kind = "synthetic";
   dc.synthetic_train = 256;
@@ -74,6 +77,7 @@ Outcome train(const Setup& s, std::int64_t micro_batches) {
 
   Rng rng(5);
   Model student = build_model(mlp(s.dropout), rng);
+  student.to_device(device);
   OptimizerConfig oc;
   oc.kind = s.optimizer;
   oc.lr = s.optimizer == "sgd" ? 0.1 : 0.01;
@@ -86,6 +90,7 @@ Outcome train(const Setup& s, std::int64_t micro_batches) {
     Rng teacher_rng(17);
     teacher.model = build_model(mlp(0.0), teacher_rng);
     teacher.model.drop_grads();
+    teacher.model.to_device(device);  // its own queue on CUDA
     teachers.push_back(&teacher);
   }
   kernels::DistillLossParams loss;
@@ -163,4 +168,24 @@ TEST_CASE("micro-batches must divide the batch", "[engine][step]") {
   CHECK_THROWS_AS(TrainStep(m, splits.train, 24, {}, 5), std::invalid_argument);
   CHECK_THROWS_AS(TrainStep(m, splits.train, 24, {}, 0), std::invalid_argument);
   CHECK_NOTHROW(TrainStep(m, splits.train, 24, {}, 3));
+}
+
+TEST_CASE("micro-batches give the step of the whole batch on CUDA", "[cuda][engine][step]") {
+  if (test::skip_without_cuda()) return;
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    const Setup s{optimizer, /*teacher=*/true, /*dropout=*/0.25};
+    DYNAMIC_SECTION(optimizer) {
+      const Outcome whole = train(s, 1, kernels::Device::cuda());
+      REQUIRE(max_abs_diff(whole.initial, whole.params) > 100 * kTol);
+      for (std::int64_t k : {std::int64_t{4}, kBatch}) {
+        INFO("micro_batches " << k);
+        const Outcome parts = train(s, k, kernels::Device::cuda());
+        CHECK(max_abs_diff(parts.params, whole.params) <= kTol);
+        for (std::size_t i = 0; i < whole.steps.size(); ++i) {
+          CHECK(parts.steps[i].loss.loss == Approx(whole.steps[i].loss.loss).epsilon(1e-6));
+          CHECK(parts.steps[i].loss.distill == Approx(whole.steps[i].loss.distill).epsilon(1e-6).margin(1e-7));
+        }
+      }
+    }
+  }
 }
