@@ -86,6 +86,11 @@ def lr_at(o, step, total):
         span = max(1, total - warm)
         lo = s.get("min_lr", 0.0)
         return lo + (lr - lo) * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / span)))
+    if kind != "constant":
+        # exponential, cyclical, sgdr: not mirrored here; a silent constant rate would
+        # make the comparison wrong.
+        raise SystemExit(f"optimizer.schedule.kind {kind!r} is not supported by this reference "
+                         "(constant, step, cosine)")
     return lr
 
 

@@ -56,11 +56,15 @@ struct ModelConfig {
 };
 
 struct ScheduleConfig {
-  std::string kind = "constant";  // constant | step | cosine
+  std::string kind = "constant";  // constant | step | exponential | cosine | cyclical | sgdr
   std::int64_t warmup_steps = 0;  // linear warm-up from 0 to lr
-  std::int64_t step_size = 1000;  // step: decay every step_size steps
-  double gamma = 0.1;             // step: multiply lr by gamma each time
-  double min_lr = 0.0;            // cosine: floor at the end
+  std::int64_t step_size = 1000;  // step, exponential: lr is multiplied by gamma every step_size steps
+  double gamma = 0.1;             // step, exponential: the factor per step_size steps
+  double min_lr = 0.0;            // cosine, exponential, cyclical, sgdr: the floor
+  std::int64_t half_cycle_steps = 1000;   // cyclical: steps from min_lr up to lr (half a cycle)
+  std::string cycle_mode = "triangular";  // cyclical: triangular | triangular2 (height halves each cycle)
+  std::int64_t restart_steps = 1000;      // sgdr: length of the first cosine period (T_0)
+  std::int64_t restart_mult = 1;          // sgdr: each period this many times the one before (T_mult)
 };
 
 struct OptimizerConfig {
@@ -75,6 +79,10 @@ struct OptimizerConfig {
 
 struct TrainConfig {
   std::int64_t steps = 1000;
+  // Gradient accumulation: each step's data.batch_size examples go through the model in
+  // this many equal micro-batches whose gradients are summed before the one update, so a
+  // step means the same with any value (less memory for activations, not another batch).
+  std::int64_t micro_batches = 1;
   std::int64_t eval_every = 500;  // 0: only at the end
   std::int64_t log_every = 50;
   std::int64_t eval_batch_size = 1000;

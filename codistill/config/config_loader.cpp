@@ -98,11 +98,18 @@ class Binder {
     if (c.run.worker >= c.run.workers)
       fail_at({"run.worker"}, "expected an integer in [0, run.workers) = [0, " + std::to_string(c.run.workers) +
                                   "), got '" + std::to_string(c.run.worker) + "'");
-    if (c.optimizer.schedule.kind == "cosine" && c.optimizer.schedule.min_lr > c.optimizer.lr)
+    // min_lr is the floor of these schedules (constant and step ignore it).
+    const std::string& schedule = c.optimizer.schedule.kind;
+    if ((schedule == "cosine" || schedule == "exponential" || schedule == "cyclical" || schedule == "sgdr") &&
+        c.optimizer.schedule.min_lr > c.optimizer.lr)
       fail_at({"optimizer.schedule.min_lr"}, "expected a number <= optimizer.lr (" +
-                                                 config_detail::plain_number(c.optimizer.lr) +
-                                                 ") for the cosine schedule, got '" +
+                                                 config_detail::plain_number(c.optimizer.lr) + ") for the " +
+                                                 schedule + " schedule, got '" +
                                                  config_detail::plain_number(c.optimizer.schedule.min_lr) + "'");
+    if (c.data.batch_size % c.train.micro_batches != 0)
+      fail_at({"train.micro_batches", "data.batch_size"},
+              "expected a divisor of data.batch_size = " + std::to_string(c.data.batch_size) +
+                  " (micro-batches are equal parts of a step's batch), got '" + std::to_string(c.train.micro_batches) + "'");
     if (!(c.codistill.hard_weight > 0) && !(c.codistill.enabled && c.codistill.weight > 0))
       fail_at({"codistill.hard_weight"},
               "is 0 and no distillation term is enabled (codistill.enabled with weight > 0): the loss would be 0");

@@ -105,12 +105,18 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(optimizer.beta1, in_co(0, 1)),
       CODISTILL_KEY(optimizer.beta2, in_co(0, 1)),
       CODISTILL_KEY(optimizer.eps, gt(0)),
-      CODISTILL_KEY(optimizer.schedule.kind, one_of({"constant", "step", "cosine"})),
+      // The kinds of learning_rate (codistill/optim/schedule.cpp); a test keeps the two equal.
+      CODISTILL_KEY(optimizer.schedule.kind, one_of({"constant", "step", "exponential", "cosine", "cyclical", "sgdr"})),
       CODISTILL_KEY(optimizer.schedule.warmup_steps, ge(0)),
       CODISTILL_KEY(optimizer.schedule.step_size, ge(1)),
       CODISTILL_KEY(optimizer.schedule.gamma, gt(0)),
-      CODISTILL_KEY(optimizer.schedule.min_lr, ge(0)),  // <= optimizer.lr for cosine
+      CODISTILL_KEY(optimizer.schedule.min_lr, ge(0)),  // <= optimizer.lr where it is a floor
+      CODISTILL_KEY(optimizer.schedule.half_cycle_steps, ge(1)),
+      CODISTILL_KEY(optimizer.schedule.cycle_mode, one_of({"triangular", "triangular2"})),
+      CODISTILL_KEY(optimizer.schedule.restart_steps, ge(1)),
+      CODISTILL_KEY(optimizer.schedule.restart_mult, ge(1)),
       CODISTILL_KEY(train.steps, ge(1)),
+      CODISTILL_KEY(train.micro_batches, ge(1)),  // divides data.batch_size
       CODISTILL_KEY(train.eval_every, ge(0)),
       CODISTILL_KEY(train.log_every, ge(1)),
       CODISTILL_KEY(train.eval_batch_size, ge(1)),

@@ -60,7 +60,9 @@ TrainSummary Trainer::run() {
     progress.clear();
     s.log->info(format, std::forward<A>(args)...);
   };
-  info("training {} steps of batch {} on {} ({} threads), shard {} as worker {}/{}", last, B, c.device,
+  const std::int64_t K = c.train.micro_batches;
+  info("training {} steps of batch {}{} on {} ({} threads), shard {} as worker {}/{}", last, B,
+       K > 1 ? fmt::format(" (gradients summed over {} micro-batches of {})", K, B / K) : "", c.device,
        c.run.threads, c.data.shard, c.run.worker, c.run.workers);
 
   Window window;

@@ -15,6 +15,17 @@
 //   7. snapshot wait    a checkpoint snapshot being copied behind phases 1-6 must be done
 //                       before the parameters change
 //   8. optimizer        one update op over the arena
+// With gradient accumulation (train.micro_batches = K > 1) the batch is split into K equal
+// micro-batches, gathered and copied each into its own device tensors (phase 1), and
+// phases 2-5 run once per micro-batch; the gradients of all K add up in the arena's
+// gradient block, zeroed once before the first backward (every backward op accumulates,
+// kernels/backend.hpp). Phases 6-8 run once per step. The fused loss averages over its own
+// rows, so micro-batch i's loss weights (a and h) are scaled by rows_i / rows of the batch:
+// its gradient and loss are then its share of the whole batch's mean, and their sums are
+// the full-batch gradient and loss up to float rounding. Exact for models whose forward
+// treats rows independently: BatchNorm normalizes each micro-batch with its own statistics
+// (and updates its running statistics K times per step); dropout draws from one sequential
+// stream per layer, so its masks match a single pass over the batch.
 // The run loop (Trainer::run) decides when to log, evaluate, checkpoint and reload teachers.
 #include <cstdint>
 #include <functional>
@@ -44,8 +55,10 @@ struct StepResult {
 
 class TrainStep {
  public:
-  // The student's device buffers for batches of `batch` examples of `train`.
-  TrainStep(Model& student, const data::Dataset& train, std::int64_t batch, kernels::DistillLossParams params);
+  // The student's device buffers for batches of `batch` examples of `train`, passed through
+  // the model in `micro_batches` equal parts (which must divide `batch`).
+  TrainStep(Model& student, const data::Dataset& train, std::int64_t batch, kernels::DistillLossParams params,
+            std::int64_t micro_batches = 1);
   ~TrainStep();  // waits for the student's queue
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
@@ -56,13 +69,27 @@ class TrainStep {
                  Optimizer& optimizer, double lr, const StepHooks& hooks = {});
 
  private:
+  // One micro-batch's inputs. Separate allocations rather than views into one batch
+  // tensor: each starts aligned as the backends' vectorized loads expect.
+  struct Micro {
+    kernels::Tensor x, labels;              // on the student's device
+    kernels::Tensor x_stage, labels_stage;  // host-visible (the same tensors on the CPU)
+    std::int64_t rows = 0;                  // rows not ignored (label != -1), counted on the host
+  };
+
+  // Phases 2-5 for micro-batch i, whose weight in the batch mean is `share`.
+  kernels::DistillLossResult micro_step(std::int64_t step, std::size_t i, double share,
+                                        const std::vector<Teacher*>& teachers);
+
   Model& student_;
   const data::Dataset& train_;
   std::int64_t batch_;
   kernels::DistillLossParams params_;
-  kernels::Tensor x_, labels_, dlogits_;          // on the student's device
-  kernels::Tensor x_stage_, labels_stage_;        // host-visible (the same tensors on the CPU)
-  std::unique_ptr<kernels::Event> input_ready_;   // after the batch copy: teachers wait on it
+  std::vector<Micro> micro_;
+  kernels::Tensor dlogits_;                      // of one micro-batch, on the student's device
+  std::unique_ptr<kernels::Event> input_ready_;  // after the batch copies: teachers wait on it
+  // After a micro-batch's loss: the teachers' next forwards overwrite the logits it read.
+  std::unique_ptr<kernels::Event> logits_read_;
   std::vector<std::int64_t> indices_;
   std::vector<std::int32_t> label_rows_;
   std::vector<const kernels::Tensor*> teacher_logits_;

@@ -160,7 +160,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   loss_params.temperature = c.codistill.temperature;
   loss_params.weight = c.codistill.weight;
   loss_params.hard_weight = c.codistill.enabled ? c.codistill.hard_weight : 1.0;
-  s.step = std::make_unique<TrainStep>(s.model, s.data.train, c.data.batch_size, loss_params);
+  s.step = std::make_unique<TrainStep>(s.model, s.data.train, c.data.batch_size, loss_params, c.train.micro_batches);
   s.checkpoints->prepare(w);
   if (c.codistill.enabled) {
     s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.model.fingerprint(), s.log);

@@ -48,12 +48,19 @@ class Optimizer {
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Model& model);
 std::vector<std::string> optimizer_kinds();  // sorted: adamw, sgd
 
-// Learning rate at step (0-based): linear warm-up over warmup_steps, then constant | step | cosine
-// (cosine decays from lr to min_lr over total_steps - warmup_steps).
-// step decays by gamma every step_size steps counted from the end of the warm-up; cosine
-// reaches min_lr at step total_steps (its last training step is one short of it). Unknown
-// kinds throw listing the valid ones.
+// Learning rate at step (0-based): linear warm-up over warmup_steps, then (counting steps
+// from the end of the warm-up) constant | step | exponential | cosine | cyclical | sgdr:
+//   step         lr * gamma^floor(t / step_size)
+//   exponential  max(min_lr, lr * gamma^(t / step_size))
+//   cosine       from lr to min_lr over total_steps - warmup_steps (min_lr at step
+//                total_steps; its last training step is one short of it)
+//   cyclical     Smith's triangle wave between min_lr and lr, half_cycle_steps each way,
+//                the height halved every cycle with cycle_mode triangular2
+//   sgdr         cosine periods from lr towards min_lr of restart_steps * restart_mult^i
+//                steps, each restarting at lr (Loshchilov & Hutter)
+// (docs/config.md has the formulas). Unknown kinds throw listing the valid ones; a key out
+// of range throws naming it (the config loader rejects both before a run starts).
 double learning_rate(const OptimizerConfig& cfg, std::int64_t step, std::int64_t total_steps);
-std::vector<std::string> schedule_kinds();  // sorted: constant, cosine, step
+std::vector<std::string> schedule_kinds();  // sorted: constant, cosine, cyclical, exponential, sgdr, step
 
 }  // namespace codistill

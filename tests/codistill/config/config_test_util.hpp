@@ -118,8 +118,13 @@ optimizer:
     step_size: 200
     gamma: 0.5
     min_lr: 1.0e-5
+    half_cycle_steps: 300
+    cycle_mode: triangular2
+    restart_steps: 400
+    restart_mult: 2
 train:
   steps: 5000
+  micro_batches: 4
   eval_every: 250
   log_every: 10
   eval_batch_size: 500

@@ -46,6 +46,11 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.optimizer.eps == 1e-6);
   CHECK(c.optimizer.schedule.kind == "cosine");
   CHECK(c.optimizer.schedule.min_lr == 1e-5);
+  CHECK(c.optimizer.schedule.half_cycle_steps == 300);
+  CHECK(c.optimizer.schedule.cycle_mode == "triangular2");
+  CHECK(c.optimizer.schedule.restart_steps == 400);
+  CHECK(c.optimizer.schedule.restart_mult == 2);
+  CHECK(c.train.micro_batches == 4);
   CHECK(c.train.eval_batch_size == 500);
   CHECK(c.train.allow_tf32);
   CHECK_FALSE(c.checkpoint.async);
@@ -147,6 +152,10 @@ TEST_CASE("a value out of range is an error while the bounds themselves are acce
       {"model.hidden", "[0]"},
       {"optimizer.schedule.step_size", "0"},
       {"optimizer.schedule.gamma", "0"},
+      {"optimizer.schedule.half_cycle_steps", "0"},
+      {"optimizer.schedule.restart_steps", "0"},
+      {"optimizer.schedule.restart_mult", "0"},
+      {"train.micro_batches", "0"},
       {"codistill.reload_every", "0"},
       {"train.log_every", "0"},
       {"codistill.weight", "-1"},
@@ -180,7 +189,7 @@ TEST_CASE("enum-like strings list their valid values", "[config]") {
   ConfigError kind = error_of("data:\n  kind: foo\n");
   CHECK(kind.detail() == "expected one of fashion-mnist, idx, synthetic, got 'foo'");
   for (const char* key : {"data.shard", "data.normalize", "model.kind", "model.activation", "model.init",
-                          "optimizer.kind", "optimizer.schedule.kind", "checkpoint.on_busy", "codistill.mode"}) {
+                          "optimizer.kind", "optimizer.schedule.kind", "optimizer.schedule.cycle_mode", "checkpoint.on_busy", "codistill.mode"}) {
     INFO(key);
     ConfigError e = error_of(nested(key, "bogus"));
     CHECK(e.key_path() == key);

@@ -63,6 +63,26 @@ TEST_CASE("checks across keys", "[config]") {
   CHECK(cosine.key_path() == "optimizer.schedule.min_lr");
   CHECK(cosine.line() == 5);
   CHECK(load_text("optimizer:\n  lr: 0.01\n  schedule:\n    min_lr: 0.1\n").optimizer.schedule.min_lr == 0.1);
+  for (const char* kind : {"exponential", "cyclical", "sgdr"}) {  // min_lr is their floor too
+    INFO(kind);
+    ConfigError floor = error_of(std::string("optimizer:\n  lr: 0.01\n  schedule:\n    kind: ") + kind +
+                                 "\n    min_lr: 0.1\n");
+    CHECK(floor.key_path() == "optimizer.schedule.min_lr");
+    CHECK(floor.line() == 5);
+    CHECK(contains(floor.detail(), std::string("for the ") + kind + " schedule"));
+  }
+  CHECK(load_text("optimizer:\n  schedule:\n    kind: step\n    min_lr: 0.1\n").optimizer.schedule.min_lr == 0.1);
+  // Micro-batches must split the batch evenly; the key that was set is blamed.
+  ConfigError micro = error_of("data:\n  batch_size: 30\ntrain:\n  micro_batches: 4\n");
+  CHECK(micro.key_path() == "train.micro_batches");
+  CHECK(micro.line() == 4);
+  CHECK(micro.detail() ==
+        "expected a divisor of data.batch_size = 30 (micro-batches are equal parts of a step's batch), got '4'");
+  ConfigError micro_set = error_of("data:\n  batch_size: 30\n", {"train.micro_batches=7"});
+  CHECK(micro_set.file() == "--set");
+  CHECK(micro_set.key_path() == "train.micro_batches");
+  CHECK(load_text("data:\n  batch_size: 30\ntrain:\n  micro_batches: 5\n").train.micro_batches == 5);
+  CHECK(load_text("train:\n  micro_batches: 128\n").train.micro_batches == 128);  // one row each
   CHECK(error_of("codistill:\n  hard_weight: 0\n").key_path() == "codistill.hard_weight");
   CHECK(load_text("codistill:\n  enabled: true\n  hard_weight: 0\n").codistill.hard_weight == 0.0);
   ConfigError sync = error_of("codistill:\n  enabled: true\n  mode: sync\n  reload_every: 50\n");

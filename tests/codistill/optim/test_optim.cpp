@@ -1,4 +1,4 @@
-// Optimizers against PyTorch over 3 steps, resume through state(), and the schedules.
+// Optimizers against PyTorch over 3 steps and resume through state() (schedules: test_schedule.cpp).
 //
 // Expected numbers come from PyTorch 1.13 in float64, produced by:
 //   a = [0.5, 1.0, 2.0, 0.1]; b = [0.1, -0.3, 0.2, 0.0]; p0 = [1.0, -2.0, 0.5, 3.0]
@@ -6,7 +6,6 @@
 // (so grad = a * p + b), with the optimizer and learning rates named in each case.
 #include <cmath>
 #include <cstring>
-#include <numbers>
 
 #include "codistill/optim/adamw.hpp"
 #include "codistill/optim/optimizer.hpp"
@@ -195,51 +194,4 @@ TEST_CASE("optimizer kinds and hyperparameters are validated", "[optim]") {
   CHECK_THROWS_AS(make_optimizer(sgd(1.0, false, 0), prob.model), std::invalid_argument);
   CHECK_THROWS_AS(make_optimizer(adamw(0.9, 1.0, 1e-8, 0), prob.model), std::invalid_argument);
   CHECK_THROWS_AS(make_optimizer(adamw(0.9, 0.999, 0, 0), prob.model), std::invalid_argument);
-}
-
-TEST_CASE("learning-rate schedules", "[optim][schedule]") {
-  OptimizerConfig c;
-  c.lr = 0.1;
-  SECTION("constant with linear warm-up") {
-    c.schedule.kind = "constant";
-    c.schedule.warmup_steps = 10;
-    CHECK(learning_rate(c, 0, 1000) == Approx(0.01));
-    CHECK(learning_rate(c, 4, 1000) == Approx(0.05));
-    CHECK(learning_rate(c, 9, 1000) == Approx(0.1));
-    CHECK(learning_rate(c, 10, 1000) == Approx(0.1));
-    CHECK(learning_rate(c, 999, 1000) == Approx(0.1));
-  }
-  SECTION("step decay, counted from the end of the warm-up") {
-    c.schedule.kind = "step";
-    c.schedule.step_size = 100;
-    c.schedule.gamma = 0.5;
-    CHECK(learning_rate(c, 0, 1000) == Approx(0.1));
-    CHECK(learning_rate(c, 99, 1000) == Approx(0.1));
-    CHECK(learning_rate(c, 100, 1000) == Approx(0.05));
-    CHECK(learning_rate(c, 250, 1000) == Approx(0.025));
-    c.schedule.warmup_steps = 10;
-    CHECK(learning_rate(c, 4, 1000) == Approx(0.05));
-    CHECK(learning_rate(c, 109, 1000) == Approx(0.1));
-    CHECK(learning_rate(c, 110, 1000) == Approx(0.05));
-    c.schedule.step_size = 0;
-    CHECK_THROWS_AS(learning_rate(c, 110, 1000), std::invalid_argument);
-  }
-  SECTION("cosine from lr to min_lr after the warm-up") {
-    c.schedule.kind = "cosine";
-    c.schedule.warmup_steps = 10;
-    c.schedule.min_lr = 0.001;
-    CHECK(learning_rate(c, 0, 110) == Approx(0.01));
-    CHECK(learning_rate(c, 10, 110) == Approx(0.1));
-    CHECK(learning_rate(c, 60, 110) == Approx(0.001 + 0.099 * 0.5));  // midpoint
-    CHECK(learning_rate(c, 35, 110) == Approx(0.001 + 0.099 * 0.5 * (1 + std::cos(std::numbers::pi / 4))));
-    CHECK(learning_rate(c, 110, 110) == Approx(0.001));
-    CHECK(learning_rate(c, 500, 110) == Approx(0.001));
-    CHECK(learning_rate(c, 109, 110) > 0.001);
-  }
-  SECTION("unknown kinds and negative steps") {
-    c.schedule.kind = "linear";
-    CHECK_THROWS_WITH(learning_rate(c, 0, 10), "unknown schedule kind 'linear' (valid: constant, cosine, step)");
-    c.schedule.kind = "constant";
-    CHECK_THROWS_AS(learning_rate(c, -1, 10), std::invalid_argument);
-  }
 }

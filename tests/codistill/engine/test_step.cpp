@@ -1,0 +1,191 @@
+// TrainStep with gradient accumulation (train.micro_batches): K micro-batches of B/K rows
+// give the step that one batch of B rows gives, for SGD and AdamW, with and without a
+// teacher, with dropout; on CUDA too (where teachers run on their own queues, so the
+// event that keeps a teacher's next forward from overwriting logits a loss still reads
+// matters).
+//
+// Not bit for bit: a gradient is a sum over rows, and K partial GEMM sums added into the
+// gradient block round differently from one GEMM over all rows (OpenBLAS also blocks the
+// row dimension differently for 6 rows than for 24). The difference is float32 rounding of
+// sums of ~24 terms: measured 1.5e-8 .. 4.5e-8 (one to three float ulps) on the parameters
+// after three updates of ~0.02-0.03; kTol leaves room for other BLAS kernels (AVX-512 vs
+// AVX2 blocking). The losses agree to ~1e-8 relative. The test would fail on a wrong weighting
+// by a wide margin: a micro-batch weighted 1 instead of 1/K makes the update K times larger,
+// and the updates are checked to be far larger than kTol.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "codistill/data/sampler.hpp"
+#include "codistill/data/synthetic.hpp"
+#include "codistill/engine/step.hpp"
+#include "codistill/engine/teachers.hpp"
+#include "codistill/models/model.hpp"
+#include "codistill/optim/optimizer.hpp"
+#include "codistill/util/rng.hpp"
+#include "support/cuda_test.hpp"
+
+using namespace codistill;
+
+namespace {
+
+constexpr std::int64_t kBatch = 24;
+constexpr double kTol = 1e-6;
+
+struct Setup {
+  std::string optimizer = "sgd";
+  bool teacher = false;
+  double dropout = 0.0;
+};
+
+struct Outcome {
+  std::vector<float> initial, params;
+  std::vector<StepResult> steps;
+};
+
+ModelConfig mlp(double dropout) {
+  ModelConfig mc;
+  mc.kind = "mlp";
+  mc.hidden = {32, 16};
+  mc.dropout = dropout;
+  mc.input_shape = {1, 4, 4};
+  mc.classes = 5;
+  return mc;
+}
+
+std::vector<float> flat_params(Model& m) {
+  m.synchronize();
+  std::vector<float> out;
+  for (auto& p : m.params()) {
+    const kernels::Tensor host = p.value->to(kernels::Device::cpu());
+    out.insert(out.end(), host.data<float>(), host.data<float>() + host.numel());
+  }
+  return out;
+}
+
+// Three steps from the same start, on the same batches, in `micro_batches` parts.
+Outcome train(const Setup& s, std::int64_t micro_batches, kernels::Device device = kernels::Device::cpu()) {
+  DataConfig dc;
+  dc.kind = "synthetic";
+  dc.synthetic_train = 256;
+  dc.synthetic_test = 16;
+  dc.synthetic_classes = 5;
+  dc.synthetic_shape = {1, 4, 4};
+  const data::Splits splits = data::make_synthetic(dc);
+
+  Rng rng(5);
+  Model student = build_model(mlp(s.dropout), rng);
+  student.to_device(device);
+  OptimizerConfig oc;
+  oc.kind = s.optimizer;
+  oc.lr = s.optimizer == "sgd" ? 0.1 : 0.01;
+  oc.weight_decay = 0.01;
+  auto optimizer = make_optimizer(oc, student);
+
+  Teacher teacher;
+  std::vector<Teacher*> teachers;
+  if (s.teacher) {
+    Rng teacher_rng(17);
+    teacher.model = build_model(mlp(0.0), teacher_rng);
+    teacher.model.drop_grads();
+    teacher.model.to_device(device);  // its own queue on CUDA
+    teachers.push_back(&teacher);
+  }
+  kernels::DistillLossParams loss;
+  loss.temperature = 2.0;
+  loss.weight = 0.7;
+  loss.hard_weight = 0.5;
+
+  data::SamplerOptions so;
+  so.batch_size = kBatch;
+  so.seed = 3;
+  data::BatchSampler sampler(splits.train, so);
+  TrainStep step(student, splits.train, kBatch, loss, micro_batches);
+
+  Outcome out;
+  out.initial = flat_params(student);
+  for (int i = 1; i <= 3; ++i) out.steps.push_back(step.run(i, sampler, teachers, *optimizer, oc.lr));
+  out.params = flat_params(student);
+  return out;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(static_cast<double>(a[i]) - b[i]));
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("micro-batches give the step of the whole batch", "[engine][step]") {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    for (bool teacher : {false, true}) {
+      for (double dropout : {0.0, 0.25}) {
+        const Setup s{optimizer, teacher, dropout};
+        DYNAMIC_SECTION(optimizer << (teacher ? " with a teacher" : " without teachers") << ", dropout "
+                                  << dropout) {
+          const Outcome whole = train(s, 1);
+          // The updates are far above the tolerance, so a mis-weighted micro-batch shows.
+          REQUIRE(max_abs_diff(whole.initial, whole.params) > 100 * kTol);
+          for (std::int64_t k : {std::int64_t{2}, std::int64_t{4}, kBatch}) {  // kBatch: one row per micro-batch
+            INFO("micro_batches " << k);
+            const Outcome parts = train(s, k);
+            CHECK(parts.initial == whole.initial);
+            CHECK(max_abs_diff(parts.params, whole.params) <= kTol);
+            for (std::size_t i = 0; i < whole.steps.size(); ++i) {
+              INFO("step " << i + 1);
+              const auto& a = whole.steps[i];
+              const auto& b = parts.steps[i];
+              CHECK(b.loss.rows == kBatch);
+              CHECK(b.teachers == a.teachers);
+              CHECK(b.loss.loss == Approx(a.loss.loss).epsilon(1e-6));
+              CHECK(b.loss.ce == Approx(a.loss.ce).epsilon(1e-6));
+              // The KL term is a small difference of float logs: its error is absolute
+              // (~1e-8 measured), not relative to its size.
+              CHECK(b.loss.distill == Approx(a.loss.distill).epsilon(1e-6).margin(1e-7));
+              if (teacher) CHECK(a.loss.distill > 0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("micro-batches must divide the batch", "[engine][step]") {
+  DataConfig dc;
+  dc.kind = "synthetic";
+  dc.synthetic_train = 64;
+  dc.synthetic_test = 8;
+  dc.synthetic_classes = 5;
+  dc.synthetic_shape = {1, 4, 4};
+  const data::Splits splits = data::make_synthetic(dc);
+  Rng rng(5);
+  Model m = build_model(mlp(0.0), rng);
+  CHECK_THROWS_AS(TrainStep(m, splits.train, 24, {}, 5), std::invalid_argument);
+  CHECK_THROWS_AS(TrainStep(m, splits.train, 24, {}, 0), std::invalid_argument);
+  CHECK_NOTHROW(TrainStep(m, splits.train, 24, {}, 3));
+}
+
+TEST_CASE("micro-batches give the step of the whole batch on CUDA", "[cuda][engine][step]") {
+  if (test::skip_without_cuda()) return;
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    const Setup s{optimizer, /*teacher=*/true, /*dropout=*/0.25};
+    DYNAMIC_SECTION(optimizer) {
+      const Outcome whole = train(s, 1, kernels::Device::cuda());
+      REQUIRE(max_abs_diff(whole.initial, whole.params) > 100 * kTol);
+      for (std::int64_t k : {std::int64_t{4}, kBatch}) {
+        INFO("micro_batches " << k);
+        const Outcome parts = train(s, k, kernels::Device::cuda());
+        CHECK(max_abs_diff(parts.params, whole.params) <= kTol);
+        for (std::size_t i = 0; i < whole.steps.size(); ++i) {
+          CHECK(parts.steps[i].loss.loss == Approx(whole.steps[i].loss.loss).epsilon(1e-6));
+          CHECK(parts.steps[i].loss.distill == Approx(whole.steps[i].loss.distill).epsilon(1e-6).margin(1e-7));
+        }
+      }
+    }
+  }
+}
