@@ -109,6 +109,10 @@ struct CodistillConfig {
   std::int64_t max_staleness = 0;  // 0: unbounded
   std::string mode = "async";      // async | sync
   double sync_timeout_s = 600;
+  // Frozen teachers for classic distillation, beside or instead of live peers: checkpoint
+  // files, worker directories or run directories (their workers' freshest valid
+  // checkpoints), resolved once when the run starts (engine/fixed_teachers.hpp).
+  std::vector<std::string> fixed_teachers;
 };
 
 struct Config {

@@ -110,9 +110,10 @@ class Binder {
       fail_at({"train.micro_batches", "data.batch_size"},
               "expected a divisor of data.batch_size = " + std::to_string(c.data.batch_size) +
                   " (micro-batches are equal parts of a step's batch), got '" + std::to_string(c.train.micro_batches) + "'");
-    if (!(c.codistill.hard_weight > 0) && !(c.codistill.enabled && c.codistill.weight > 0))
+    if (!(c.codistill.hard_weight > 0) &&
+        !((c.codistill.enabled || !c.codistill.fixed_teachers.empty()) && c.codistill.weight > 0))
       fail_at({"codistill.hard_weight"},
-              "is 0 and no distillation term is enabled (codistill.enabled with weight > 0): the loss would be 0");
+              "is 0 and no distillation term is enabled (codistill.enabled or codistill.fixed_teachers, with weight > 0): the loss would be 0");
     // Sync mode waits at step s for each peer's checkpoint of step s - reload_every; one
     // that is never written would stall every worker until sync_timeout_s.
     if (c.codistill.enabled && c.codistill.mode == "sync" &&

@@ -135,6 +135,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(codistill.max_staleness, ge(0)),
       CODISTILL_KEY(codistill.mode, one_of({"async", "sync"})),
       CODISTILL_KEY(codistill.sync_timeout_s, gt(0)),
+      CODISTILL_KEY(codistill.fixed_teachers, text()),
   };
   keys.insert(keys.end(), rest.begin(), rest.end());
   return keys;
@@ -197,6 +198,14 @@ std::optional<T> read(const YAML::Node& node) {
       values.push_back(*v);
     }
     return values;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (!node.IsSequence()) return std::nullopt;
+    T values;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) return std::nullopt;
+      values.push_back(item.Scalar());
+    }
+    return values;
   } else {
     if (!node.IsScalar()) return std::nullopt;  // null, sequence or mapping
     const std::string& s = node.Scalar();
@@ -222,6 +231,11 @@ bool allowed(const Check& c, const T& value) {
     for (auto v : value)
       if (!in_range(c, static_cast<double>(v))) return false;
     return true;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (value.size() < c.min_len || value.size() > c.max_len) return false;
+    for (const auto& v : value)
+      if (c.non_empty && v.empty()) return false;
+    return true;
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (c.non_empty && value.empty()) return false;
     if (c.device) return valid_device(value);
@@ -242,6 +256,13 @@ std::string value_of(const T& value) {
     std::vector<std::string> items;
     for (auto v : value) items.push_back(std::to_string(v));
     // Appended rather than "[" + join(...): GCC 12 gives a false -Wrestrict on that form.
+    std::string out = "[";
+    out += join(items);
+    out += ']';
+    return out;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    std::vector<std::string> items;
+    for (const auto& v : value) items.push_back(yaml_string(v));
     std::string out = "[";
     out += join(items);
     out += ']';
@@ -279,6 +300,9 @@ std::string expectation(const Field& field) {
         if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
           if (c.min_len == c.max_len) return "a list of " + std::to_string(c.min_len) + " integers" + suffix;
           return std::string(c.min_len > 0 ? "a non-empty list" : "a list") + " of integers" + suffix;
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          return std::string(c.min_len > 0 ? "a non-empty list" : "a list") +
+                 (c.non_empty ? " of non-empty strings" : " of strings");
         } else if constexpr (std::is_same_v<T, std::string>) {
           if (c.device) return "one of cpu, cuda, cuda:K (K a device index >= 0)";
           if (!c.choices.empty()) {

@@ -23,7 +23,8 @@ using Getter = T& (*)(Config&);
 
 // The alternative held tells the value type of the key.
 using Access = std::variant<Getter<bool>, Getter<int>, Getter<std::int64_t>, Getter<std::uint64_t>,
-                            Getter<double>, Getter<std::string>, Getter<std::vector<std::int64_t>>>;
+                            Getter<double>, Getter<std::string>, Getter<std::vector<std::int64_t>>,
+                            Getter<std::vector<std::string>>>;
 
 // Allowed values. Numeric bounds apply to numbers and to each element of a list.
 struct Check {
@@ -31,7 +32,7 @@ struct Check {
   bool lo_open = false, hi_open = false;
   std::vector<std::string_view> choices;  // strings: one of these
   bool device = false;                    // strings: cpu | cuda | cuda:K
-  bool non_empty = false;                 // strings
+  bool non_empty = false;                 // strings (each item of a list of strings)
   std::size_t min_len = 0, max_len = std::numeric_limits<std::size_t>::max();  // lists
 
   Check& length(std::size_t min, std::size_t max = std::numeric_limits<std::size_t>::max()) {

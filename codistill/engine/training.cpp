@@ -159,11 +159,23 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   kernels::DistillLossParams loss_params;
   loss_params.temperature = c.codistill.temperature;
   loss_params.weight = c.codistill.weight;
-  loss_params.hard_weight = c.codistill.enabled ? c.codistill.hard_weight : 1.0;
+  const bool distills = c.codistill.enabled || !c.codistill.fixed_teachers.empty();
+  loss_params.hard_weight = distills ? c.codistill.hard_weight : 1.0;
   s.step = std::make_unique<TrainStep>(s.model, s.data.train, c.data.batch_size, loss_params, c.train.micro_batches);
   s.checkpoints->prepare(w);
+  if (distills) s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.log);
+  if (!c.codistill.fixed_teachers.empty()) {
+    // Chosen once per worker (recorded beside its checkpoints); a resumed worker takes the
+    // recorded files again, even where a teacher run has published newer ones since.
+    const std::string record = s.paths.worker_dir + "/fixed_teachers.json";
+    std::vector<FixedTeacherFile> files = resume_from ? read_fixed_record(record) : std::vector<FixedTeacherFile>{};
+    if (files.empty()) {
+      files = resolve_fixed_teachers(c.codistill.fixed_teachers);
+      write_fixed_record(record, files);
+    }
+    s.teachers->load_fixed(files, s.data.train.normalization, s.metrics.get(), w.step);
+  }
   if (c.codistill.enabled) {
-    s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.model.fingerprint(), s.log);
     s.teachers->resume(w.teacher_steps, s.metrics.get(), w.step);
     s.log->info("codistillation ({} mode) with peers [{}], burn-in {} steps, reload every {}, weight {}, "
                 "temperature {}",
