@@ -145,6 +145,7 @@ codistill:
   max_staleness: 1000
   mode: sync
   sync_timeout_s: 30
+  fixed_teachers: [runs/big, "a b/worker-001"]
 )";
 
 }  // namespace codistill::test
