@@ -2,6 +2,7 @@
 // The resolved configuration of a run (DESIGN.md section 8; every key is documented in
 // docs/config.md). Parsing and strict validation live in config_loader.*.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,10 +121,20 @@ struct Config {
   std::string device = "cpu";
   DataConfig data;
   ModelConfig model;
+  // Workers that train another model than `model` (a mixed cohort: an MLP codistilling
+  // with a ResNet), by worker id; each entry is a whole model section (defaults for the
+  // keys it leaves out, not model's values). Set in the file only (no --set path).
+  std::map<int, ModelConfig> worker_models;
   OptimizerConfig optimizer;
   TrainConfig train;
   CheckpointConfig checkpoint;
   CodistillConfig codistill;
 };
+
+// The model section worker `worker` trains: its worker_models entry, else `model`.
+inline const ModelConfig& model_of(const Config& c, int worker) {
+  auto it = c.worker_models.find(worker);
+  return it == c.worker_models.end() ? c.model : it->second;
+}
 
 }  // namespace codistill

@@ -251,14 +251,62 @@ ConfigError::ConfigError(std::string key_path, std::string file, int line, std::
       line_(line),
       detail_(std::move(detail)) {}
 
+namespace {
+
+// worker_models: {ID: model section, ...}. Each section is bound like `model` (same keys,
+// checks and messages), with its errors' key paths named worker_models.ID.KEY.
+std::map<int, ModelConfig> parse_worker_models(const YAML::Node& node, const std::string& source, int workers) {
+  std::map<int, ModelConfig> out;
+  const int line = node.Mark().line + 1;
+  if (!node.IsMap())
+    throw ConfigError("worker_models", source, line,
+                      "expected a mapping of worker ids to model sections, e.g. {1: {kind: resnet}}");
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const int key_line = it->first.Mark().line + 1;
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+    const auto id = config_detail::parse_integer<int>(key);
+    if (!id || *id < 0 || *id >= workers)
+      throw ConfigError("worker_models", source, key_line,
+                        "expected a worker id in [0, run.workers) = [0, " + std::to_string(workers) + "), got '" +
+                            key + "'");
+    if (out.count(*id)) throw ConfigError("worker_models." + key, source, key_line, "duplicate worker id");
+    Config tmp;
+    try {
+      Binder binder(config_detail::config_fields(), tmp, source);
+      binder.walk(it->second, "model", key_line);
+      binder.cross_check();
+    } catch (const ConfigError& e) {
+      std::string path = e.key_path();
+      if (path.rfind("model", 0) == 0) path = "worker_models." + key + path.substr(5);
+      throw ConfigError(path, e.file(), e.line(), e.detail());
+    }
+    out.emplace(*id, tmp.model);
+  }
+  return out;
+}
+
+}  // namespace
+
 Config parse_config(const std::string& yaml_text, const std::string& source_name,
                     const std::vector<std::string>& overrides) {
-  const YAML::Node root = parse_yaml(yaml_text, source_name);
+  YAML::Node root = parse_yaml(yaml_text, source_name);
+  // worker_models maps worker ids to whole model sections: bound below, entry by entry,
+  // once run.workers (which bounds the ids) is known.
+  YAML::Node worker_models;  // a handle: it stays valid (marks and all) after the removal
+  bool has_worker_models = false;
+  if (root.IsMap())
+    for (auto it = root.begin(); it != root.end(); ++it)
+      if (it->first.IsScalar() && it->first.Scalar() == "worker_models") {
+        worker_models = it->second;
+        has_worker_models = true;
+      }
+  if (has_worker_models) root.remove("worker_models");
   Config config;
   Binder binder(config_detail::config_fields(), config, source_name);
   binder.walk(root, "", root.Mark().line + 1);
   for (const auto& spec : overrides) binder.apply_override(spec);
   binder.cross_check();
+  if (has_worker_models) config.worker_models = parse_worker_models(worker_models, source_name, config.run.workers);
   return config;
 }
 
@@ -286,7 +334,19 @@ Config apply_overrides(Config config, const std::vector<std::string>& overrides)
   return config;
 }
 
-std::string to_yaml(const Config& config) { return emit(config_detail::config_fields(), config, ""); }
+std::string to_yaml(const Config& config) {
+  std::string out = emit(config_detail::config_fields(), config, "");
+  if (config.worker_models.empty()) return out;
+  out += "worker_models:\n";
+  for (const auto& [id, model] : config.worker_models) {
+    Config c;
+    c.model = model;
+    out += "  " + std::to_string(id) + ":\n";
+    std::istringstream lines(emit(config_detail::config_fields(), c, "model."));
+    for (std::string line; std::getline(lines, line);) out += "    " + line + "\n";
+  }
+  return out;
+}
 
 std::string model_yaml(const ModelConfig& model) {
   Config config;
@@ -307,6 +367,10 @@ std::vector<std::string> config_differences(const Config& a, const Config& b) {
   std::vector<std::string> paths;
   for (const auto& field : config_detail::config_fields())
     if (!config_detail::same_value(field, left, right)) paths.emplace_back(field.path);
+  if (a.worker_models.size() != b.worker_models.size() ||
+      !std::equal(a.worker_models.begin(), a.worker_models.end(), b.worker_models.begin(),
+                  [](const auto& x, const auto& y) { return x.first == y.first && model_yaml(x.second) == model_yaml(y.second); }))
+    paths.emplace_back("worker_models");
   return paths;
 }
 

@@ -83,7 +83,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   auto t0 = Clock::now();
   s.data = data::load_dataset(c.data);
   const double load_s = seconds_since(t0);
-  ModelConfig mc = c.model;
+  ModelConfig mc = model_of(c, c.run.worker);
   mc.input_shape = s.data.train.example_shape();
   mc.classes = s.data.train.classes;
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);

@@ -174,6 +174,30 @@ TEST_CASE("a peer of another architecture teaches, one with other inputs is refu
                               Catch::Contains("[1, 8, 8]"));
 }
 
+// A mixed cohort in one run (Deep Mutual Learning's setting): worker 1 trains a CNN
+// (worker_models) beside worker 0's MLP; each learns from the other.
+TEST_CASE("an mlp and a cnn of one run codistill with each other", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", std::string(kConfig) +
+                                        "worker_models:\n  1:\n    kind: cnn\n    channels: [4]\n"
+                                        "    kernel_size: 3\n    hidden: []\n");
+  const std::string sync = "--set codistill.mode=sync --set train.steps=300";
+  Child w0(worker_cmd(dir, 0, "run", sync), dir, "w0");
+  Child w1(worker_cmd(dir, 1, "run", sync), dir, "w1");
+  REQUIRE(w0.wait() == 0);
+  REQUIRE(w1.wait() == 0);
+  ckpt::RunStore store(dir.str("run"));
+  CHECK_THAT(ckpt::read_meta(store.checkpoint_path(0, 300)).model, Catch::Contains("kind: mlp"));
+  CHECK_THAT(ckpt::read_meta(store.checkpoint_path(1, 300)).model, Catch::Contains("kind: cnn"));
+  for (int w = 0; w < 2; ++w) {
+    INFO("worker " << w);
+    auto teachers = read_events(metrics_of(dir, "run", w), "teacher");
+    REQUIRE(!teachers.empty());
+    CHECK(teachers.back().at("peer") == 1 - w);
+    CHECK(read_events(metrics_of(dir, "run", w), "train").back().at("distill").get<double>() > 0);
+  }
+}
+
 TEST_CASE("sync mode: two runs of the same 2-worker config end bit-identical", "[process]") {
   TempDir dir;
   write_text(dir.path() / "c.yaml", kConfig);
