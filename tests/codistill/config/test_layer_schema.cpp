@@ -186,7 +186,7 @@ TEST_CASE("model.kind layers and model.layers go together", "[config][layers]") 
   CHECK(back.model.layers.empty());
 }
 
-TEST_CASE("--set model.layers takes a flow list", "[config][layers]") {
+TEST_CASE("model.layers given by --set is a flow list", "[config][layers]") {
   const Config c = load_text("model:\n  kind: layers\n  layers: [flatten]\n",
                              {"model.layers=[{flatten: {}}, {linear: {out: 10}}]"});
   REQUIRE(c.model.layers.size() == 2);
