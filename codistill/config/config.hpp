@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "codistill/config/layer_spec.hpp"
+
 namespace codistill {
 
 struct RunConfig {
@@ -41,7 +43,7 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string kind = "mlp";  // mlp | cnn | resnet
+  std::string kind = "mlp";  // mlp | cnn | resnet | layers
   std::vector<std::int64_t> hidden = {256, 256};  // fully connected widths
   std::vector<std::int64_t> channels = {32, 64};  // cnn: conv output channels, one per block;
                                                   // resnet: the width of each stage
@@ -51,6 +53,7 @@ struct ModelConfig {
   std::string activation = "relu";                 // relu | gelu
   double dropout = 0.0;                            // before each hidden linear layer's output
   std::string init = "kaiming_uniform";            // kaiming_uniform | kaiming_normal | xavier_uniform
+  std::vector<LayerSpec> layers;                   // layers: the whole model, layer by layer
   // Filled from the data, not from the config file:
   std::vector<std::int64_t> input_shape;  // [C, H, W]
   std::int64_t classes = 0;

@@ -14,6 +14,7 @@
 
 #include "codistill/config/config_schema.hpp"
 #include "codistill/config/config_text.hpp"
+#include "codistill/config/layer_schema.hpp"
 
 namespace codistill {
 namespace {
@@ -122,6 +123,13 @@ class Binder {
               "mode sync needs checkpoint.every > 0 dividing codistill.reload_every, got checkpoint.every " +
                   std::to_string(c.checkpoint.every) + " and reload_every " +
                   std::to_string(c.codistill.reload_every));
+    // A layer list with another kind would be ignored without a word (and the model trained
+    // would not be the one written down).
+    if (c.model.kind == "layers" && c.model.layers.empty())
+      fail_at({"model.layers", "model.kind"}, "model.kind layers needs a non-empty list of layers in model.layers");
+    if (c.model.kind != "layers" && !c.model.layers.empty())
+      fail_at({"model.kind", "model.layers"}, "is '" + c.model.kind +
+                                                  "' but model.layers is set; it is read by model.kind layers only");
   }
 
  private:
@@ -176,7 +184,14 @@ class Binder {
 
   void set(const Field& field, const YAML::Node& node, const std::string& file, int line) {
     const std::string path(field.path);
-    const std::string problem = config_detail::assign(field, config_, node);
+    std::string problem;
+    try {
+      problem = config_detail::assign(field, config_, node);
+    } catch (const LayerListError& e) {
+      // Inside a layer list: the entry's own path and line ("model.layers[3].conv2d.kernel").
+      // An override's lines count within its value, not in any file: left out.
+      throw ConfigError(path + e.where(), file, line > 0 && e.line() > 0 ? e.line() : line, e.detail());
+    }
     if (!problem.empty()) throw ConfigError(path, file, line, problem);
     origins_[path] = {file, line};
   }
@@ -221,12 +236,16 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
 
 // Prints fields in table order, opening a nested block whenever the section changes;
 // `strip` removes a leading section so model_yaml prints the model keys at the top level.
-std::string emit(const std::vector<Field>& fields, Config config, const std::string& strip) {
+// A value printed as a block (text starting with a newline: a layer list) is indented
+// under its key. Keys in `skip` are left out.
+std::string emit(const std::vector<Field>& fields, Config config, const std::string& strip,
+                 const std::vector<std::string>& skip = {}) {
   std::string out;
   std::vector<std::string> open;
   for (const auto& field : fields) {
     std::string path(field.path);
     if (path.rfind(strip, 0) != 0) continue;
+    if (std::find(skip.begin(), skip.end(), path) != skip.end()) continue;
     path = path.substr(strip.size());
     std::vector<std::string> parts;
     std::istringstream components(path);
@@ -237,7 +256,14 @@ std::string emit(const std::vector<Field>& fields, Config config, const std::str
     open.resize(common);
     for (; open.size() < depth; open.push_back(parts[open.size()]))
       out += std::string(2 * open.size(), ' ') + parts[open.size()] + ":\n";
-    out += std::string(2 * depth, ' ') + parts.back() + ": " + config_detail::value_text(field, config) + "\n";
+    const std::string value = config_detail::value_text(field, config);
+    if (value.empty() || value.front() != '\n') {
+      out += std::string(2 * depth, ' ') + parts.back() + ": " + value + "\n";
+      continue;
+    }
+    out += std::string(2 * depth, ' ') + parts.back() + ":";
+    for (char ch : value) out += ch == '\n' ? "\n" + std::string(2 * depth + 2, ' ') : std::string(1, ch);
+    out += "\n";
   }
   return out;
 }
@@ -351,7 +377,11 @@ std::string to_yaml(const Config& config) {
 std::string model_yaml(const ModelConfig& model) {
   Config config;
   config.model = model;
-  return emit(config_detail::model_fields(), config, "model.");
+  // model.layers only where set: the attribute of the other kinds stays what builds and
+  // exporters that predate the key read.
+  std::vector<std::string> skip;
+  if (model.layers.empty()) skip.emplace_back("model.layers");
+  return emit(config_detail::model_fields(), config, "model.", skip);
 }
 
 ModelConfig model_from_yaml(const std::string& yaml_text, const std::string& source_name) {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "codistill/config/config_text.hpp"
+#include "codistill/config/layer_schema.hpp"
 
 namespace codistill::config_detail {
 namespace {
@@ -56,7 +57,7 @@ Check device_name() {
 
 std::vector<Field> make_model_keys() {
   return {
-      CODISTILL_KEY(model.kind, one_of({"mlp", "cnn", "resnet"})),
+      CODISTILL_KEY(model.kind, one_of({"mlp", "cnn", "resnet", "layers"})),
       CODISTILL_KEY(model.hidden, ge(1)),
       CODISTILL_KEY(model.channels, ge(1).length(1)),
       CODISTILL_KEY(model.kernel_size, ge(1)),
@@ -65,6 +66,7 @@ std::vector<Field> make_model_keys() {
       CODISTILL_KEY(model.activation, one_of({"relu", "gelu"})),
       CODISTILL_KEY(model.dropout, in_co(0, 1)),
       CODISTILL_KEY(model.init, one_of({"kaiming_uniform", "kaiming_normal", "xavier_uniform"})),
+      CODISTILL_KEY(model.layers, any()),  // checked entry by entry by the layer schema
   };
 }
 
@@ -188,7 +190,9 @@ bool valid_device(const std::string& s) {
 
 template <class T>
 std::optional<T> read(const YAML::Node& node) {
-  if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+  if constexpr (std::is_same_v<T, std::vector<LayerSpec>>) {
+    return parse_layer_list(node);  // throws LayerListError with the entry and its line
+  } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
     if (!node.IsSequence()) return std::nullopt;
     T values;
     for (const auto& item : node) {
@@ -226,7 +230,9 @@ std::optional<T> read(const YAML::Node& node) {
 
 template <class T>
 bool allowed(const Check& c, const T& value) {
-  if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+  if constexpr (std::is_same_v<T, std::vector<LayerSpec>>) {
+    return true;  // parse_layer_list checked every entry
+  } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
     if (value.size() < c.min_len || value.size() > c.max_len) return false;
     for (auto v : value)
       if (!in_range(c, static_cast<double>(v))) return false;
@@ -252,7 +258,9 @@ bool allowed(const Check& c, const T& value) {
 
 template <class T>
 std::string value_of(const T& value) {
-  if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+  if constexpr (std::is_same_v<T, std::vector<LayerSpec>>) {
+    return layer_list_text(value);
+  } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
     std::vector<std::string> items;
     for (auto v : value) items.push_back(std::to_string(v));
     // Appended rather than "[" + join(...): GCC 12 gives a false -Wrestrict on that form.
@@ -297,7 +305,9 @@ std::string expectation(const Field& field) {
   return std::visit(
       [&](auto get) -> std::string {
         using T = std::remove_reference_t<decltype(get(std::declval<Config&>()))>;
-        if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+        if constexpr (std::is_same_v<T, std::vector<LayerSpec>>) {
+          return "a list of layers";
+        } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
           if (c.min_len == c.max_len) return "a list of " + std::to_string(c.min_len) + " integers" + suffix;
           return std::string(c.min_len > 0 ? "a non-empty list" : "a list") + " of integers" + suffix;
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {

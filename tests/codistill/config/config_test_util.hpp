@@ -93,7 +93,7 @@ data:
   synthetic_noise: 0.5
   synthetic_seed: 99
 model:
-  kind: cnn
+  kind: layers
   hidden:
     - 512
   channels: [8, 16, 32]
@@ -103,6 +103,9 @@ model:
   activation: gelu
   dropout: 0.25
   init: xavier_uniform
+  layers:
+    - flatten: {}
+    - linear: {out: 5}
 optimizer:
   kind: adamw
   lr: 0.001
