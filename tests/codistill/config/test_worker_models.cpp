@@ -70,3 +70,17 @@ TEST_CASE("worker_models errors name the entry, key and line", "[config]") {
   // The id bound is run.workers after the command line's overrides.
   CHECK(load_text(head + "  2:\n    kind: cnn\n", {"run.workers=3"}).worker_models.count(2) == 1);
 }
+
+TEST_CASE("a worker_models entry may be a layer list", "[config]") {
+  const std::string yaml = "run:\n  workers: 2\nworker_models:\n  1:\n    kind: layers\n    layers:\n"
+                           "      - flatten: {}\n      - linear: {out: 10}\n";
+  const Config c = load_text(yaml);
+  REQUIRE(model_of(c, 1).layers.size() == 2);
+  const Config back = load_text(to_yaml(c));
+  CHECK(config_differences(back, c).empty());
+  CHECK(model_of(back, 1).layers.size() == 2);
+  auto e = error_of("run:\n  workers: 2\nworker_models:\n  1:\n    kind: layers\n    layers:\n"
+                    "      - flatten: {}\n      - linear: {width: 10}\n");
+  CHECK_THAT(e.key_path(), Catch::StartsWith("worker_models.1.layers[1]"));
+  CHECK(e.line() == 8);
+}
