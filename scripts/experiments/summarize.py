@@ -35,8 +35,11 @@ for seed in seeds:
         n = int(n)
         run = f"{kind}-n{n}-s{seed}"
         ws = [done(run, w) for w in range(n)]
-        r = rows.setdefault(f"{kind}-n{n}", {"acc": [], "loss": [], "pair_churn": [], "ensemble2": [], "w0": []})
+        r = rows.setdefault(f"{kind}-n{n}", {"acc": [], "loss": [], "pair_churn": [], "ensemble2": [], "w0": [],
+                                             "acc_by_worker": [[] for _ in range(n)]})
         r["acc"] += [w["accuracy"] for w in ws]
+        for i, w in enumerate(ws):  # a mixed cohort (worker_models): each model on its own
+            r["acc_by_worker"][i].append(w["accuracy"])
         r["loss"] += [w["loss"] for w in ws]
         r["pair_churn"].append(js("churn", final(run, 0), final(run, 1))["churn"])
         r["ensemble2"].append(js("eval", final(run, 0), final(run, 1))["ensemble"]["accuracy"])
@@ -59,5 +62,8 @@ for k, r in rows.items():
     rc = ms(r["retrain_churn"]) if r["retrain_churn"] else "-"
     print(f"{k:<14} {ms(r['acc']):>16} {st.mean(r['loss']):>8.4f} ± {sd(r['loss']):.4f} {ms(r['ensemble2']):>16} "
           f"{ms(r['pair_churn']):>14} {rc:>16}")
+print("per worker (a mixed cohort's models differ by worker):")
+for k, r in rows.items():
+    print(f"{k:<14} " + "  ".join(f"w{i} {ms(a)}" for i, a in enumerate(r["acc_by_worker"])))
 with open(f"{out}/results.json", "w") as f:
     json.dump(rows, f, indent=1)
