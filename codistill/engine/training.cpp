@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "codistill/config/config_loader.hpp"
+#include "codistill/data/augment.hpp"
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/checkpointing.hpp"
 #include "codistill/engine/error.hpp"
@@ -160,7 +161,14 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   loss_params.temperature = c.codistill.temperature;
   loss_params.weight = c.codistill.weight;
   loss_params.hard_weight = c.codistill.enabled ? c.codistill.hard_weight : 1.0;
-  s.step = std::make_unique<TrainStep>(s.model, s.data.train, c.data.batch_size, loss_params, c.train.micro_batches);
+  StepInput input;
+  input.augment = data::augment_options(c, s.data.train.normalization);
+  input.prefetch = c.data.prefetch;
+  if (input.augment.enabled())
+    s.log->info("augmentation of training batches: random crop with padding {} (fill {:.4f}, raw 0), flip {}",
+                input.augment.crop_padding, input.augment.fill, input.augment.flip ? "on" : "off");
+  s.step = std::make_unique<TrainStep>(s.model, s.data.train, c.data.batch_size, loss_params, c.train.micro_batches,
+                                       input);
   s.checkpoints->prepare(w);
   if (c.codistill.enabled) {
     s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.model.fingerprint(), s.log);
