@@ -309,6 +309,18 @@ std::vector<std::string> config_differences(const Config& a, const Config& b) {
   return paths;
 }
 
+std::vector<std::string> model_differences(const ModelConfig& a, const ModelConfig& b) {
+  Config left, right;
+  left.model = a;
+  right.model = b;
+  std::vector<std::string> out;
+  for (const auto& field : config_detail::model_fields())
+    if (!config_detail::same_value(field, left, right))
+      out.push_back(std::string(field.path) + " " + config_detail::value_text(field, left) + " vs " +
+                    config_detail::value_text(field, right));
+  return out;
+}
+
 std::vector<std::string> config_keys() {
   std::vector<std::string> paths;
   for (const auto& field : config_detail::config_fields()) paths.emplace_back(field.path);

@@ -47,8 +47,9 @@ class BatchLoader {
   // Fills `into` with the batch of step `step` (1-based), advancing `sampler` by one batch.
   // With prefetch on and `next` given, then starts preparing step + 1's batch into `next`
   // on the helper thread; the caller must not touch `next`'s tensors until it passes
-  // `next` as `into` (or destroys the loader), and must have finished with whatever they
-  // held before (on a device: the copies out of them are done).
+  // `next` as `into` (or destroys the loader: a loader must go before the batches it
+  // fills), and must have finished with whatever they held before (on a device: the
+  // copies out of them are done).
   void load(std::int64_t step, data::BatchSampler& sampler, HostBatch& into, HostBatch* next);
 
   bool prefetching() const { return prefetch_; }

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include <boost/filesystem/operations.hpp>
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/checkpointing.hpp"
 #include "codistill/engine/error.hpp"
+#include "codistill/engine/init_from.hpp"
 #include "codistill/engine/trainer_state.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/impl.hpp"
@@ -100,6 +102,11 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
                          " has finished: its checkpoint " + resume_from->file.path + " is at step " +
                          std::to_string(resume_from->data.meta.step) + " of train.steps " +
                          std::to_string(c.train.steps) + "; nothing to do");
+  // Fine-tuning: loaded before anything is written, so a bad model.init_from (exit 2)
+  // leaves no trace. A resumed run's own checkpoint wins.
+  std::optional<InitSource> init_source;
+  if (!c.model.init_from.empty() && !resume_from)
+    init_source = init_model_from(s.model, mc, c.model.init_from, c.run.worker);
   const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
   // One process per worker: claimed before anything in its folder is written.
   {
@@ -130,6 +137,12 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
               s.data.train.normalization.scale, load_s);
   s.log->info("model {} ({} parameters, fingerprint {}):\n{}", mc.kind, s.model.num_params(),
               s.model.fingerprint(), s.model.summary());
+  if (init_source)
+    s.log->info("model initialized from {} (worker {}, step {}): parameters and buffers only; the optimizer, step "
+                "count and data order start fresh",
+                init_source->path, init_source->worker, init_source->step);
+  else if (!c.model.init_from.empty())
+    s.log->info("model.init_from ({}) ignored: resuming from this worker's own checkpoint", c.model.init_from);
   s.optimizer = make_optimizer(c.optimizer, s.model);
   s.sampler = std::make_unique<data::BatchSampler>(s.data.train, data::sampler_options(c));
   s.log->info("data shard: {} of {} training examples ({} mode)", s.sampler->shard_size(),
