@@ -98,8 +98,12 @@ TEST_CASE("model.init_from starts from a checkpoint's parameters, with a fresh o
   Config c = small_config("");
   c.optimizer.lr = 0.01;  // fine-tuning with other training settings is the point
   c.run.seed = 3;
-  for (const std::string spec : {ckpt, dir.str("source"), dir.str("source/worker-000")}) {
-    DYNAMIC_SECTION("from " << spec) {
+  // Section names must not depend on the temporary directory: Catch re-enters the test
+  // case once per section and tells sections apart by name.
+  const std::pair<const char*, std::string> specs[] = {
+      {"a checkpoint file", ckpt}, {"a run directory", dir.str("source")}, {"a worker folder", dir.str("source/worker-000")}};
+  for (const auto& [what, spec] : specs) {
+    DYNAMIC_SECTION("from " << what) {
       c.run.dir = dir.str("tuned");
       c.model.init_from = spec;
       c.train.steps = 5;
