@@ -92,6 +92,10 @@ data:
   synthetic_shape: [3, 4, 4]
   synthetic_noise: 0.5
   synthetic_seed: 99
+  augment:
+    crop_padding: 4
+    flip: true
+  prefetch: false
 model:
   kind: cnn
   hidden:
@@ -103,6 +107,7 @@ model:
   activation: gelu
   dropout: 0.25
   init: xavier_uniform
+  init_from: runs/pretrained/worker-000
 optimizer:
   kind: adamw
   lr: 0.001
