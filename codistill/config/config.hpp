@@ -2,9 +2,12 @@
 // The resolved configuration of a run (DESIGN.md section 8; every key is documented in
 // docs/config.md). Parsing and strict validation live in config_loader.*.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "codistill/config/layer_spec.hpp"
 
 namespace codistill {
 
@@ -50,7 +53,7 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string kind = "mlp";  // mlp | cnn | resnet
+  std::string kind = "mlp";  // mlp | cnn | resnet | layers
   std::vector<std::int64_t> hidden = {256, 256};  // fully connected widths
   std::vector<std::int64_t> channels = {32, 64};  // cnn: conv output channels, one per block;
                                                   // resnet: the width of each stage
@@ -60,6 +63,7 @@ struct ModelConfig {
   std::string activation = "relu";                 // relu | gelu
   double dropout = 0.0;                            // before each hidden linear layer's output
   std::string init = "kaiming_uniform";            // kaiming_uniform | kaiming_normal | xavier_uniform
+  std::vector<LayerSpec> layers;                   // layers: the whole model, layer by layer
   // Fine-tuning: a checkpoint file, or a worker or run directory (its freshest valid
   // checkpoint), whose parameters and buffers replace the initialization at step 0. Not
   // part of the architecture: not in model_fields(), so not in a checkpoint's `model`.
@@ -123,6 +127,10 @@ struct CodistillConfig {
   std::int64_t max_staleness = 0;  // 0: unbounded
   std::string mode = "async";      // async | sync
   double sync_timeout_s = 600;
+  // Frozen teachers for classic distillation, beside or instead of live peers: checkpoint
+  // files, worker directories or run directories (their workers' freshest valid
+  // checkpoints), resolved once when the run starts (engine/fixed_teachers.hpp).
+  std::vector<std::string> fixed_teachers;
 };
 
 struct Config {
@@ -130,10 +138,20 @@ struct Config {
   std::string device = "cpu";
   DataConfig data;
   ModelConfig model;
+  // Workers that train another model than `model` (a mixed cohort: an MLP codistilling
+  // with a ResNet), by worker id; each entry is a whole model section (defaults for the
+  // keys it leaves out, not model's values). Set in the file only (no --set path).
+  std::map<int, ModelConfig> worker_models;
   OptimizerConfig optimizer;
   TrainConfig train;
   CheckpointConfig checkpoint;
   CodistillConfig codistill;
 };
+
+// The model section worker `worker` trains: its worker_models entry, else `model`.
+inline const ModelConfig& model_of(const Config& c, int worker) {
+  auto it = c.worker_models.find(worker);
+  return it == c.worker_models.end() ? c.model : it->second;
+}
 
 }  // namespace codistill

@@ -14,6 +14,7 @@
 
 #include "codistill/config/config_schema.hpp"
 #include "codistill/config/config_text.hpp"
+#include "codistill/config/layer_schema.hpp"
 
 namespace codistill {
 namespace {
@@ -110,9 +111,10 @@ class Binder {
       fail_at({"train.micro_batches", "data.batch_size"},
               "expected a divisor of data.batch_size = " + std::to_string(c.data.batch_size) +
                   " (micro-batches are equal parts of a step's batch), got '" + std::to_string(c.train.micro_batches) + "'");
-    if (!(c.codistill.hard_weight > 0) && !(c.codistill.enabled && c.codistill.weight > 0))
+    if (!(c.codistill.hard_weight > 0) &&
+        !((c.codistill.enabled || !c.codistill.fixed_teachers.empty()) && c.codistill.weight > 0))
       fail_at({"codistill.hard_weight"},
-              "is 0 and no distillation term is enabled (codistill.enabled with weight > 0): the loss would be 0");
+              "is 0 and no distillation term is enabled (codistill.enabled or codistill.fixed_teachers, with weight > 0): the loss would be 0");
     // Sync mode waits at step s for each peer's checkpoint of step s - reload_every; one
     // that is never written would stall every worker until sync_timeout_s.
     if (c.codistill.enabled && c.codistill.mode == "sync" &&
@@ -121,6 +123,13 @@ class Binder {
               "mode sync needs checkpoint.every > 0 dividing codistill.reload_every, got checkpoint.every " +
                   std::to_string(c.checkpoint.every) + " and reload_every " +
                   std::to_string(c.codistill.reload_every));
+    // A layer list with another kind would be ignored without a word (and the model trained
+    // would not be the one written down).
+    if (c.model.kind == "layers" && c.model.layers.empty())
+      fail_at({"model.layers", "model.kind"}, "model.kind layers needs a non-empty list of layers in model.layers");
+    if (c.model.kind != "layers" && !c.model.layers.empty())
+      fail_at({"model.kind", "model.layers"}, "is '" + c.model.kind +
+                                                  "' but model.layers is set; it is read by model.kind layers only");
   }
 
  private:
@@ -175,7 +184,14 @@ class Binder {
 
   void set(const Field& field, const YAML::Node& node, const std::string& file, int line) {
     const std::string path(field.path);
-    const std::string problem = config_detail::assign(field, config_, node);
+    std::string problem;
+    try {
+      problem = config_detail::assign(field, config_, node);
+    } catch (const LayerListError& e) {
+      // Inside a layer list: the entry's own path and line ("model.layers[3].conv2d.kernel").
+      // An override's lines count within its value, not in any file: left out.
+      throw ConfigError(path + e.where(), file, line > 0 && e.line() > 0 ? e.line() : line, e.detail());
+    }
     if (!problem.empty()) throw ConfigError(path, file, line, problem);
     origins_[path] = {file, line};
   }
@@ -220,12 +236,16 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
 
 // Prints fields in table order, opening a nested block whenever the section changes;
 // `strip` removes a leading section so model_yaml prints the model keys at the top level.
-std::string emit(const std::vector<Field>& fields, Config config, const std::string& strip) {
+// A value printed as a block (text starting with a newline: a layer list) is indented
+// under its key. Keys in `skip` are left out.
+std::string emit(const std::vector<Field>& fields, Config config, const std::string& strip,
+                 const std::vector<std::string>& skip = {}) {
   std::string out;
   std::vector<std::string> open;
   for (const auto& field : fields) {
     std::string path(field.path);
     if (path.rfind(strip, 0) != 0) continue;
+    if (std::find(skip.begin(), skip.end(), path) != skip.end()) continue;
     path = path.substr(strip.size());
     std::vector<std::string> parts;
     std::istringstream components(path);
@@ -236,7 +256,14 @@ std::string emit(const std::vector<Field>& fields, Config config, const std::str
     open.resize(common);
     for (; open.size() < depth; open.push_back(parts[open.size()]))
       out += std::string(2 * open.size(), ' ') + parts[open.size()] + ":\n";
-    out += std::string(2 * depth, ' ') + parts.back() + ": " + config_detail::value_text(field, config) + "\n";
+    const std::string value = config_detail::value_text(field, config);
+    if (value.empty() || value.front() != '\n') {
+      out += std::string(2 * depth, ' ') + parts.back() + ": " + value + "\n";
+      continue;
+    }
+    out += std::string(2 * depth, ' ') + parts.back() + ":";
+    for (char ch : value) out += ch == '\n' ? "\n" + std::string(2 * depth + 2, ' ') : std::string(1, ch);
+    out += "\n";
   }
   return out;
 }
@@ -250,14 +277,62 @@ ConfigError::ConfigError(std::string key_path, std::string file, int line, std::
       line_(line),
       detail_(std::move(detail)) {}
 
+namespace {
+
+// worker_models: {ID: model section, ...}. Each section is bound like `model` (same keys,
+// checks and messages), with its errors' key paths named worker_models.ID.KEY.
+std::map<int, ModelConfig> parse_worker_models(const YAML::Node& node, const std::string& source, int workers) {
+  std::map<int, ModelConfig> out;
+  const int line = node.Mark().line + 1;
+  if (!node.IsMap())
+    throw ConfigError("worker_models", source, line,
+                      "expected a mapping of worker ids to model sections, e.g. {1: {kind: resnet}}");
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const int key_line = it->first.Mark().line + 1;
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+    const auto id = config_detail::parse_integer<int>(key);
+    if (!id || *id < 0 || *id >= workers)
+      throw ConfigError("worker_models", source, key_line,
+                        "expected a worker id in [0, run.workers) = [0, " + std::to_string(workers) + "), got '" +
+                            key + "'");
+    if (out.count(*id)) throw ConfigError("worker_models." + key, source, key_line, "duplicate worker id");
+    Config tmp;
+    try {
+      Binder binder(config_detail::config_fields(), tmp, source);
+      binder.walk(it->second, "model", key_line);
+      binder.cross_check();
+    } catch (const ConfigError& e) {
+      std::string path = e.key_path();
+      if (path.rfind("model", 0) == 0) path = "worker_models." + key + path.substr(5);
+      throw ConfigError(path, e.file(), e.line(), e.detail());
+    }
+    out.emplace(*id, tmp.model);
+  }
+  return out;
+}
+
+}  // namespace
+
 Config parse_config(const std::string& yaml_text, const std::string& source_name,
                     const std::vector<std::string>& overrides) {
-  const YAML::Node root = parse_yaml(yaml_text, source_name);
+  YAML::Node root = parse_yaml(yaml_text, source_name);
+  // worker_models maps worker ids to whole model sections: bound below, entry by entry,
+  // once run.workers (which bounds the ids) is known.
+  YAML::Node worker_models;  // a handle: it stays valid (marks and all) after the removal
+  bool has_worker_models = false;
+  if (root.IsMap())
+    for (auto it = root.begin(); it != root.end(); ++it)
+      if (it->first.IsScalar() && it->first.Scalar() == "worker_models") {
+        worker_models = it->second;
+        has_worker_models = true;
+      }
+  if (has_worker_models) root.remove("worker_models");
   Config config;
   Binder binder(config_detail::config_fields(), config, source_name);
   binder.walk(root, "", root.Mark().line + 1);
   for (const auto& spec : overrides) binder.apply_override(spec);
   binder.cross_check();
+  if (has_worker_models) config.worker_models = parse_worker_models(worker_models, source_name, config.run.workers);
   return config;
 }
 
@@ -285,12 +360,28 @@ Config apply_overrides(Config config, const std::vector<std::string>& overrides)
   return config;
 }
 
-std::string to_yaml(const Config& config) { return emit(config_detail::config_fields(), config, ""); }
+std::string to_yaml(const Config& config) {
+  std::string out = emit(config_detail::config_fields(), config, "");
+  if (config.worker_models.empty()) return out;
+  out += "worker_models:\n";
+  for (const auto& [id, model] : config.worker_models) {
+    Config c;
+    c.model = model;
+    out += "  " + std::to_string(id) + ":\n";
+    std::istringstream lines(emit(config_detail::config_fields(), c, "model."));
+    for (std::string line; std::getline(lines, line);) out += "    " + line + "\n";
+  }
+  return out;
+}
 
 std::string model_yaml(const ModelConfig& model) {
   Config config;
   config.model = model;
-  return emit(config_detail::model_fields(), config, "model.");
+  // model.layers only where set: the attribute of the other kinds stays what builds and
+  // exporters that predate the key read.
+  std::vector<std::string> skip;
+  if (model.layers.empty()) skip.emplace_back("model.layers");
+  return emit(config_detail::model_fields(), config, "model.", skip);
 }
 
 ModelConfig model_from_yaml(const std::string& yaml_text, const std::string& source_name) {
@@ -306,6 +397,13 @@ std::vector<std::string> config_differences(const Config& a, const Config& b) {
   std::vector<std::string> paths;
   for (const auto& field : config_detail::config_fields())
     if (!config_detail::same_value(field, left, right)) paths.emplace_back(field.path);
+  if (a.worker_models.size() != b.worker_models.size() ||
+      !std::equal(a.worker_models.begin(), a.worker_models.end(), b.worker_models.begin(),
+                  [](const auto& x, const auto& y) {
+                    return x.first == y.first && model_yaml(x.second) == model_yaml(y.second) &&
+                           x.second.init_from == y.second.init_from;  // not in model_yaml
+                  }))
+    paths.emplace_back("worker_models");
   return paths;
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "codistill/config/config_text.hpp"
+#include "codistill/config/layer_schema.hpp"
 
 namespace codistill::config_detail {
 namespace {
@@ -56,7 +57,7 @@ Check device_name() {
 
 std::vector<Field> make_model_keys() {
   return {
-      CODISTILL_KEY(model.kind, one_of({"mlp", "cnn", "resnet"})),
+      CODISTILL_KEY(model.kind, one_of({"mlp", "cnn", "resnet", "layers"})),
       CODISTILL_KEY(model.hidden, ge(1)),
       CODISTILL_KEY(model.channels, ge(1).length(1)),
       CODISTILL_KEY(model.kernel_size, ge(1)),
@@ -65,6 +66,7 @@ std::vector<Field> make_model_keys() {
       CODISTILL_KEY(model.activation, one_of({"relu", "gelu"})),
       CODISTILL_KEY(model.dropout, in_co(0, 1)),
       CODISTILL_KEY(model.init, one_of({"kaiming_uniform", "kaiming_normal", "xavier_uniform"})),
+      CODISTILL_KEY(model.layers, any()),  // checked entry by entry by the layer schema
   };
 }
 
@@ -140,6 +142,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(codistill.max_staleness, ge(0)),
       CODISTILL_KEY(codistill.mode, one_of({"async", "sync"})),
       CODISTILL_KEY(codistill.sync_timeout_s, gt(0)),
+      CODISTILL_KEY(codistill.fixed_teachers, text()),
   };
   keys.insert(keys.end(), rest.begin(), rest.end());
   return keys;
@@ -192,7 +195,9 @@ bool valid_device(const std::string& s) {
 
 template <class T>
 std::optional<T> read(const YAML::Node& node) {
-  if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+  if constexpr (std::is_same_v<T, std::vector<LayerSpec>>) {
+    return parse_layer_list(node);  // throws LayerListError with the entry and its line
+  } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
     if (!node.IsSequence()) return std::nullopt;
     T values;
     for (const auto& item : node) {
@@ -200,6 +205,14 @@ std::optional<T> read(const YAML::Node& node) {
       auto v = parse_integer<std::int64_t>(item.Scalar());
       if (!v) return std::nullopt;
       values.push_back(*v);
+    }
+    return values;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (!node.IsSequence()) return std::nullopt;
+    T values;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) return std::nullopt;
+      values.push_back(item.Scalar());
     }
     return values;
   } else {
@@ -222,10 +235,17 @@ std::optional<T> read(const YAML::Node& node) {
 
 template <class T>
 bool allowed(const Check& c, const T& value) {
-  if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+  if constexpr (std::is_same_v<T, std::vector<LayerSpec>>) {
+    return true;  // parse_layer_list checked every entry
+  } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
     if (value.size() < c.min_len || value.size() > c.max_len) return false;
     for (auto v : value)
       if (!in_range(c, static_cast<double>(v))) return false;
+    return true;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (value.size() < c.min_len || value.size() > c.max_len) return false;
+    for (const auto& v : value)
+      if (c.non_empty && v.empty()) return false;
     return true;
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (c.non_empty && value.empty()) return false;
@@ -243,10 +263,19 @@ bool allowed(const Check& c, const T& value) {
 
 template <class T>
 std::string value_of(const T& value) {
-  if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+  if constexpr (std::is_same_v<T, std::vector<LayerSpec>>) {
+    return layer_list_text(value);
+  } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
     std::vector<std::string> items;
     for (auto v : value) items.push_back(std::to_string(v));
     // Appended rather than "[" + join(...): GCC 12 gives a false -Wrestrict on that form.
+    std::string out = "[";
+    out += join(items);
+    out += ']';
+    return out;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    std::vector<std::string> items;
+    for (const auto& v : value) items.push_back(yaml_string(v));
     std::string out = "[";
     out += join(items);
     out += ']';
@@ -281,9 +310,14 @@ std::string expectation(const Field& field) {
   return std::visit(
       [&](auto get) -> std::string {
         using T = std::remove_reference_t<decltype(get(std::declval<Config&>()))>;
-        if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+        if constexpr (std::is_same_v<T, std::vector<LayerSpec>>) {
+          return "a list of layers";
+        } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
           if (c.min_len == c.max_len) return "a list of " + std::to_string(c.min_len) + " integers" + suffix;
           return std::string(c.min_len > 0 ? "a non-empty list" : "a list") + " of integers" + suffix;
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          return std::string(c.min_len > 0 ? "a non-empty list" : "a list") +
+                 (c.non_empty ? " of non-empty strings" : " of strings");
         } else if constexpr (std::is_same_v<T, std::string>) {
           if (c.device) return "one of cpu, cuda, cuda:K (K a device index >= 0)";
           if (!c.choices.empty()) {

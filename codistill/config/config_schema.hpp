@@ -23,7 +23,8 @@ using Getter = T& (*)(Config&);
 
 // The alternative held tells the value type of the key.
 using Access = std::variant<Getter<bool>, Getter<int>, Getter<std::int64_t>, Getter<std::uint64_t>,
-                            Getter<double>, Getter<std::string>, Getter<std::vector<std::int64_t>>>;
+                            Getter<double>, Getter<std::string>, Getter<std::vector<std::int64_t>>,
+                            Getter<std::vector<std::string>>, Getter<std::vector<LayerSpec>>>;
 
 // Allowed values. Numeric bounds apply to numbers and to each element of a list.
 struct Check {
@@ -31,7 +32,7 @@ struct Check {
   bool lo_open = false, hi_open = false;
   std::vector<std::string_view> choices;  // strings: one of these
   bool device = false;                    // strings: cpu | cuda | cuda:K
-  bool non_empty = false;                 // strings
+  bool non_empty = false;                 // strings (each item of a list of strings)
   std::size_t min_len = 0, max_len = std::numeric_limits<std::size_t>::max();  // lists
 
   Check& length(std::size_t min, std::size_t max = std::numeric_limits<std::size_t>::max()) {
@@ -54,7 +55,8 @@ const std::vector<Field>& config_fields();
 const std::vector<Field>& model_fields();
 
 // Validates `node` and stores it in the field; returns "" on success, else the reason
-// ("expected a number > 0, got 'abc'").
+// ("expected a number > 0, got 'abc'"). A layer list (model.layers) throws LayerListError
+// instead, which says where inside the list and on which line.
 std::string assign(const Field& field, Config& config, const YAML::Node& node);
 
 // What the field accepts, as used in messages: "a number > 0", "one of sgd, adamw".

@@ -18,9 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kKey = "model.init_from";
-
-[[noreturn]] void fail(const std::string& detail) { throw ConfigError(kKey, "", 0, detail); }
+[[noreturn]] void fail(const std::string& key, const std::string& detail) { throw ConfigError(key, "", 0, detail); }
 
 checkpoint::ReadOptions read_options() {
   checkpoint::ReadOptions o;
@@ -30,55 +28,55 @@ checkpoint::ReadOptions read_options() {
 }
 
 // The freshest readable checkpoint of `worker` in run directory `run_dir`.
-checkpoint::LoadedCheckpoint freshest(const std::string& spec, const std::string& run_dir, int worker) {
+checkpoint::LoadedCheckpoint freshest(const std::string& key, const std::string& spec, const std::string& run_dir, int worker) {
   const checkpoint::RunStore store(run_dir);
   auto loaded = store.load_freshest(worker, read_options());
   if (!loaded) {
     const auto files = store.checkpoints(worker);
-    fail(files.empty() ? fmt::format("'{}' holds no checkpoint (no ckpt-*.h5 in {})", spec, store.worker_dir(worker))
+    fail(key, files.empty() ? fmt::format("'{}' holds no checkpoint (no ckpt-*.h5 in {})", spec, store.worker_dir(worker))
                        : fmt::format("'{}': none of the {} checkpoints in {} can be read (newest {})", spec,
                                      files.size(), store.worker_dir(worker), files.back().path));
   }
   return std::move(*loaded);
 }
 
-checkpoint::LoadedCheckpoint load(const std::string& spec, int worker) {
+checkpoint::LoadedCheckpoint load(const std::string& key, const std::string& spec, int worker) {
   std::error_code ec;
   const fs::path path(spec);
   const auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) fail(fmt::format("'{}' does not exist", spec));
+  if (ec || !fs::exists(status)) fail(key, fmt::format("'{}' does not exist", spec));
   if (fs::is_regular_file(status)) {
     checkpoint::LoadedCheckpoint c;
     try {
       c.data = checkpoint::read(spec, read_options());
     } catch (const std::exception& e) {
-      fail(fmt::format("'{}' is not a readable checkpoint: {}", spec, e.what()));
+      fail(key, fmt::format("'{}' is not a readable checkpoint: {}", spec, e.what()));
     }
     c.file = {static_cast<int>(c.data.meta.worker), c.data.meta.step, spec};
     return c;
   }
-  if (!fs::is_directory(status)) fail(fmt::format("'{}' is neither a checkpoint file nor a directory", spec));
+  if (!fs::is_directory(status)) fail(key, fmt::format("'{}' is neither a checkpoint file nor a directory", spec));
   // A worker folder stands for itself; anything else is a run directory.
   const fs::path dir = fs::absolute(path, ec).lexically_normal();
   const fs::path name = dir.has_filename() ? dir.filename() : dir.parent_path().filename();
   if (auto id = checkpoint::parse_worker_dir_name(name.string())) {
     const fs::path parent = dir.has_filename() ? dir.parent_path() : dir.parent_path().parent_path();
-    return freshest(spec, parent.string(), *id);
+    return freshest(key, spec, parent.string(), *id);
   }
   const checkpoint::RunStore store(spec);
   const auto workers = store.workers();
   if (workers.empty())
-    fail(fmt::format("'{}' is neither a checkpoint file, a worker folder (worker-NNN) nor a run directory "
+    fail(key, fmt::format("'{}' is neither a checkpoint file, a worker folder (worker-NNN) nor a run directory "
                      "(it has no worker-NNN folder)",
                      spec));
   if (std::find(workers.begin(), workers.end(), worker) == workers.end()) {
     std::vector<std::string> names;
     for (int w : workers) names.push_back(checkpoint::worker_dir_name(w));
-    fail(fmt::format("run directory '{}' has no folder of this worker ({}; it has {}): name a worker folder "
+    fail(key, fmt::format("run directory '{}' has no folder of this worker ({}; it has {}): name a worker folder "
                      "or a checkpoint file instead",
                      spec, checkpoint::worker_dir_name(worker), fmt::join(names, ", ")));
   }
-  return freshest(spec, spec, worker);
+  return freshest(key, spec, spec, worker);
 }
 
 // Why a checkpoint's model is not `model`: the architecture keys and the first parameter
@@ -114,16 +112,17 @@ std::string model_mismatch(Model& model, const ModelConfig& configured, const ch
 
 }  // namespace
 
-InitSource init_model_from(Model& model, const ModelConfig& configured, const std::string& spec, int worker) {
-  checkpoint::LoadedCheckpoint c = load(spec, worker);
+InitSource init_model_from(Model& model, const ModelConfig& configured, const std::string& spec, int worker,
+                           const std::string& key) {
+  checkpoint::LoadedCheckpoint c = load(key, spec, worker);
   const auto& meta = c.data.meta;
   if (meta.model_fingerprint != model.fingerprint())
-    fail(fmt::format("checkpoint {} holds another model (fingerprint {}, the configured model has {}){}", c.file.path,
+    fail(key, fmt::format("checkpoint {} holds another model (fingerprint {}, the configured model has {}){}", c.file.path,
                      meta.model_fingerprint, model.fingerprint(), model_mismatch(model, configured, c.data)));
   try {
     copy_model_state(model, c.data);
   } catch (const std::exception& e) {
-    fail(fmt::format("checkpoint {}: {}", c.file.path, e.what()));
+    fail(key, fmt::format("checkpoint {}: {}", c.file.path, e.what()));
   }
   return {c.file.path, static_cast<int>(meta.worker), meta.step};
 }

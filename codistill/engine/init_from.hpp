@@ -22,9 +22,11 @@ struct InitSource {
 // checkpoint); or a run directory (its folder of worker `worker`, so that one config
 // fine-tunes each worker of an ensemble from its counterpart). Loads that checkpoint's
 // parameters and buffers into `model`, which must be the one `configured` describes.
-// Throws ConfigError naming model.init_from (exit 2) when the path does not exist, holds
+// Throws ConfigError naming `key` (model.init_from, or worker_models.ID.init_from where the
+// worker's model comes from there; exit 2) when the path does not exist, holds
 // no readable checkpoint, or the checkpoint's model is not this one: the message names the
 // architecture keys that differ and the first parameter whose name or shape differs.
-InitSource init_model_from(Model& model, const ModelConfig& configured, const std::string& spec, int worker);
+InitSource init_model_from(Model& model, const ModelConfig& configured, const std::string& spec, int worker,
+                           const std::string& key = "model.init_from");
 
 }  // namespace codistill

@@ -77,13 +77,16 @@ TrainSummary Trainer::run() {
     // Churn against every teacher in use: the fraction of test examples whose predicted
     // class differs (DESIGN.md section 7).
     nlohmann::json churn = nlohmann::json::object();
-    if (s.teachers)
-      for (const auto& teacher : s.teachers->teachers()) {
-        evaluate(teacher->model, s.data.test, c.train.eval_batch_size, &theirs);
-        std::int64_t differ = 0;
-        for (std::size_t i = 0; i < mine.size(); ++i) differ += mine[i] != theirs[i];
-        churn[std::to_string(teacher->peer)] = static_cast<double>(differ) / static_cast<double>(mine.size());
-      }
+    auto add_churn = [&](Teacher& teacher) {
+      evaluate(teacher.model, s.data.test, c.train.eval_batch_size, &theirs);
+      std::int64_t differ = 0;
+      for (std::size_t i = 0; i < mine.size(); ++i) differ += mine[i] != theirs[i];
+      churn[teacher.label()] = static_cast<double>(differ) / static_cast<double>(mine.size());
+    };
+    if (s.teachers) {
+      for (const auto& teacher : s.teachers->teachers()) add_churn(*teacher);
+      for (const auto& teacher : s.teachers->fixed()) add_churn(*teacher);
+    }
     s.metrics->emit("eval", step, {{"split", "test"}, {"loss", r.loss}, {"accuracy", r.accuracy}, {"churn", churn}});
     info("eval  step {:>7}  test loss {:.4f}  accuracy {:.2f}%  ({:.1f} s)", step, r.loss, 100 * r.accuracy,
          seconds_since(t));
@@ -138,7 +141,9 @@ TrainSummary Trainer::run() {
       s.teachers->at_step(s.worker.step, s.metrics.get());  // every reload_every steps
       s.worker.teacher_steps.clear();
       for (const auto& t : s.teachers->teachers()) s.worker.teacher_steps.push_back({t->peer, t->step});
-      // Teachers (forward only, on the same batch) join after burn-in.
+      // Fixed teachers teach from the first step; peers (forward only, on the same batch)
+      // join after burn-in, since they start as untrained as this worker.
+      for (const auto& t : s.teachers->fixed()) step_teachers.push_back(t.get());
       if (s.worker.step >= c.codistill.burn_in)
         for (const auto& t : s.teachers->teachers()) step_teachers.push_back(t.get());
     }

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "codistill/config/config_loader.hpp"
 #include "codistill/engine/worker_state.hpp"
 #include "codistill/engine/error.hpp"
 
@@ -18,14 +21,35 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-checkpoint::ReadOptions teacher_read_options(const std::string& fingerprint) {
+// A teacher of any architecture: it is rebuilt from its checkpoint's own model attribute
+// (model_from_checkpoint), and the fingerprint only has to match that attribute.
+checkpoint::ReadOptions teacher_read_options() {
   checkpoint::ReadOptions o;
-  o.expected_fingerprint = fingerprint;
   o.optimizer = false;  // a teacher only runs forward
   o.state = false;
   return o;
 }
 }  // namespace
+
+std::string Teacher::label() const {
+  return peer >= 0 ? std::to_string(peer) : "fixed-" + std::to_string(-peer - 1);
+}
+
+void check_teacher_fits(const std::string& teacher_model_yaml, const ModelConfig& student, const std::string& who) {
+  ModelConfig t;
+  try {
+    t = model_from_yaml(teacher_model_yaml, who + " model attribute");
+  } catch (const std::exception& e) {
+    throw TrainingError(fmt::format("{}: its model attribute cannot be read: {}", who, e.what()));
+  }
+  // What the student's loss consumes is the teacher's logits of the student's batch: the
+  // input shape and the classes must agree; depth, width and kind may differ.
+  if (t.input_shape != student.input_shape || t.classes != student.classes)
+    throw TrainingError(fmt::format("{} cannot teach this worker: its model ({}) takes inputs of shape [{}] and "
+                                    "predicts {} classes, this worker's model ({}) takes [{}] and predicts {}",
+                                    who, t.kind, fmt::join(t.input_shape, ", "), t.classes, student.kind,
+                                    fmt::join(student.input_shape, ", "), student.classes));
+}
 
 Teacher::~Teacher() {
   try {
@@ -43,9 +67,8 @@ const kernels::Tensor& Teacher::forward(const kernels::Tensor& x, kernels::Event
   return logits;
 }
 
-TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::string fingerprint,
-                         std::shared_ptr<spdlog::logger> log)
-    : cfg_(cfg), model_cfg_(std::move(model_cfg)), fingerprint_(std::move(fingerprint)), log_(std::move(log)),
+TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log)
+    : cfg_(cfg), model_cfg_(std::move(model_cfg)), log_(std::move(log)),
       store_(cfg.run.dir), device_(kernels::Device::parse(cfg.device)) {
   queue_options_.allow_tf32 = cfg.train.allow_tf32;
   for (int p = 0; p < cfg.run.workers; ++p) {
@@ -76,17 +99,14 @@ std::optional<std::int64_t> TeacherPool::staleness(std::int64_t step) const {
   return step - oldest;
 }
 
-void TeacherPool::check_fingerprint(int peer, const std::string& path) {
+void TeacherPool::check_fits(int peer, const std::string& path) {
   checkpoint::CheckpointMeta meta;
   try {
     meta = checkpoint::read_meta(path);
   } catch (const std::exception&) {
     return;  // vanished or unreadable: the load below skips it with a reason
   }
-  if (meta.model_fingerprint != fingerprint_)
-    throw TrainingError(fmt::format("peer worker {} trains another model: its checkpoint {} has model fingerprint "
-                                    "{}, this worker's model has {} (same model section needed for codistillation)",
-                                    peer, path, meta.model_fingerprint, fingerprint_));
+  check_teacher_fits(meta.model, model_cfg_, fmt::format("peer worker {} (checkpoint {})", peer, path));
 }
 
 std::unique_ptr<Teacher> TeacherPool::make_teacher(int peer, const checkpoint::CheckpointData& data,
@@ -180,9 +200,9 @@ std::unique_ptr<Teacher> TeacherPool::load_async(int peer, std::int64_t held_ste
     silent_[i] = false;
   }
   if (files.empty() || newest <= held_step) return nullptr;
-  check_fingerprint(peer, files.back().path);
+  check_fits(peer, files.back().path);
   auto t0 = Clock::now();
-  auto loaded = store_.load_freshest(peer, teacher_read_options(fingerprint_));
+  auto loaded = store_.load_freshest(peer, teacher_read_options());
   std::lock_guard lock(mu_);
   if (loaded)
     for (const auto& s : loaded->skipped) warnings_.push_back(fmt::format("peer {}: skipped {}", peer, s));
@@ -209,8 +229,8 @@ std::unique_ptr<Teacher> TeacherPool::load_exact(int peer, std::int64_t peer_ste
   std::string last_error = "not published yet";
   for (;;) {
     try {
-      check_fingerprint(peer, path);
-      auto data = checkpoint::read(path, teacher_read_options(fingerprint_));
+      check_fits(peer, path);
+      auto data = checkpoint::read(path, teacher_read_options());
       return make_teacher(peer, data, path, ms_since(t0));
     } catch (const TrainingError&) {
       throw;
@@ -300,7 +320,7 @@ void TeacherPool::resume(const std::vector<checkpoint::TeacherStep>& teacher_ste
       continue;
     }
     try {
-      auto data = checkpoint::read(store_.checkpoint_path(peer, ts.step), teacher_read_options(fingerprint_));
+      auto data = checkpoint::read(store_.checkpoint_path(peer, ts.step), teacher_read_options());
       adopted.push_back(make_teacher(peer, data, store_.checkpoint_path(peer, ts.step), 0));
     } catch (const std::exception& e) {
       log_->warn("peer {}: the teacher in use before the restart (step {}) is gone ({}); the next reload finds "
@@ -315,6 +335,37 @@ void TeacherPool::resume(const std::vector<checkpoint::TeacherStep>& teacher_ste
           t->step;
   }
   adopt(take_loaded(std::move(adopted), /*wait=*/true), metrics, step);
+}
+
+void TeacherPool::load_fixed(const std::vector<FixedTeacherFile>& files, const data::Normalization& normalization,
+                             MetricsWriter* metrics, std::int64_t step) {
+  std::vector<std::unique_ptr<Teacher>> loaded;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const FixedTeacherFile& f = files[i];
+    const std::string who = fmt::format("fixed teacher {} (from '{}')", f.path, f.source);
+    const auto t0 = Clock::now();
+    const checkpoint::CheckpointData data = read_fixed_teacher(f);
+    check_teacher_fits(data.meta.model, model_cfg_, who);
+    // The teacher sees the student's inputs, normalized the student's way: a teacher
+    // trained on another mapping of the pixels would be fed inputs it never saw.
+    const data::Normalization theirs = normalization_from_checkpoint(data);
+    const double tolerance = 1e-3 * std::max(1.0, std::abs(normalization.scale));
+    if (theirs.kind == "stored" && (std::abs(theirs.shift - normalization.shift) > tolerance ||
+                                    std::abs(theirs.scale - normalization.scale) > tolerance))
+      throw TrainingError(fmt::format("{} normalized its inputs with shift {:.6g}, scale {:.6g}; this worker uses "
+                                      "shift {:.6g}, scale {:.6g} (data.normalize and the data must match the "
+                                      "teacher's)",
+                                      who, theirs.shift, theirs.scale, normalization.shift, normalization.scale));
+    auto t = make_teacher(-static_cast<int>(i) - 1, data, f.path, ms_since(t0));
+    loaded.push_back(std::move(t));
+  }
+  for (auto& t : take_loaded(std::move(loaded), /*wait=*/true)) {
+    if (metrics)
+      metrics->emit("teacher", step,
+                    {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}, {"path", t->path}});
+    log_->info("fixed teacher {}: {} at step {} (loaded in {:.0f} ms)", t->label(), t->path, t->step, t->load_ms);
+    fixed_.push_back(std::move(t));
+  }
 }
 
 void TeacherPool::adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step) {

@@ -25,6 +25,8 @@
 
 #include "checkpoint/store.hpp"
 #include "codistill/config/config.hpp"
+#include "codistill/data/dataset.hpp"
+#include "codistill/engine/fixed_teachers.hpp"
 #include "codistill/engine/metrics.hpp"
 #include "codistill/models/model.hpp"
 #include "kernels/backend.hpp"
@@ -38,7 +40,7 @@ struct Teacher {
   // Waits for the teacher's queue, so that nothing still uses the memory freed here.
   ~Teacher();
 
-  int peer = 0;
+  int peer = 0;  // a live peer's worker id; fixed teacher i is -(i + 1)
   std::int64_t step = 0;  // the peer's step when it published this checkpoint
   std::string path;
   double load_ms = 0;
@@ -48,16 +50,24 @@ struct Teacher {
   kernels::Tensor staging;                       // the parameter block on its way; released once loaded
   kernels::Tensor logits;                        // of the last forward (the model's own buffer)
 
+  // "3" for peer 3, "fixed-0" for the first fixed teacher (metrics' churn keys, logs).
+  std::string label() const;
+
   // Inference forward on the teacher's queue, once `input_ready` (recorded on the
   // student's queue after the batch copy) has been reached; records forward_done.
   const kernels::Tensor& forward(const kernels::Tensor& x, kernels::Event* input_ready = nullptr);
 };
 
+// Throws TrainingError unless a teacher with this model attribute (a checkpoint's `model`)
+// can teach `student`: the same input shape and classes; any architecture. `who` names the
+// teacher in the message.
+void check_teacher_fits(const std::string& teacher_model_yaml, const ModelConfig& student, const std::string& who);
+
 class TeacherPool {
  public:
-  // model_cfg: the model section with input_shape and classes filled; fingerprint: ours.
-  TeacherPool(const Config& cfg, ModelConfig model_cfg, std::string fingerprint,
-              std::shared_ptr<spdlog::logger> log);
+  // model_cfg: this worker's model section with input_shape and classes filled (what a
+  // teacher must fit).
+  TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log);
   ~TeacherPool();
   TeacherPool(const TeacherPool&) = delete;
   TeacherPool& operator=(const TeacherPool&) = delete;
@@ -69,7 +79,7 @@ class TeacherPool {
   // asks the watcher for a reload every reload_every steps. Sync mode: at a reload step,
   // blocks until the exact checkpoints are loaded (or throws after the timeout).
   // Then swaps in whatever the watcher has finished loading and emits `teacher` events.
-  // Rethrows a fatal watcher error (another model's fingerprint, a sync timeout).
+  // Rethrows a fatal watcher error (a peer whose model cannot teach ours, a sync timeout).
   void at_step(std::int64_t step, MetricsWriter* metrics);
 
   // A resumed worker takes back the teachers its checkpoint says it was using (peer, step),
@@ -81,6 +91,13 @@ class TeacherPool {
 
   // Teachers in use, by peer id ascending (never more than one per peer).
   const std::vector<std::unique_ptr<Teacher>>& teachers() const { return teachers_; }
+
+  // Fixed teachers (codistill.fixed_teachers, engine/fixed_teachers.hpp): loaded once, on
+  // the student's device, used at every step from the first. `normalization`: the
+  // student's input mapping, which each teacher's own (from its checkpoint) must match.
+  void load_fixed(const std::vector<FixedTeacherFile>& files, const data::Normalization& normalization,
+                  MetricsWriter* metrics, std::int64_t step);
+  const std::vector<std::unique_ptr<Teacher>>& fixed() const { return fixed_; }
   // Own step minus the oldest teacher step in use; nullopt without teachers.
   std::optional<std::int64_t> staleness(std::int64_t step) const;
 
@@ -92,18 +109,18 @@ class TeacherPool {
                                         double load_ms);
   void upload(Teacher& t);
   std::vector<std::unique_ptr<Teacher>> take_loaded(std::vector<std::unique_ptr<Teacher>> fresh, bool wait);
-  void check_fingerprint(int peer, const std::string& path);
+  void check_fits(int peer, const std::string& path);
   void adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step);
 
   const Config& cfg_;
   ModelConfig model_cfg_;
-  std::string fingerprint_;
   std::shared_ptr<spdlog::logger> log_;
   checkpoint::RunStore store_;
   std::vector<int> peers_;
   kernels::Device device_;
   kernels::QueueOptions queue_options_;
   std::vector<std::unique_ptr<Teacher>> teachers_;
+  std::vector<std::unique_ptr<Teacher>> fixed_;
   std::vector<std::unique_ptr<Teacher>> staged_;  // uploads still in flight
 
   // Shared with the watcher thread.

@@ -86,7 +86,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   auto t0 = Clock::now();
   s.data = data::load_dataset(c.data);
   const double load_s = seconds_since(t0);
-  ModelConfig mc = c.model;
+  ModelConfig mc = model_of(c, c.run.worker);
   mc.input_shape = s.data.train.example_shape();
   mc.classes = s.data.train.classes;
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
@@ -105,8 +105,11 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   // Fine-tuning: loaded before anything is written, so a bad model.init_from (exit 2)
   // leaves no trace. A resumed run's own checkpoint wins.
   std::optional<InitSource> init_source;
-  if (!c.model.init_from.empty() && !resume_from)
-    init_source = init_model_from(s.model, mc, c.model.init_from, c.run.worker);
+  if (!mc.init_from.empty() && !resume_from)
+    init_source = init_model_from(s.model, mc, mc.init_from, c.run.worker,
+                                  c.worker_models.count(c.run.worker)
+                                      ? fmt::format("worker_models.{}.init_from", c.run.worker)
+                                      : std::string("model.init_from"));
   const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
   // One process per worker: claimed before anything in its folder is written.
   {
@@ -141,8 +144,8 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
     s.log->info("model initialized from {} (worker {}, step {}): parameters and buffers only; the optimizer, step "
                 "count and data order start fresh",
                 init_source->path, init_source->worker, init_source->step);
-  else if (!c.model.init_from.empty())
-    s.log->info("model.init_from ({}) ignored: resuming from this worker's own checkpoint", c.model.init_from);
+  else if (!mc.init_from.empty())
+    s.log->info("model.init_from ({}) ignored: resuming from this worker's own checkpoint", mc.init_from);
   s.optimizer = make_optimizer(c.optimizer, s.model);
   s.sampler = std::make_unique<data::BatchSampler>(s.data.train, data::sampler_options(c));
   s.log->info("data shard: {} of {} training examples ({} mode)", s.sampler->shard_size(),
@@ -173,7 +176,8 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   kernels::DistillLossParams loss_params;
   loss_params.temperature = c.codistill.temperature;
   loss_params.weight = c.codistill.weight;
-  loss_params.hard_weight = c.codistill.enabled ? c.codistill.hard_weight : 1.0;
+  const bool distills = c.codistill.enabled || !c.codistill.fixed_teachers.empty();
+  loss_params.hard_weight = distills ? c.codistill.hard_weight : 1.0;
   StepInput input;
   input.augment = data::augment_options(c, s.data.train.normalization);
   input.prefetch = c.data.prefetch;
@@ -183,8 +187,19 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   s.step = std::make_unique<TrainStep>(s.model, s.data.train, c.data.batch_size, loss_params, c.train.micro_batches,
                                        input);
   s.checkpoints->prepare(w);
+  if (distills) s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.log);
+  if (!c.codistill.fixed_teachers.empty()) {
+    // Chosen once per worker (recorded beside its checkpoints); a resumed worker takes the
+    // recorded files again, even where a teacher run has published newer ones since.
+    const std::string record = s.paths.worker_dir + "/fixed_teachers.json";
+    std::vector<FixedTeacherFile> files = resume_from ? read_fixed_record(record) : std::vector<FixedTeacherFile>{};
+    if (files.empty()) {
+      files = resolve_fixed_teachers(c.codistill.fixed_teachers);
+      write_fixed_record(record, files);
+    }
+    s.teachers->load_fixed(files, s.data.train.normalization, s.metrics.get(), w.step);
+  }
   if (c.codistill.enabled) {
-    s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.model.fingerprint(), s.log);
     s.teachers->resume(w.teacher_steps, s.metrics.get(), w.step);
     s.log->info("codistillation ({} mode) with peers [{}], burn-in {} steps, reload every {}, weight {}, "
                 "temperature {}",

@@ -1,10 +1,12 @@
-// build_model: a kind-keyed factory of the model architectures (mlp, cnn, resnet). The table is a
+// build_model: a kind-keyed factory of the model architectures (mlp, cnn, resnet, and layers:
+// the list from the config, codistill/models/layers_model.cpp). The table is a
 // function-local constant, not static-initializer registration: adding a kind means adding
 // one line to kBuilders.
 #include <functional>
 #include <map>
 #include <stdexcept>
 
+#include "codistill/models/layers_model.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/nn/avgpool.hpp"
 #include "codistill/nn/batchnorm.hpp"
@@ -174,7 +176,8 @@ void build_resnet(const ModelConfig& cfg, Rng& rng, Model& model) {
 using BuildFn = void (*)(const ModelConfig&, Rng&, Model&);
 
 const std::map<std::string, BuildFn>& builders() {
-  static const std::map<std::string, BuildFn> kBuilders = {{"cnn", build_cnn}, {"mlp", build_mlp}, {"resnet", build_resnet}};
+  static const std::map<std::string, BuildFn> kBuilders = {
+      {"cnn", build_cnn}, {"layers", build_layers}, {"mlp", build_mlp}, {"resnet", build_resnet}};
   return kBuilders;
 }
 

@@ -72,14 +72,17 @@ std::vector<NamedBuffer> Model::buffers() {
 std::int64_t Model::num_params() { return arena().num_params(); }
 
 std::string Model::fingerprint() {
-  // FNV-1a 64 over "path:[d0, d1];" for each parameter in order (shape as shape_str).
+  // FNV-1a 64 over "path:[d0, d1];" for each parameter in order (shape as shape_str), then,
+  // with fingerprint_modules, over "path;" for each module in pre-order (visit_modules).
   std::uint64_t h = 0xcbf29ce484222325ull;
-  for (auto& p : params()) {
-    for (unsigned char c : p.path + ":" + kernels::shape_str(p.value->shape()) + ";") {
+  auto mix = [&h](const std::string& text) {
+    for (unsigned char c : text) {
       h ^= c;
       h *= 0x100000001b3ull;
     }
-  }
+  };
+  for (auto& p : params()) mix(p.path + ":" + kernels::shape_str(p.value->shape()) + ";");
+  if (fingerprint_modules_) visit_modules(*root_, [&](const std::string& path, Module&) { mix(path + ";"); });
   return fmt::format("{:016x}", h);
 }
 

@@ -47,8 +47,12 @@ class Model {
   ParamArena& arena();
   std::int64_t num_params();
   // Hash (FNV-1a, hex) of the ordered parameter paths and shapes: two models with equal
-  // fingerprints can exchange checkpoints.
+  // fingerprints can exchange checkpoints. With fingerprint_modules set (model kind
+  // `layers`) the hash goes on over every module path in tree order, so that layers without
+  // parameters (an activation, a pooling, a dropout: "3_relu", named by index and type)
+  // count too: two layer lists that differ in any layer type or position differ here.
   std::string fingerprint();
+  void set_fingerprint_modules(bool on) { fingerprint_modules_ = on; }
   // CPU only: float64 for gradient checks, float32 for training.
   void to_dtype(kernels::DType dtype);
   // CPU only: run the plain reference loops (tests) instead of the fast path.
@@ -83,12 +87,14 @@ class Model {
   std::unique_ptr<kernels::Queue> queue_;  // null: the CPU's shared queue
   ParamArena arena_;
   bool finalized_ = false;
+  bool fingerprint_modules_ = false;
   kernels::Shape input_shape_;
 };
 
-// Builds the model of cfg.kind ("mlp" | "cnn"), initialized from rng. cfg.input_shape and
+// Builds the model of cfg.kind ("mlp" | "cnn" | "resnet" | "layers"), initialized from rng. cfg.input_shape and
 // cfg.classes must be filled (from the data). Unknown kinds throw std::invalid_argument
-// listing the valid ones; impossible shapes throw with the layer that cannot be built.
+// listing the valid ones; impossible shapes throw with the layer that cannot be built
+// (kind layers: a ConfigError naming model.layers[i], see models/layers_model.hpp).
 Model build_model(const ModelConfig& cfg, Rng& rng);
 std::vector<std::string> model_kinds();
 

@@ -12,6 +12,7 @@ Flatten of NCHW in C, H, W order, so the tensors load as they are.
 A new model kind is one function decorated with @model_kind("name") that takes the
 model config (a dict with every key, defaults filled in) and returns a list of
 (name, nn.Module) pairs; keys that kind reads and the C++ side knows go into DEFAULTS.
+The `layers` kind (the model as a list of layers in the config) is in layers.py.
 """
 from collections import OrderedDict
 
@@ -33,17 +34,22 @@ DEFAULTS = {
     "activation": "relu",
     "dropout": 0.0,
     "init": "kaiming_uniform",
+    "layers": [],
     "input_shape": None,
     "classes": None,
 }
 
 BUILDERS = {}
+# Kinds whose fingerprint also covers every module path (Model::set_fingerprint_modules).
+FINGERPRINT_MODULES = set()
 
 
-def model_kind(kind):
+def model_kind(kind, fingerprint_modules=False):
     """Registers a builder: fn(cfg) -> [(name, nn.Module), ...] of the root's children."""
     def register(fn):
         BUILDERS[kind] = fn
+        if fingerprint_modules:
+            FINGERPRINT_MODULES.add(kind)
         return fn
     return register
 
@@ -150,8 +156,9 @@ class BatchNorm(nn.Module):
     """codistill's BatchNorm in evaluation: the running statistics (eps 1e-5). Not
     torch.nn.BatchNorm2d, whose extra buffer num_batches_tracked the checkpoint lacks."""
 
-    def __init__(self, channels: int):
+    def __init__(self, channels: int, eps: float = 1e-5):
         super().__init__()
+        self.eps = eps
         self.weight = nn.Parameter(torch.ones(channels))
         self.bias = nn.Parameter(torch.zeros(channels))
         self.register_buffer("running_mean", torch.zeros(channels))
@@ -159,7 +166,7 @@ class BatchNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                                        training=False, momentum=0.0, eps=1e-5)
+                                        training=False, momentum=0.0, eps=self.eps)
 
 
 class Residual(nn.Module):
@@ -237,13 +244,19 @@ class Normalize(nn.Module):
 NORMALIZE_NAME = "input_norm"
 
 
-def fingerprint(module):
-    """codistill's Model::fingerprint: FNV-1a 64 over "path:[d0, d1];" per parameter."""
+def fingerprint(module, kind=None):
+    """codistill's Model::fingerprint: FNV-1a 64 over "path:[d0, d1];" per parameter, then,
+    for a kind in FINGERPRINT_MODULES, over "path;" per module in pre-order (C++ has no
+    module for an identity shortcut; the exporter's own input normalization is not the
+    checkpoint's)."""
+    texts = [name.replace(".", "/") + ":[" + ", ".join(str(d) for d in p.shape) + "];"
+             for name, p in module.named_parameters()]
+    if kind in FINGERPRINT_MODULES:
+        texts += [name.replace(".", "/") + ";" for name, m in module.named_modules()
+                  if name and name.split(".")[0] != NORMALIZE_NAME and not isinstance(m, nn.Identity)]
     h = 0xCBF29CE484222325
-    for name, p in module.named_parameters():
-        text = name.replace(".", "/") + ":[" + ", ".join(str(d) for d in p.shape) + "];"
-        for byte in text.encode():
-            h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    for byte in "".join(texts).encode():
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return f"{h:016x}"
 
 
@@ -277,12 +290,15 @@ def rebuild(ckpt):
     root = nn.Sequential(OrderedDict(children))
     _load(root, ckpt, cfg["kind"])
     # Names and shapes agree; the fingerprint also checks their order (the C++ one).
-    if fingerprint(root) != ckpt.fingerprint:
+    if fingerprint(root, cfg["kind"]) != ckpt.fingerprint:
         raise ExportError(f"{ckpt.path}: the {cfg['kind']} model rebuilt from the model attribute has fingerprint "
-                          f"{fingerprint(root)}, the checkpoint says {ckpt.fingerprint}")
+                          f"{fingerprint(root, cfg['kind'])}, the checkpoint says {ckpt.fingerprint}")
     if ckpt.normalization is not None:
         if any(name == NORMALIZE_NAME for name, _ in children):
             raise ExportError(f"{ckpt.path}: a layer is named '{NORMALIZE_NAME}', which the exporter uses itself")
         shift, scale = ckpt.normalization
         root = nn.Sequential(OrderedDict([(NORMALIZE_NAME, Normalize(shift, scale))] + children))
     return root.eval(), cfg
+
+
+from . import layers  # noqa: E402,F401  (registers the "layers" kind; it uses the classes above)

@@ -6,6 +6,7 @@ Tags (DESIGN.md section 7; a field that is null, a string or missing gives no po
   eval/<split>/churn/worker-XXX  churn against the teacher from peer worker XXX
   checkpoint/<field>             bytes, write_ms, stall_ms
   teacher/worker-XXX/<field>     peer_step, load_ms of each teacher load from peer XXX
+                                 (teacher/fixed-III/... and churn/fixed-III: fixed teacher III)
   done/<field>                   wall_s, accuracy, loss, train_examples_per_s, interrupted (0/1)
   <event>/<field>                any other event kind or numeric field, as it comes
 `event`, `step` and `time` are the point's coordinates, not scalars.
@@ -24,11 +25,16 @@ def number(v):
 
 
 def peer_name(peer):
-    """Peer worker ids are numbers (teacher.peer) or their decimal text (churn keys)."""
+    """Live peers are worker ids (teacher.peer) or their decimal text (churn keys); fixed
+    teacher i is peer -(i+1) in teacher events and "fixed-i" in churn keys."""
+    text = str(peer)
+    if text.startswith("fixed-") and text[6:].isdigit():
+        return "fixed-%03d" % int(text[6:])
     try:
-        return "worker-%03d" % int(peer)
+        n = int(peer)
     except (TypeError, ValueError):
-        return "worker-" + str(peer)
+        return "worker-" + text
+    return "worker-%03d" % n if n >= 0 else "fixed-%03d" % (-n - 1)
 
 
 def tags_of_event(e):

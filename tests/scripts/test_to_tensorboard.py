@@ -187,5 +187,25 @@ class ToTensorBoard(unittest.TestCase):
         self.assertFalse(os.path.exists(self.logdir("tb-none")))
 
 
+class PeerNames(unittest.TestCase):
+    """Tags name live peers by worker id and fixed teachers (peer -(i+1), churn key
+    "fixed-i") by their index, so the two never share a tag."""
+
+    def test_live_and_fixed_teachers(self):
+        sys.path.insert(0, support.SCRIPTS)
+        from codistill_metrics.scalars import peer_name, tags_of_event
+        self.assertEqual(peer_name(1), "worker-001")
+        self.assertEqual(peer_name("12"), "worker-012")
+        self.assertEqual(peer_name(-1), "fixed-000")
+        self.assertEqual(peer_name("fixed-2"), "fixed-002")
+        tags = dict(tags_of_event({"event": "teacher", "step": 0, "peer": -2, "peer_step": 200,
+                                   "load_ms": 3.0, "path": "/r/worker-001/ckpt-000000200.h5"}))
+        self.assertEqual(tags, {"teacher/fixed-001/peer_step": 200.0, "teacher/fixed-001/load_ms": 3.0})
+        tags = dict(tags_of_event({"event": "eval", "step": 5, "split": "test", "loss": 1.0,
+                                   "churn": {"1": 0.25, "fixed-0": 0.5}}))
+        self.assertEqual(tags["eval/test/churn/worker-001"], 0.25)
+        self.assertEqual(tags["eval/test/churn/fixed-000"], 0.5)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -82,7 +82,7 @@ def check_safetensors(path, ckpt_path, x, report):
         [(models.NORMALIZE_NAME, models.Normalize(float(meta["input_shift"]), float(meta["input_scale"])))]
         + children)).eval()
     module.load_state_dict({k: torch.from_numpy(v) for k, v in tensors.items()}, strict=True)
-    st["fingerprint_matches"] = models.fingerprint(module) == meta["model_fingerprint"]
+    st["fingerprint_matches"] = models.fingerprint(module, cfg["kind"]) == meta["model_fingerprint"]
     with torch.no_grad():
         return batched(lambda b: module(torch.from_numpy(b)).numpy(), x)
 

@@ -137,18 +137,65 @@ TEST_CASE("a corrupted peer checkpoint is skipped for the next freshest", "[proc
   CHECK(teachers.front().at("peer_step") == 550);
 }
 
-TEST_CASE("a peer with another model is refused with a clear error", "[process]") {
+// A teacher is rebuilt from its checkpoint's own model attribute: what must match is the
+// input shape and the classes, not the architecture.
+TEST_CASE("a peer of another architecture teaches, one with other inputs is refused", "[process]") {
   TempDir dir;
   write_text(dir.path() / "c.yaml", kConfig);
   REQUIRE(run_command(worker_cmd(dir, 1, "run", "--set train.steps=100"), dir).exit_code == 0);
-  // Different widths: another fingerprint; also another config, so use a second run dir
-  // holding a copy of worker 1's checkpoints.
-  fs::create_directories(dir.path() / "other" / "worker-001");
-  for (const auto& f : ckpt::RunStore(dir.str("run")).checkpoints(1))
-    fs::copy_file(f.path, dir.path() / "other" / "worker-001" / fs::path(f.path).filename());
-  auto r = run_command(worker_cmd(dir, 0, "other", "--set model.hidden=[32]"), dir);
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("another model") != std::string::npos);
+  // Another config needs another run dir: copies of worker 1's checkpoints stand in for
+  // a peer there.
+  auto copy_peer = [&](const std::string& run, const std::string& from) {
+    fs::create_directories(dir.path() / run / "worker-001");
+    for (const auto& f : ckpt::RunStore(dir.str(from)).checkpoints(1))
+      fs::copy_file(f.path, dir.path() / run / "worker-001" / fs::path(f.path).filename());
+  };
+  copy_peer("cnn", "run");
+  // A cnn student ([1,8,8] inputs, 10 classes) learns from the mlp peer.
+  auto r = run_command(worker_cmd(dir, 0, "cnn",
+                                  "--set model.kind=cnn --set model.channels=[4] --set model.kernel_size=3 "
+                                  "--set model.hidden=[] --set train.steps=200"),
+                       dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto teachers = read_events(metrics_of(dir, "cnn", 0), "teacher");
+  REQUIRE(!teachers.empty());
+  CHECK(teachers.front().at("peer") == 1);
+  auto trains = read_events(metrics_of(dir, "cnn", 0), "train");
+  CHECK(trains.back().at("distill").get<double>() > 0);
+
+  // Inputs of another shape: refused, naming both models.
+  REQUIRE(run_command(worker_cmd(dir, 1, "wide", "--set train.steps=100 --set data.synthetic_shape=[1,6,6]"), dir)
+              .exit_code == 0);
+  copy_peer("narrow", "wide");
+  auto refused = run_command(worker_cmd(dir, 0, "narrow", "--set train.steps=200"), dir);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.err, Catch::Contains("cannot teach this worker") && Catch::Contains("[1, 6, 6]") &&
+                              Catch::Contains("[1, 8, 8]"));
+}
+
+// A mixed cohort in one run (Deep Mutual Learning's setting): worker 1 trains a CNN
+// (worker_models) beside worker 0's MLP; each learns from the other.
+TEST_CASE("an mlp and a cnn of one run codistill with each other", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", std::string(kConfig) +
+                                        "worker_models:\n  1:\n    kind: cnn\n    channels: [4]\n"
+                                        "    kernel_size: 3\n    hidden: []\n");
+  const std::string sync = "--set codistill.mode=sync --set train.steps=300";
+  Child w0(worker_cmd(dir, 0, "run", sync), dir, "w0");
+  Child w1(worker_cmd(dir, 1, "run", sync), dir, "w1");
+  REQUIRE(w0.wait() == 0);
+  REQUIRE(w1.wait() == 0);
+  ckpt::RunStore store(dir.str("run"));
+  CHECK_THAT(ckpt::read_meta(store.checkpoint_path(0, 300)).model, Catch::Contains("kind: mlp"));
+  CHECK_THAT(ckpt::read_meta(store.checkpoint_path(1, 300)).model, Catch::Contains("kind: cnn"));
+  for (int w = 0; w < 2; ++w) {
+    INFO("worker " << w);
+    auto teachers = read_events(metrics_of(dir, "run", w), "teacher");
+    REQUIRE(!teachers.empty());
+    CHECK(teachers.back().at("peer") == 1 - w);
+    CHECK(read_events(metrics_of(dir, "run", w), "train").back().at("distill").get<double>() > 0);
+  }
 }
 
 TEST_CASE("sync mode: two runs of the same 2-worker config end bit-identical", "[process]") {

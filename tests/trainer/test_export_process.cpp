@@ -1,4 +1,4 @@
-// Process-level tests of scripts/export_model.py: an mlp, a cnn and a resnet briefly trained by the
+// Process-level tests of scripts/export_model.py: an mlp, a cnn, a resnet and a layers model briefly trained by the
 // real codistill-train, exported to TorchScript, ONNX and safetensors, must predict on the
 // Fashion-MNIST test set what `codistill-inspect eval --predictions` says (same argmax,
 // probabilities within 1e-5); bad input is refused with one line and a non-zero exit.
@@ -112,7 +112,8 @@ void check_exports(const TempDir& dir, const std::string& name, const std::strin
 
 }  // namespace
 
-TEST_CASE("exported mlp, cnn and resnet predict what codistill-inspect eval predicts", "[process][export]") {
+TEST_CASE("exported mlp, cnn, resnet and layers models predict what codistill-inspect eval predicts",
+          "[process][export]") {
   if (!have_tools()) return;
   TempDir dir;
   SECTION("mlp (gelu, dropout)") {
@@ -128,6 +129,18 @@ TEST_CASE("exported mlp, cnn and resnet predict what codistill-inspect eval pred
   SECTION("resnet (batch normalization with its running statistics, projection shortcuts)") {
     check_exports(dir, "resnet",
                   train(dir, "resnet", "fmnist_resnet.yaml", "--set model.channels=[8,16] --set model.blocks=1"));
+  }
+  SECTION("layers (the shipped list, and a residual list with both shortcuts, layernorm, gelu)") {
+    check_exports(dir, "layers", train(dir, "layers", "fmnist_layers.yaml", ""));
+    check_exports(
+        dir, "layers_residual",
+        train(dir, "layers_residual", "fmnist_layers.yaml",
+              "--set 'model.layers=[{conv2d: {out_channels: 8, kernel: 3, stride: 2, padding: 1}}, {batchnorm: {}}, "
+              "{gelu: {}}, {residual: {layers: [{conv2d: {out_channels: 8, kernel: 3, padding: 1}}, {relu: {}}]}}, "
+              "{residual: {layers: [{conv2d: {out_channels: 16, kernel: 3, stride: 2, padding: 1}}]}}, "
+              "{global_avg_pool: {}}, {layernorm: {eps: 0.001}}, "
+              "{residual: {layers: [{linear: {out: 12}}], shortcut: [{linear: {out: 12, bias: false}}]}}, "
+              "{dropout: {p: 0.1}}, {linear: {out: 10}}]'"));
   }
 }
 
@@ -193,7 +206,7 @@ TEST_CASE("export refuses bad input with one line and a non-zero exit", "[proces
     fs::copy_file(ckpt, dir.str("gpt.h5"));
     codistill::checkpoint::set_attribute(dir.str("gpt.h5"), "model",
                                          std::string("kind: gpt\ninput_shape: [1, 28, 28]\nclasses: 10\n"));
-    refused(export_cmd(dir.str("gpt.h5"), "safetensors", dir.str("m.st")), 1, "unknown model kind 'gpt' (valid: cnn, mlp, resnet)");
+    refused(export_cmd(dir.str("gpt.h5"), "safetensors", dir.str("m.st")), 1, "unknown model kind 'gpt' (valid: cnn, layers, mlp, resnet)");
   }
   SECTION("unknown format") {
     refused(export_cmd(ckpt, "tflite", dir.str("m.tflite")), 2, "unknown format 'tflite' (valid: torch, onnx, safetensors)");

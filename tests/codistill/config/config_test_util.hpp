@@ -97,7 +97,7 @@ data:
     flip: true
   prefetch: false
 model:
-  kind: cnn
+  kind: layers
   hidden:
     - 512
   channels: [8, 16, 32]
@@ -107,6 +107,9 @@ model:
   activation: gelu
   dropout: 0.25
   init: xavier_uniform
+  layers:
+    - flatten: {}
+    - linear: {out: 5}
   init_from: runs/pretrained/worker-000
 optimizer:
   kind: adamw
@@ -150,6 +153,7 @@ codistill:
   max_staleness: 1000
   mode: sync
   sync_timeout_s: 30
+  fixed_teachers: [runs/big, "a b/worker-001"]
 )";
 
 }  // namespace codistill::test

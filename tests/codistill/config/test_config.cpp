@@ -63,6 +63,7 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.codistill.hard_weight == 0.75);
   CHECK(c.codistill.mode == "sync");
   CHECK(c.codistill.sync_timeout_s == 30.0);
+  CHECK(c.codistill.fixed_teachers == std::vector<std::string>{"runs/big", "a b/worker-001"});
 }
 
 TEST_CASE("an unknown key names its path and line and suggests a close key", "[config]") {
@@ -166,6 +167,8 @@ TEST_CASE("a value out of range is an error while the bounds themselves are acce
       {"data.path", "''"},
       {"data.train_limit", "-1"},
       {"codistill.sync_timeout_s", "0"},
+      {"codistill.fixed_teachers", "[a, '']"},
+      {"codistill.fixed_teachers", "a"},
   };
 
   for (const auto& [key, value] : bad) {

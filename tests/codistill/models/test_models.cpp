@@ -7,6 +7,7 @@
 #include "codistill/models/model.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/impl.hpp"
+#include "model_test_util.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill;
@@ -15,6 +16,7 @@ using codistill::kernels::Shape;
 using codistill::kernels::Tensor;
 using codistill::kernels::cpu::Impl;
 using Catch::Matchers::Contains;
+using namespace codistill::model_test;
 
 namespace {
 
@@ -63,75 +65,6 @@ std::vector<std::pair<std::string, Shape>> param_shapes(Model& m) {
   std::vector<std::pair<std::string, Shape>> out;
   for (auto& p : m.params()) out.emplace_back(p.path, p.value->shape());
   return out;
-}
-
-Tensor random_input(const Shape& shape, std::uint64_t seed, DType dtype = DType::f32) {
-  auto v = test::random_vector<double>(static_cast<std::size_t>(kernels::shape_numel(shape)), seed);
-  return Tensor::from_vector(shape, v).to(dtype);
-}
-
-std::vector<double> values(const Tensor& t) {
-  Tensor d = t.to(DType::f64);
-  return {d.data<double>(), d.data<double>() + d.numel()};
-}
-
-// Mean softmax cross-entropy of logits [B, V] against labels; writes dL/dlogits.
-double softmax_ce(const Tensor& logits, const std::vector<int>& labels, Tensor* grad) {
-  const std::int64_t B = logits.dim(0), V = logits.dim(1);
-  const double* z = logits.data<double>();
-  double loss = 0;
-  for (std::int64_t b = 0; b < B; ++b) {
-    double mx = z[b * V];
-    for (std::int64_t j = 1; j < V; ++j) mx = std::max(mx, z[b * V + j]);
-    double sum = 0;
-    for (std::int64_t j = 0; j < V; ++j) sum += std::exp(z[b * V + j] - mx);
-    loss += std::log(sum) + mx - z[b * V + labels[b]];
-    if (grad)
-      for (std::int64_t j = 0; j < V; ++j)
-        grad->data<double>()[b * V + j] =
-            (std::exp(z[b * V + j] - mx) / sum - (j == labels[b] ? 1.0 : 0.0)) / static_cast<double>(B);
-  }
-  return loss / static_cast<double>(B);
-}
-
-// Every parameter gradient of the whole model against central differences of the loss.
-// Dropout layers get their rng state restored before each forward (one fixed mask).
-void check_model_gradients(Model& m, const Shape& x_shape, std::uint64_t seed) {
-  m.to_dtype(DType::f64);
-  const Tensor x = random_input(x_shape, seed, DType::f64);
-  const std::int64_t classes = m.params().back().value->dim(0);
-  std::vector<int> labels;
-  Rng rng(seed);
-  for (std::int64_t b = 0; b < x_shape[0]; ++b) labels.push_back(static_cast<int>(rng.below(classes)));
-  std::vector<std::pair<Rng*, Rng::State>> states;
-  for (auto& [name, r] : m.rngs()) states.emplace_back(r, r->state());
-  auto restore = [&] {
-    for (auto& [r, s] : states) r->set_state(s);
-  };
-  auto loss = [&] {
-    restore();
-    return softmax_ce(m.forward(x, true), labels, nullptr);
-  };
-  for (Impl impl : {Impl::reference, Impl::fast}) {
-    INFO("impl " << (impl == Impl::fast ? "fast" : "reference"));
-    m.set_reference(impl == Impl::reference);
-    m.zero_grad();
-    restore();
-    Tensor logits = m.forward(x, true);
-    Tensor dlogits = Tensor::empty(logits.shape(), DType::f64);
-    softmax_ce(logits, labels, &dlogits);
-    m.backward(dlogits);
-    for (auto& p : m.params()) {
-      INFO("param " << p.path);
-      std::vector<double*> ptrs;
-      for (std::int64_t i = 0; i < p.value->numel(); ++i) ptrs.push_back(p.value->data<double>() + i);
-      const std::vector<double> analytic = values(*p.grad);
-      CHECK(test::max_rel_error(analytic, test::numeric_gradient(loss, ptrs)) < 1e-5);
-      double norm = 0;
-      for (double g : analytic) norm += g * g;
-      CHECK(norm > 0);  // every layer, the first included, received a gradient
-    }
-  }
 }
 
 }  // namespace
@@ -214,10 +147,10 @@ TEST_CASE("fingerprint: FNV-1a of paths and shapes, stable, architecture-specifi
 }
 
 TEST_CASE("unknown kinds and impossible shapes are rejected naming the culprit", "[models]") {
-  CHECK(model_kinds() == std::vector<std::string>{"cnn", "mlp", "resnet"});
+  CHECK(model_kinds() == std::vector<std::string>{"cnn", "layers", "mlp", "resnet"});
   ModelConfig cfg = mlp_config();
   cfg.kind = "transformer";
-  CHECK_THROWS_WITH(build(cfg), "unknown model kind 'transformer' (valid: cnn, mlp, resnet)");
+  CHECK_THROWS_WITH(build(cfg), "unknown model kind 'transformer' (valid: cnn, layers, mlp, resnet)");
 
   ModelConfig deep = cnn_config();
   deep.input_shape = {1, 4, 4};
