@@ -28,14 +28,16 @@ checkpoint::ReadOptions read_options() {
 }
 
 // The freshest readable checkpoint of `worker` in run directory `run_dir`.
-checkpoint::LoadedCheckpoint freshest(const std::string& key, const std::string& spec, const std::string& run_dir, int worker) {
+checkpoint::LoadedCheckpoint freshest(const std::string& key, const std::string& spec, const std::string& run_dir,
+                                      int worker) {
   const checkpoint::RunStore store(run_dir);
   auto loaded = store.load_freshest(worker, read_options());
   if (!loaded) {
     const auto files = store.checkpoints(worker);
-    fail(key, files.empty() ? fmt::format("'{}' holds no checkpoint (no ckpt-*.h5 in {})", spec, store.worker_dir(worker))
-                       : fmt::format("'{}': none of the {} checkpoints in {} can be read (newest {})", spec,
-                                     files.size(), store.worker_dir(worker), files.back().path));
+    fail(key, files.empty()
+                  ? fmt::format("'{}' holds no checkpoint (no ckpt-*.h5 in {})", spec, store.worker_dir(worker))
+                  : fmt::format("'{}': none of the {} checkpoints in {} can be read (newest {})", spec,
+                                files.size(), store.worker_dir(worker), files.back().path));
   }
   return std::move(*loaded);
 }
@@ -67,14 +69,14 @@ checkpoint::LoadedCheckpoint load(const std::string& key, const std::string& spe
   const auto workers = store.workers();
   if (workers.empty())
     fail(key, fmt::format("'{}' is neither a checkpoint file, a worker folder (worker-NNN) nor a run directory "
-                     "(it has no worker-NNN folder)",
-                     spec));
+                          "(it has no worker-NNN folder)",
+                          spec));
   if (std::find(workers.begin(), workers.end(), worker) == workers.end()) {
     std::vector<std::string> names;
     for (int w : workers) names.push_back(checkpoint::worker_dir_name(w));
     fail(key, fmt::format("run directory '{}' has no folder of this worker ({}; it has {}): name a worker folder "
-                     "or a checkpoint file instead",
-                     spec, checkpoint::worker_dir_name(worker), fmt::join(names, ", ")));
+                          "or a checkpoint file instead",
+                          spec, checkpoint::worker_dir_name(worker), fmt::join(names, ", ")));
   }
   return freshest(key, spec, spec, worker);
 }
@@ -117,8 +119,9 @@ InitSource init_model_from(Model& model, const ModelConfig& configured, const st
   checkpoint::LoadedCheckpoint c = load(key, spec, worker);
   const auto& meta = c.data.meta;
   if (meta.model_fingerprint != model.fingerprint())
-    fail(key, fmt::format("checkpoint {} holds another model (fingerprint {}, the configured model has {}){}", c.file.path,
-                     meta.model_fingerprint, model.fingerprint(), model_mismatch(model, configured, c.data)));
+    fail(key, fmt::format("checkpoint {} holds another model (fingerprint {}, the configured model has {}){}",
+                          c.file.path, meta.model_fingerprint, model.fingerprint(),
+                          model_mismatch(model, configured, c.data)));
   try {
     copy_model_state(model, c.data);
   } catch (const std::exception& e) {

@@ -88,7 +88,8 @@ TEST_CASE("model.init_from: another model or a missing path exits 2 naming the k
   write_text(dir.path() / "c.yaml", kConfig);
   REQUIRE(run_command(cmd(dir, "source", "--set train.steps=100"), dir).exit_code == 0);
 
-  auto other = run_command(cmd(dir, "tuned", "--set model.hidden=[128] --set model.init_from=" + dir.str("source")), dir);
+  const std::string from = " --set model.init_from=" + dir.str("source");
+  auto other = run_command(cmd(dir, "tuned", "--set model.hidden=[128]" + from), dir);
   INFO(other.err);
   CHECK(other.exit_code == 2);
   CHECK(other.err.find("configuration error: model.init_from:") != std::string::npos);
@@ -101,8 +102,7 @@ TEST_CASE("model.init_from: another model or a missing path exits 2 naming the k
   CHECK(!fs::exists(dir.path() / "tuned"));
 
   // The same model fine-tunes, and says where it started from.
-  auto tuned = run_command(
-      cmd(dir, "tuned", "--set train.steps=50 --set optimizer.lr=0.01 --set model.init_from=" + dir.str("source")), dir);
+  auto tuned = run_command(cmd(dir, "tuned", "--set train.steps=50 --set optimizer.lr=0.01" + from), dir);
   INFO(tuned.out << tuned.err);
   CHECK(tuned.exit_code == 0);
   CHECK(tuned.out.find("model initialized from") != std::string::npos);

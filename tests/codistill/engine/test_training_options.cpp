@@ -41,20 +41,19 @@ Config small_config(const std::string& run_dir) {
   return c;
 }
 
+std::vector<float> model_params(Model& m) {
+  std::vector<float> out;
+  for (auto& p : m.params())
+    out.insert(out.end(), p.value->data<float>(), p.value->data<float>() + p.value->numel());
+  return out;
+}
+
 std::vector<float> trained_params(const Config& c) {
   TrainOptions opts;
   opts.console = false;
   Trainer t(c, opts);
   t.run();
-  std::vector<float> out;
-  for (auto& p : t.model().params()) out.insert(out.end(), p.value->data<float>(), p.value->data<float>() + p.value->numel());
-  return out;
-}
-
-std::vector<float> model_params(Model& m) {
-  std::vector<float> out;
-  for (auto& p : m.params()) out.insert(out.end(), p.value->data<float>(), p.value->data<float>() + p.value->numel());
-  return out;
+  return model_params(t.model());
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -101,7 +100,9 @@ TEST_CASE("model.init_from starts from a checkpoint's parameters, with a fresh o
   // Section names must not depend on the temporary directory: Catch re-enters the test
   // case once per section and tells sections apart by name.
   const std::pair<const char*, std::string> specs[] = {
-      {"a checkpoint file", ckpt}, {"a run directory", dir.str("source")}, {"a worker folder", dir.str("source/worker-000")}};
+      {"a checkpoint file", ckpt},
+      {"a run directory", dir.str("source")},
+      {"a worker folder", dir.str("source/worker-000")}};
   for (const auto& [what, spec] : specs) {
     DYNAMIC_SECTION("from " << what) {
       c.run.dir = dir.str("tuned");
