@@ -20,6 +20,12 @@ struct RunConfig {
   int threads = 2;  // OpenMP threads for CPU kernels
 };
 
+// Training-time augmentation (codistill/data/augment.hpp): training batches only.
+struct AugmentConfig {
+  std::int64_t crop_padding = 0;  // random crop of the image padded by this many pixels; 0 = off
+  bool flip = false;              // random horizontal flip (label-preserving for clothes, not digits)
+};
+
 struct DataConfig {
   std::string kind = "fashion-mnist";  // fashion-mnist | idx | synthetic
   std::string path = "/usr/share/datasets/fashion-mnist";
@@ -40,6 +46,10 @@ struct DataConfig {
   std::vector<std::int64_t> synthetic_shape = {1, 8, 8};
   double synthetic_noise = 1.0;  // std of each component around its mean
   std::uint64_t synthetic_seed = 7;  // the mixture itself, shared by all workers
+  AugmentConfig augment;
+  // Prepare the next training batch (gather + augmentation) on a helper thread while the
+  // current step computes. The batches are the same with or without it.
+  bool prefetch = true;
 };
 
 struct ModelConfig {
@@ -54,6 +64,10 @@ struct ModelConfig {
   double dropout = 0.0;                            // before each hidden linear layer's output
   std::string init = "kaiming_uniform";            // kaiming_uniform | kaiming_normal | xavier_uniform
   std::vector<LayerSpec> layers;                   // layers: the whole model, layer by layer
+  // Fine-tuning: a checkpoint file, or a worker or run directory (its freshest valid
+  // checkpoint), whose parameters and buffers replace the initialization at step 0. Not
+  // part of the architecture: not in model_fields(), so not in a checkpoint's `model`.
+  std::string init_from;  // "" = off
   // Filled from the data, not from the config file:
   std::vector<std::int64_t> input_shape;  // [C, H, W]
   std::int64_t classes = 0;

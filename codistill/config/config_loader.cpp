@@ -399,9 +399,24 @@ std::vector<std::string> config_differences(const Config& a, const Config& b) {
     if (!config_detail::same_value(field, left, right)) paths.emplace_back(field.path);
   if (a.worker_models.size() != b.worker_models.size() ||
       !std::equal(a.worker_models.begin(), a.worker_models.end(), b.worker_models.begin(),
-                  [](const auto& x, const auto& y) { return x.first == y.first && model_yaml(x.second) == model_yaml(y.second); }))
+                  [](const auto& x, const auto& y) {
+                    return x.first == y.first && model_yaml(x.second) == model_yaml(y.second) &&
+                           x.second.init_from == y.second.init_from;  // not in model_yaml
+                  }))
     paths.emplace_back("worker_models");
   return paths;
+}
+
+std::vector<std::string> model_differences(const ModelConfig& a, const ModelConfig& b) {
+  Config left, right;
+  left.model = a;
+  right.model = b;
+  std::vector<std::string> out;
+  for (const auto& field : config_detail::model_fields())
+    if (!config_detail::same_value(field, left, right))
+      out.push_back(std::string(field.path) + " " + config_detail::value_text(field, left) + " vs " +
+                    config_detail::value_text(field, right));
+  return out;
 }
 
 std::vector<std::string> config_keys() {

@@ -66,6 +66,10 @@ ModelConfig model_from_yaml(const std::string& yaml_text, const std::string& sou
 // model.input_shape and model.classes are not compared). Empty when the configs are equal.
 std::vector<std::string> config_differences(const Config& a, const Config& b);
 
+// The architecture keys (model_yaml's, input_shape and classes included) whose values
+// differ, as "model.hidden [256, 256] vs [128]" (a's value first), in schema order.
+std::vector<std::string> model_differences(const ModelConfig& a, const ModelConfig& b);
+
 // Every key path of the schema, in order ("run.name", ..., "device", ...).
 std::vector<std::string> config_keys();
 

@@ -96,8 +96,13 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(data.synthetic_shape, ge(1).length(3, 3)),
       CODISTILL_KEY(data.synthetic_noise, ge(0)),
       CODISTILL_KEY(data.synthetic_seed, any()),
+      CODISTILL_KEY(data.augment.crop_padding, ge(0)),
+      CODISTILL_KEY(data.augment.flip, any()),
+      CODISTILL_KEY(data.prefetch, any()),
   };
   for (auto& f : make_model_keys()) keys.push_back(f);
+  // A model key of the config file but not of the architecture (model_fields()).
+  keys.push_back(CODISTILL_KEY(model.init_from, any()));
   std::vector<Field> rest = {
       CODISTILL_KEY(optimizer.kind, one_of({"sgd", "adamw"})),
       CODISTILL_KEY(optimizer.lr, gt(0)),

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <span>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -15,8 +13,8 @@ namespace codistill {
 using kernels::Tensor;
 
 TrainStep::TrainStep(Model& student, const data::Dataset& train, std::int64_t batch,
-                     kernels::DistillLossParams params, std::int64_t micro_batches)
-    : student_(student), train_(train), batch_(batch), params_(params) {
+                     kernels::DistillLossParams params, std::int64_t micro_batches, const StepInput& input)
+    : student_(student), train_(train), batch_(batch), params_(params), loader_(train, input.augment, input.prefetch) {
   if (micro_batches < 1 || batch % micro_batches != 0)
     throw std::invalid_argument(fmt::format("TrainStep: {} micro-batches do not divide a batch of {} (train.micro_batches "
                                             "must divide data.batch_size)",
@@ -25,15 +23,20 @@ TrainStep::TrainStep(Model& student, const data::Dataset& train, std::int64_t ba
   const std::int64_t rows = batch / micro_batches;
   kernels::Shape xshape = train.example_shape();
   xshape.insert(xshape.begin(), rows);
-  micro_.resize(static_cast<std::size_t>(micro_batches));
-  for (Micro& m : micro_) {
-    m.x = Tensor::empty(xshape, kernels::DType::f32, q.device());
-    m.labels = Tensor::empty({rows}, kernels::DType::i32, q.device());
-    m.x_stage = q.backend().staging_for(m.x);
-    m.labels_stage = q.backend().staging_for(m.labels);
+  slots_.resize(input.prefetch ? 2 : 1);
+  for (Slot& slot : slots_) {
+    slot.micro.resize(static_cast<std::size_t>(micro_batches));
+    for (Micro& m : slot.micro) {
+      m.x = Tensor::empty(xshape, kernels::DType::f32, q.device());
+      m.labels = Tensor::empty({rows}, kernels::DType::i32, q.device());
+      m.x_stage = q.backend().staging_for(m.x);
+      m.labels_stage = q.backend().staging_for(m.labels);
+      slot.host.x.push_back(m.x_stage);  // handles sharing the staging memory
+      slot.host.labels.push_back(m.labels_stage);
+    }
+    slot.input_ready = q.make_event();
   }
   dlogits_ = Tensor::empty({rows, train.classes}, kernels::DType::f32, q.device());
-  input_ready_ = q.make_event();
   logits_read_ = q.make_event();
 }
 
@@ -48,31 +51,30 @@ StepResult TrainStep::run(std::int64_t step, data::BatchSampler& sampler, const 
                           Optimizer& optimizer, double lr, const StepHooks& hooks) {
   kernels::Queue& q = student_.queue();
 
-  // 1. batch: the last batch's copies have left the staging memory before it is refilled.
-  input_ready_->synchronize();
-  sampler.next_indices(indices_);
-  if (static_cast<std::int64_t>(indices_.size()) != batch_)
-    throw std::logic_error(fmt::format("TrainStep: the sampler gave {} indices for a batch of {}", indices_.size(), batch_));
-  const std::size_t per = indices_.size() / micro_.size();
+  // 1. batch: the copies out of both slots' staging memory are done before either is
+  // refilled (this step's slot here, the next step's by the loader's helper thread).
+  Slot& slot = slots_[current_];
+  Slot* next = slots_.size() > 1 ? &slots_[1 - current_] : nullptr;
+  for (Slot& s : slots_) s.input_ready->synchronize();
+  loader_.load(step, sampler, slot.host, next ? &next->host : nullptr);
+  if (next) current_ = 1 - current_;
   std::int64_t batch_rows = 0;
-  for (std::size_t i = 0; i < micro_.size(); ++i) {
-    Micro& m = micro_[i];
-    data::gather(train_, std::span<const std::int64_t>(indices_).subspan(i * per, per), m.x_stage, label_rows_);
-    std::memcpy(m.labels_stage.raw(), label_rows_.data(), label_rows_.size() * sizeof(std::int32_t));
-    m.rows = std::count_if(label_rows_.begin(), label_rows_.end(), [](std::int32_t y) { return y != -1; });
-    batch_rows += m.rows;
+  for (std::size_t i = 0; i < slot.micro.size(); ++i) {
+    Micro& m = slot.micro[i];
+    batch_rows += slot.host.rows[i];
     q.copy(m.x, m.x_stage);
     q.copy(m.labels, m.labels_stage);
   }
-  q.record(*input_ready_);
+  q.record(*slot.input_ready);
 
   // 2-5 per micro-batch, each weighted by its share of the batch's rows. With one
   // micro-batch the share is exactly 1 and the sums below are exactly its own values.
   StepResult r;
   r.teachers = static_cast<int>(teachers.size());
-  for (std::size_t i = 0; i < micro_.size(); ++i) {
-    const double share = batch_rows > 0 ? static_cast<double>(micro_[i].rows) / static_cast<double>(batch_rows) : 0.0;
-    const kernels::DistillLossResult part = micro_step(step, i, share, teachers);
+  for (std::size_t i = 0; i < slot.micro.size(); ++i) {
+    const double share =
+        batch_rows > 0 ? static_cast<double>(slot.host.rows[i]) / static_cast<double>(batch_rows) : 0.0;
+    const kernels::DistillLossResult part = micro_step(step, slot, i, share, teachers);
     r.loss.loss += part.loss;  // already weighted through the scaled loss weights
     r.loss.ce += share * part.ce;
     r.loss.distill += share * part.distill;
@@ -86,13 +88,13 @@ StepResult TrainStep::run(std::int64_t step, data::BatchSampler& sampler, const 
   return r;
 }
 
-kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, std::size_t i, double share,
+kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, std::size_t i, double share,
                                                  const std::vector<Teacher*>& teachers) {
   kernels::Queue& q = student_.queue();
-  Micro& m = micro_[i];
+  Micro& m = slot.micro[i];
   // 2. teachers first, so that their queues are busy while the student's forward runs. After
   // the first micro-batch they also wait until the last loss has read their logits.
-  kernels::Event* ready = i == 0 ? input_ready_.get() : logits_read_.get();
+  kernels::Event* ready = i == 0 ? slot.input_ready.get() : logits_read_.get();
   teacher_logits_.clear();
   for (Teacher* t : teachers) teacher_logits_.push_back(&t->forward(m.x, ready));
 
@@ -107,7 +109,7 @@ kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, std::size_t 
   params.hard_weight *= share;
   const kernels::DistillLossResult part =
       q.backend().distill_loss(logits, teacher_logits_, m.labels, &dlogits_, params, q);
-  if (micro_.size() > 1) q.record(*logits_read_);
+  if (slot.micro.size() > 1) q.record(*logits_read_);
   if (!std::isfinite(part.loss))
     throw TrainingError(fmt::format("non-finite loss ({}) at step {}: training diverged; lower optimizer.lr or "
                                     "check the data",

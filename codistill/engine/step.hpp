@@ -1,9 +1,13 @@
 #pragma once
 // One training step of a worker, its phases in order and in one place, for every backend
 // (DESIGN.md section 2, "Step"):
-//   1. batch            the sampler's next indices gathered into host staging memory and
-//                       copied to the device (on the CPU the staging memory is the batch
-//                       itself: no copy); an event marks the batch ready
+//   1. batch            the sampler's next indices gathered into host staging memory,
+//                       augmented (data.augment), and copied to the device (on the CPU the
+//                       staging memory is the batch itself: no copy); an event marks the
+//                       batch ready. With prefetch (data.prefetch) the gather and
+//                       augmentation of step s + 1 run on a helper thread during step s,
+//                       into a second set of buffers (engine/batch_loader.hpp): the batches,
+//                       and the sampler position a checkpoint saves, are the same as without
 //   2. teachers         each teacher's forward on its own queue once the batch is ready
 //   3. student forward
 //   4. loss             the fused loss of DESIGN.md section 6 against the teachers' logits
@@ -32,8 +36,10 @@
 #include <memory>
 #include <vector>
 
+#include "codistill/data/augment.hpp"
 #include "codistill/data/dataset.hpp"
 #include "codistill/data/sampler.hpp"
+#include "codistill/engine/batch_loader.hpp"
 #include "codistill/engine/teachers.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
@@ -48,6 +54,12 @@ struct StepHooks {
   std::function<void()> before_update;
 };
 
+// How phase 1 prepares batches (data.augment, data.prefetch).
+struct StepInput {
+  data::AugmentOptions augment;  // default: none
+  bool prefetch = false;         // prepare the next step's batch on a helper thread
+};
+
 struct StepResult {
   kernels::DistillLossResult loss;
   int teachers = 0;  // teachers whose logits entered the loss
@@ -58,13 +70,16 @@ class TrainStep {
   // The student's device buffers for batches of `batch` examples of `train`, passed through
   // the model in `micro_batches` equal parts (which must divide `batch`).
   TrainStep(Model& student, const data::Dataset& train, std::int64_t batch, kernels::DistillLossParams params,
-            std::int64_t micro_batches = 1);
+            std::int64_t micro_batches = 1, const StepInput& input = {});
   ~TrainStep();  // waits for the student's queue
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
 
-  // One step (phases 1-8). step: the 1-based number of this step, for error messages.
-  // teachers may be empty (no distillation this step).
+  // One step (phases 1-8). step: the 1-based number of this step (it keys the
+  // augmentation draws, and names the step in error messages). teachers may be empty (no
+  // distillation this step). Successive calls are expected to pass successive steps and
+  // the same sampler for prefetch to help; anything else is still correct (the prefetched
+  // batch is discarded and the batch prepared on the spot).
   StepResult run(std::int64_t step, data::BatchSampler& sampler, const std::vector<Teacher*>& teachers,
                  Optimizer& optimizer, double lr, const StepHooks& hooks = {});
 
@@ -74,25 +89,32 @@ class TrainStep {
   struct Micro {
     kernels::Tensor x, labels;              // on the student's device
     kernels::Tensor x_stage, labels_stage;  // host-visible (the same tensors on the CPU)
-    std::int64_t rows = 0;                  // rows not ignored (label != -1), counted on the host
+  };
+  // One set of batch buffers. Prefetch alternates between two: the helper thread fills one
+  // while the step computes on the other.
+  struct Slot {
+    std::vector<Micro> micro;
+    HostBatch host;                                // views of the micro-batches' staging tensors
+    std::unique_ptr<kernels::Event> input_ready;   // after the batch copies: teachers wait on it
   };
 
   // Phases 2-5 for micro-batch i, whose weight in the batch mean is `share`.
-  kernels::DistillLossResult micro_step(std::int64_t step, std::size_t i, double share,
+  kernels::DistillLossResult micro_step(std::int64_t step, Slot& slot, std::size_t i, double share,
                                         const std::vector<Teacher*>& teachers);
 
   Model& student_;
   const data::Dataset& train_;
   std::int64_t batch_;
   kernels::DistillLossParams params_;
-  std::vector<Micro> micro_;
-  kernels::Tensor dlogits_;                      // of one micro-batch, on the student's device
-  std::unique_ptr<kernels::Event> input_ready_;  // after the batch copies: teachers wait on it
+  std::vector<Slot> slots_;  // one, or two with prefetch
+  std::size_t current_ = 0;  // the slot of the next step
+  kernels::Tensor dlogits_;  // of one micro-batch, on the student's device
   // After a micro-batch's loss: the teachers' next forwards overwrite the logits it read.
   std::unique_ptr<kernels::Event> logits_read_;
-  std::vector<std::int64_t> indices_;
-  std::vector<std::int32_t> label_rows_;
   std::vector<const kernels::Tensor*> teacher_logits_;
+  // Declared after the slots: destroyed first, it stops its helper thread before the
+  // staging memory that thread may be writing is freed.
+  BatchLoader loader_;
 };
 
 }  // namespace codistill

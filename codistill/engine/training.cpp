@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include <boost/filesystem/operations.hpp>
 #include <fmt/format.h>
@@ -15,9 +16,11 @@
 #include <spdlog/spdlog.h>
 
 #include "codistill/config/config_loader.hpp"
+#include "codistill/data/augment.hpp"
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/checkpointing.hpp"
 #include "codistill/engine/error.hpp"
+#include "codistill/engine/init_from.hpp"
 #include "codistill/engine/trainer_state.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/impl.hpp"
@@ -99,6 +102,14 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
                          " has finished: its checkpoint " + resume_from->file.path + " is at step " +
                          std::to_string(resume_from->data.meta.step) + " of train.steps " +
                          std::to_string(c.train.steps) + "; nothing to do");
+  // Fine-tuning: loaded before anything is written, so a bad model.init_from (exit 2)
+  // leaves no trace. A resumed run's own checkpoint wins.
+  std::optional<InitSource> init_source;
+  if (!mc.init_from.empty() && !resume_from)
+    init_source = init_model_from(s.model, mc, mc.init_from, c.run.worker,
+                                  c.worker_models.count(c.run.worker)
+                                      ? fmt::format("worker_models.{}.init_from", c.run.worker)
+                                      : std::string("model.init_from"));
   const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
   // One process per worker: claimed before anything in its folder is written.
   {
@@ -129,6 +140,12 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
               s.data.train.normalization.scale, load_s);
   s.log->info("model {} ({} parameters, fingerprint {}):\n{}", mc.kind, s.model.num_params(),
               s.model.fingerprint(), s.model.summary());
+  if (init_source)
+    s.log->info("model initialized from {} (worker {}, step {}): parameters and buffers only; the optimizer, step "
+                "count and data order start fresh",
+                init_source->path, init_source->worker, init_source->step);
+  else if (!mc.init_from.empty())
+    s.log->info("model.init_from ({}) ignored: resuming from this worker's own checkpoint", mc.init_from);
   s.optimizer = make_optimizer(c.optimizer, s.model);
   s.sampler = std::make_unique<data::BatchSampler>(s.data.train, data::sampler_options(c));
   s.log->info("data shard: {} of {} training examples ({} mode)", s.sampler->shard_size(),
@@ -161,7 +178,14 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   loss_params.weight = c.codistill.weight;
   const bool distills = c.codistill.enabled || !c.codistill.fixed_teachers.empty();
   loss_params.hard_weight = distills ? c.codistill.hard_weight : 1.0;
-  s.step = std::make_unique<TrainStep>(s.model, s.data.train, c.data.batch_size, loss_params, c.train.micro_batches);
+  StepInput input;
+  input.augment = data::augment_options(c, s.data.train.normalization);
+  input.prefetch = c.data.prefetch;
+  if (input.augment.enabled())
+    s.log->info("augmentation of training batches: random crop with padding {} (fill {:.4f}, raw 0), flip {}",
+                input.augment.crop_padding, input.augment.fill, input.augment.flip ? "on" : "off");
+  s.step = std::make_unique<TrainStep>(s.model, s.data.train, c.data.batch_size, loss_params, c.train.micro_batches,
+                                       input);
   s.checkpoints->prepare(w);
   if (distills) s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.log);
   if (!c.codistill.fixed_teachers.empty()) {

@@ -78,8 +78,10 @@ const TensorValue& require(const checkpoint::CheckpointData& d, Section s, const
   return *t;
 }
 
+}  // namespace
+
 // Parameters and buffers from the file into the model (wherever it is), by path and shape.
-void copy_params(Model& model, const checkpoint::CheckpointData& d) {
+void copy_model_state(Model& model, const checkpoint::CheckpointData& d) {
   for (auto& p : model.params()) {
     const TensorValue& t = require(d, Section::params, p.path);
     if (t.shape != p.value->shape())
@@ -93,11 +95,9 @@ void copy_params(Model& model, const checkpoint::CheckpointData& d) {
   }
 }
 
-}  // namespace
-
 void restore_state(WorkerState& w, const checkpoint::CheckpointData& d) {
   w.model->synchronize();  // nothing queued may still use the tensors overwritten here
-  copy_params(*w.model, d);
+  copy_model_state(*w.model, d);
   for (auto& [path, slots] : w.optimizer->state())
     for (auto& [slot, tensor] : slots)
       tensor->copy_from(require(d, Section::optimizer, path + "/" + slot, tensor->numel()).real);
@@ -126,7 +126,7 @@ Model model_from_checkpoint(const checkpoint::CheckpointData& d) {
   if (model.fingerprint() != d.meta.model_fingerprint)
     throw std::runtime_error("model rebuilt from the checkpoint's model attribute has fingerprint " +
                              model.fingerprint() + ", the checkpoint says " + d.meta.model_fingerprint);
-  copy_params(model, d);
+  copy_model_state(model, d);
   return model;
 }
 

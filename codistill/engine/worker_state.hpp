@@ -60,6 +60,11 @@ StateView make_state_view(const WorkerState& w);
 // std::runtime_error naming the checkpoint entry that is missing or has the wrong shape.
 void restore_state(WorkerState& w, const checkpoint::CheckpointData& data);
 
+// Only the parameters and buffers of a checkpoint into `model` (by path and shape; the
+// model's optimizer, step and data position are left alone): fine-tuning (model.init_from).
+// Throws std::runtime_error naming the entry that is missing or has the wrong shape.
+void copy_model_state(Model& model, const checkpoint::CheckpointData& data);
+
 // Offline use (codistill-inspect, teachers): the model rebuilt from the checkpoint's own
 // `model` attribute, with its parameters and buffers loaded (on the CPU).
 Model model_from_checkpoint(const checkpoint::CheckpointData& data);

@@ -92,6 +92,10 @@ data:
   synthetic_shape: [3, 4, 4]
   synthetic_noise: 0.5
   synthetic_seed: 99
+  augment:
+    crop_padding: 4
+    flip: true
+  prefetch: false
 model:
   kind: layers
   hidden:
@@ -106,6 +110,7 @@ model:
   layers:
     - flatten: {}
     - linear: {out: 5}
+  init_from: runs/pretrained/worker-000
 optimizer:
   kind: adamw
   lr: 0.001

@@ -38,6 +38,10 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.data.test_labels == "d.gz");
   CHECK(c.data.synthetic_shape == std::vector<std::int64_t>{3, 4, 4});
   CHECK(c.data.synthetic_seed == 99u);
+  CHECK(c.data.augment.crop_padding == 4);
+  CHECK(c.data.augment.flip);
+  CHECK_FALSE(c.data.prefetch);
+  CHECK(c.model.init_from == "runs/pretrained/worker-000");
   CHECK(c.model.hidden == std::vector<std::int64_t>{512});
   CHECK(c.model.channels == std::vector<std::int64_t>{8, 16, 32});
   CHECK(c.model.dropout == 0.25);

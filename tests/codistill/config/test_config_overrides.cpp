@@ -130,8 +130,10 @@ TEST_CASE("model_yaml carries the model with its shape and classes", "[config]")
   m.dropout = 0.1;
   m.input_shape = {1, 28, 28};
   m.classes = 10;
+  m.init_from = "runs/pretrained";  // how the run started, not the architecture
   const std::string text = model_yaml(m);
   CHECK(text.rfind("kind: cnn\n", 0) == 0);
+  CHECK_FALSE(contains(text, "init_from"));
   CHECK(contains(text, "\ninput_shape: [1, 28, 28]\nclasses: 10\n"));
   const ModelConfig back = model_from_yaml(text);
   CHECK(back.kind == "cnn");
@@ -140,6 +142,11 @@ TEST_CASE("model_yaml carries the model with its shape and classes", "[config]")
   CHECK(back.dropout == 0.1);
   CHECK(back.input_shape == m.input_shape);
   CHECK(back.classes == 10);
+  CHECK(back.init_from.empty());
+  ModelConfig wider = back;
+  wider.hidden = {64};
+  CHECK(model_differences(back, wider) == std::vector<std::string>{"model.hidden [256, 256] vs [64]"});
+  CHECK(model_differences(back, back).empty());
   try {
     model_from_yaml("kind: mlp\nclases: 3\n", "ckpt.h5");
     FAIL("no error");

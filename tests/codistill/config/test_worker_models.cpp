@@ -84,3 +84,15 @@ TEST_CASE("a worker_models entry may be a layer list", "[config]") {
   CHECK_THAT(e.key_path(), Catch::StartsWith("worker_models.1.layers[1]"));
   CHECK(e.line() == 8);
 }
+
+TEST_CASE("a worker_models entry has its own init_from, kept in config.yaml and the same-run check", "[config]") {
+  const Config c = load_text(std::string(kMixed) + "    init_from: runs/pre/worker-002\n");
+  CHECK(model_of(c, 2).init_from == "runs/pre/worker-002");
+  CHECK(model_of(c, 1).init_from.empty());
+  const Config back = load_text(to_yaml(c));
+  CHECK(model_of(back, 2).init_from == "runs/pre/worker-002");
+  CHECK(config_differences(back, c).empty());
+  Config other = c;
+  other.worker_models.at(2).init_from = "elsewhere";
+  CHECK(config_differences(other, c) == std::vector<std::string>{"worker_models"});
+}

@@ -1,0 +1,96 @@
+#pragma once
+// The host side of phase 1 of a step (engine/step.hpp): a step's training batch drawn from
+// the sampler, gathered from the dataset and augmented (data/augment.hpp) into host-visible
+// staging memory, optionally one step ahead on a helper thread (data.prefetch).
+//
+// Prefetching without changing the run. The sampler the step is given stays the one
+// authority: each step draws its indices from it on the calling thread, so its position is
+// always that of the next step to take — exactly what a checkpoint saves, with or without
+// prefetch. The batch of step s + 1 is prepared during step s from a look-ahead copy of the
+// sampler set to the real one's position; it is a speculation, used only when step s + 1
+// then draws the same indices from the same position into the same staging memory, and
+// otherwise (a sampler moved by a resume or a test, another batch) discarded and prepared
+// again on the spot. Augmentation is a pure function of (seed, worker, step, row), so the
+// prepared bytes are the same on either thread. Prefetch on and off therefore give
+// bit-identical runs.
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "codistill/data/augment.hpp"
+#include "codistill/data/dataset.hpp"
+#include "codistill/data/sampler.hpp"
+#include "kernels/tensor.hpp"
+
+namespace codistill {
+
+// One batch's host-visible inputs, as K equal micro-batches.
+struct HostBatch {
+  std::vector<kernels::Tensor> x;       // CPU float32 [rows, C, H, W] each (staging memory)
+  std::vector<kernels::Tensor> labels;  // CPU int32 [rows] each
+  std::vector<std::int64_t> rows;       // rows not ignored (label != -1) per micro-batch
+};
+
+class BatchLoader {
+ public:
+  // Keeps a reference to `train`, which must outlive the loader.
+  BatchLoader(const data::Dataset& train, data::AugmentOptions augment, bool prefetch);
+  ~BatchLoader();  // waits for the helper thread's batch in flight, then stops it
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // Fills `into` with the batch of step `step` (1-based), advancing `sampler` by one batch.
+  // With prefetch on and `next` given, then starts preparing step + 1's batch into `next`
+  // on the helper thread; the caller must not touch `next`'s tensors until it passes
+  // `next` as `into` (or destroys the loader: a loader must go before the batches it
+  // fills), and must have finished with whatever they held before (on a device: the
+  // copies out of them are done).
+  void load(std::int64_t step, data::BatchSampler& sampler, HostBatch& into, HostBatch* next);
+
+  bool prefetching() const { return prefetch_; }
+  // Batches taken from the helper thread / prepared on the calling thread (for tests).
+  std::int64_t prefetched() const { return prefetched_; }
+  std::int64_t prepared_inline() const { return inline_; }
+
+ private:
+  struct Job {
+    std::int64_t step = 0;
+    data::SamplerPosition from;  // the sampler position the indices were drawn at
+    std::vector<std::int64_t> indices;
+    HostBatch* target = nullptr;
+  };
+
+  // Gathers indices into b's micro-batches and augments them (either thread).
+  void prepare(std::int64_t step, const std::vector<std::int64_t>& indices, HostBatch& b,
+               std::vector<std::int32_t>& label_rows) const;
+  // Waits for the job in flight, if any; returns it with its failure (nullptr: none).
+  std::optional<Job> finish_job(std::exception_ptr& failure);
+  void helper_main();
+
+  const data::Dataset& train_;
+  data::AugmentOptions augment_;
+  bool prefetch_;
+  std::unique_ptr<data::BatchSampler> ahead_;  // look-ahead copy of the step's sampler
+  const data::BatchSampler* ahead_source_ = nullptr;  // the sampler it copies
+  std::vector<std::int64_t> indices_;
+  std::vector<std::int32_t> label_rows_;         // the calling thread's scratch
+  std::vector<std::int32_t> helper_label_rows_;  // the helper thread's scratch
+  std::int64_t prefetched_ = 0, inline_ = 0;
+
+  // The helper thread: one job at a time, handed over under mu_.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Job> job_;   // set by load(), taken by the helper
+  bool busy_ = false;        // a job is queued or running
+  bool stop_ = false;
+  std::exception_ptr job_failure_;
+  std::optional<Job> done_;  // the last job, once finished
+  std::thread helper_;
+};
+
+}  // namespace codistill

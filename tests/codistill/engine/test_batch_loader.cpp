@@ -1,0 +1,131 @@
+// BatchLoader (engine/batch_loader.hpp): with prefetch, the same batches and the same
+// sampler positions as without; a moved sampler discards the speculation; a failure on the
+// helper thread reaches the step that uses its batch.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "codistill/data/sampler.hpp"
+#include "codistill/data/synthetic.hpp"
+#include "codistill/engine/batch_loader.hpp"
+
+using namespace codistill;
+
+namespace {
+
+constexpr std::int64_t kBatch = 16, kParts = 2;
+
+data::Splits tiny_data() {
+  DataConfig dc;
+  dc.kind = "synthetic";
+  dc.synthetic_train = 100;  // an epoch boundary every 6.25 batches, inside batches too
+  dc.synthetic_test = 8;
+  dc.synthetic_classes = 5;
+  dc.synthetic_shape = {2, 5, 5};
+  return data::make_synthetic(dc);
+}
+
+HostBatch host_batch(const data::Dataset& d) {
+  HostBatch b;
+  for (std::int64_t i = 0; i < kParts; ++i) {
+    kernels::Shape s = d.example_shape();
+    s.insert(s.begin(), kBatch / kParts);
+    b.x.push_back(kernels::Tensor::empty(s));
+    b.labels.push_back(kernels::Tensor::empty({kBatch / kParts}, kernels::DType::i32));
+  }
+  return b;
+}
+
+// The bytes of a batch: images then labels of every micro-batch.
+std::vector<unsigned char> bytes(const HostBatch& b) {
+  std::vector<unsigned char> out;
+  for (std::size_t i = 0; i < b.x.size(); ++i)
+    for (const kernels::Tensor* t : {&b.x[i], &b.labels[i]}) {
+      const auto* p = static_cast<const unsigned char*>(t->raw());
+      out.insert(out.end(), p, p + t->nbytes());
+    }
+  return out;
+}
+
+data::AugmentOptions augment() {
+  data::AugmentOptions o;
+  o.crop_padding = 1;
+  o.flip = true;
+  o.fill = -1.0f;
+  o.seed = 4;
+  return o;
+}
+
+struct Loaded {
+  std::vector<std::vector<unsigned char>> batches;
+  std::vector<data::SamplerPosition> positions;  // the sampler's after each load
+};
+
+// Steps 1..n; at step `rewind_at` the sampler is first set back to where it was after step 2
+// (as restoring a checkpoint would).
+Loaded load_steps(const data::Dataset& d, bool prefetch, int n, int rewind_at = 0,
+                  std::int64_t* inline_count = nullptr) {
+  data::SamplerOptions so;
+  so.batch_size = kBatch;
+  so.seed = 8;
+  data::BatchSampler sampler(d, so);
+  HostBatch slots[2] = {host_batch(d), host_batch(d)};
+  BatchLoader loader(d, augment(), prefetch);  // after the batches: it may still write one at its end
+  Loaded out;
+  int current = 0;
+  for (int step = 1; step <= n; ++step) {
+    if (step == rewind_at) sampler.set_position(out.positions[1]);
+    loader.load(step, sampler, slots[current], &slots[1 - current]);
+    out.batches.push_back(bytes(slots[current]));
+    out.positions.push_back(sampler.position());
+    current = 1 - current;
+  }
+  if (inline_count) *inline_count = loader.prepared_inline();
+  if (prefetch) CHECK(loader.prefetched() + loader.prepared_inline() == n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("prefetch gives the same batches and sampler positions as loading in place", "[engine][prefetch]") {
+  const data::Splits splits = tiny_data();
+  std::int64_t inline_count = 0;
+  const Loaded plain = load_steps(splits.train, false, 30);
+  const Loaded ahead = load_steps(splits.train, true, 30, 0, &inline_count);
+  CHECK(inline_count == 1);  // only the first step had nothing prefetched
+  REQUIRE(ahead.batches.size() == plain.batches.size());
+  for (std::size_t s = 0; s < plain.batches.size(); ++s) {
+    INFO("step " << s + 1);
+    CHECK(ahead.batches[s] == plain.batches[s]);
+    CHECK(ahead.positions[s] == plain.positions[s]);  // what a checkpoint after the step saves
+  }
+  // The positions cross epochs, and augmentation changed the batches (steps differ).
+  CHECK(plain.positions.back().epoch >= 4);
+  CHECK(plain.batches[0] != plain.batches[1]);
+}
+
+TEST_CASE("a sampler moved between steps discards the prefetched batch", "[engine][prefetch]") {
+  const data::Splits splits = tiny_data();
+  std::int64_t inline_count = 0;
+  const Loaded plain = load_steps(splits.train, false, 12, 7);
+  const Loaded ahead = load_steps(splits.train, true, 12, 7, &inline_count);
+  CHECK(inline_count == 2);  // step 1 and the step after the move
+  CHECK(ahead.batches == plain.batches);
+  CHECK(ahead.positions == plain.positions);
+  // Step 7 drew from step 3's position: the indices of step 3 (the augmentation of step 7).
+  CHECK(plain.positions[6] == plain.positions[2]);
+}
+
+TEST_CASE("a failure on the helper thread is thrown by the step that uses its batch", "[engine][prefetch]") {
+  const data::Splits splits = tiny_data();
+  data::SamplerOptions so;
+  so.batch_size = kBatch;
+  data::BatchSampler sampler(splits.train, so);
+  HostBatch good = host_batch(splits.train);
+  HostBatch bad = host_batch(splits.train);
+  BatchLoader loader(splits.train, augment(), true);
+  bad.x[0] = kernels::Tensor::empty({3, 3});  // a wrong shape: gather throws on the helper
+  loader.load(1, sampler, good, &bad);
+  CHECK_THROWS_AS(loader.load(2, sampler, bad, &good), std::invalid_argument);
+}
