@@ -98,6 +98,11 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
       o.result = checkpoint::write(path, sv.view, write_options_for(w.step));
       o.ok = true;
       store_.retain(cfg_.run.worker, keep_, w.step);
+      try {
+        store_.cleanup_temp_files(cfg_.run.worker);  // see after_publish below
+      } catch (const std::exception& e) {
+        log_->warn("after checkpoint {}: {}", w.step, e.what());
+      }
     } catch (const std::exception& e) {
       o.error = e.what();
     }
@@ -148,7 +153,13 @@ void CheckpointManager::before_update() {
   job.options = write_options_for(pending_->step);
   const int worker = cfg_.run.worker, keep = keep_;
   const std::int64_t step = pending_->step;
-  job.after_publish = [this, worker, keep, step](const checkpoint::WriteResult&) { store_.retain(worker, keep, step); };
+  // After retention, this process's own leftovers: a write that failed part-way in a
+  // folder that went unwritable (permissions, a failing mount) could not remove its temp
+  // file then; no other write of this process is in flight now.
+  job.after_publish = [this, worker, keep, step](const checkpoint::WriteResult&) {
+    store_.retain(worker, keep, step);
+    store_.cleanup_temp_files(worker);
+  };
   const bool wait = cfg_.checkpoint.on_busy == "wait";
   if (wait && writer_->busy())
     log_->info("checkpoint at step {} waits for the previous write (checkpoint.on_busy: wait)", step);

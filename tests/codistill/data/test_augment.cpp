@@ -67,7 +67,7 @@ TEST_CASE("crop and flip move exactly the expected pixels, padding with the fill
   CHECK(augmented(o, row_with(o, {2, 1, false})) == V{4, 5, 6, 7, 8, 9, -0.5f, -0.5f, -0.5f});
 }
 
-TEST_CASE("every channel gets the same crop and flip; rows their own", "[data][augment]") {
+TEST_CASE("every channel gets the same crop and flip, rows their own", "[data][augment]") {
   AugmentOptions o;
   o.crop_padding = 2;
   o.flip = true;
@@ -153,7 +153,7 @@ TEST_CASE("augmentation draws are a pure function of seed, worker, step and row"
   CHECK(flips < 2200);
 }
 
-TEST_CASE("without crop or flip a batch is left as it is; flip alone never shifts", "[data][augment]") {
+TEST_CASE("without crop or flip a batch is left as it is, flip alone never shifts", "[data][augment]") {
   AugmentOptions off;
   kernels::Tensor t = ramp_batch(4);
   data::augment_batch(off, t, 1, 0);

@@ -75,3 +75,24 @@ TEST_CASE("the config file written to the run directory reads back as the run's 
   Config back = load_config(dir.str("run/config.yaml"));
   CHECK(config_differences(back, c).empty());
 }
+
+// A write that failed part-way in a folder that had gone unwritable could not remove its
+// temp file; the running worker removes its own leftovers after its next publish (the
+// start-up cleanup only covers dead writers). Both writer modes.
+TEST_CASE("a worker removes its own leftover temp file after its next checkpoint", "[engine][checkpoint]") {
+  for (bool async : {true, false}) {
+    INFO("checkpoint.async " << async);
+    test::TempDir dir;
+    Config c = small_config(dir.str("run"), "mlp");
+    c.checkpoint.every = 20;
+    c.checkpoint.async = async;
+    TrainOptions opts;
+    opts.console = false;
+    Trainer t(c, opts);
+    const std::string leftover =
+        dir.str("run/worker-000/.ckpt-000000010.h5.tmp." + std::to_string(static_cast<long>(::getpid())));
+    test::write_text(leftover, "half written");
+    t.run();
+    CHECK_FALSE(std::filesystem::exists(leftover));
+  }
+}
