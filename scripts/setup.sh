@@ -20,6 +20,7 @@ packages=(
   libyaml-cpp-dev
   libboost-filesystem-dev libboost-program-options-dev libboost-context-dev
   libopenblas-dev
+  libopenmpi-dev openmpi-bin  # process groups: the MPI kind (codistill/dist/), mpirun in tests
   catch2
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   dataset-fashion-mnist
