@@ -55,7 +55,8 @@ LaunchInfo detect_launch(const EnvLookup& lookup) {
       int size = read_int(getenv, s.size_var);
       if (size >= 0) {
         info.size = size;
-        info.evidence += " " + std::string(s.size_var) + "=" + std::to_string(size);
+        // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on `" " + string`.
+        info.evidence.append(" ").append(s.size_var).append("=").append(std::to_string(size));
         if (rank >= size)
           throw std::invalid_argument("launcher environment is inconsistent: " + info.evidence +
                                       " (the rank must be below the size)");
