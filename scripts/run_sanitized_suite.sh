@@ -12,7 +12,7 @@ build="${SAN_BUILD_DIR:-$root/build-sanitize}"
 jobs="${JOBS:-$(nproc)}"
 mkdir -p "$build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCODISTILL_CUDA=OFF \
-  -DCODISTILL_BENCH=OFF -DCODISTILL_SANITIZE=address,undefined >"$build/configure.log" 2>&1 || {
+  -DCODISTILL_BENCH=OFF -DCODISTILL_MPI=ON -DCODISTILL_SANITIZE=address,undefined >"$build/configure.log" 2>&1 || {
   cat "$build/configure.log" >&2; echo "run_sanitized_suite.sh: cmake failed" >&2; exit 1; }
 cmake --build "$build" -j "$jobs"
 # Leaks are reported (libhdf5 is told not to clean up at exit, but what it holds stays

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "codistill/dist/process_group.hpp"
@@ -27,7 +28,14 @@ bool mpi_built() {
 }
 
 ProcessResult mpirun(int ranks, const std::string& args, const TempDir& dir) {
-  std::string cmd = "timeout -k 10 " + std::to_string(hang_guard_s) + " " + CODISTILL_MPIEXEC;
+  // Under the sanitized suite (ASAN_OPTIONS set) the ranks run sanitized, but without
+  // LeakSanitizer: OpenMPI 4.1 does not free what MPI_Init allocated (thousands of blocks,
+  // most from MCA components already unloaded, so no suppression can name them), and a
+  // rank that exits without MPI_Finalize on purpose would have its exit code replaced by
+  // LSan's. Our own code's leaks are still checked by the single-group tests.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  std::string cmd = "ASAN_OPTIONS='" + std::string(asan ? asan : "") + (asan && *asan ? ":" : "") +
+                    "detect_leaks=0' timeout -k 10 " + std::to_string(hang_guard_s) + " " + CODISTILL_MPIEXEC;
   // OpenMPI refuses to run as root unless told to; CI runs as root.
   if (::geteuid() == 0) cmd += " --allow-run-as-root";
   // More ranks than cores on a 2-core machine.
