@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include "codistill/dist/process_group.hpp"
@@ -23,7 +24,7 @@ constexpr int hang_guard_s = 120;
 
 bool mpi_built() {
   std::string why = codistill::dist::kind_unavailable_reason("mpi");
-  if (!why.empty()) WARN("skipped: no MPI (" + why + ")");
+  if (!why.empty()) std::cout << "skipped: no MPI (" << why << ")" << std::endl;  // CTest: skipped
   return why.empty();
 }
 
