@@ -64,8 +64,8 @@ class MpiLifetime {
       // SERIALIZED, not FUNNELED: the trainer has helper threads and may move the group's
       // calls to one of them (to drive reductions while backward runs); SERIALIZED lets
       // any thread call, one at a time (the group checks that), FUNNELED only the thread
-      // that initialized MPI. OpenMPI locks only for MPI_THREAD_MULTIPLE, so this costs
-      // nothing over FUNNELED.
+      // that initialized MPI. Calls still never overlap, so MPI needs no locking for it
+      // (that is MPI_THREAD_MULTIPLE's price).
       int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
       if (rc != MPI_SUCCESS) throw ProcessGroupError("mpi process group: MPI_Init_thread failed: " + mpi_error_text(rc));
       initialized_here_ = true;
