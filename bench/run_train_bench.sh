@@ -3,7 +3,9 @@
 # (bench/torch_train.py, Debian's torch) and the JAX/XLA reference (bench/jax_train.py, PyPI
 # jax[cpu] in .venv-bench/) train the same config (model, hyper-parameters, batch, steps,
 # threads) on Fashion-MNIST on the CPU.
-#   bench/run_train_bench.sh [CONFIG...]     (default: configs/fmnist_mlp.yaml configs/fmnist_cnn.yaml)
+#   bench/run_train_bench.sh [CONFIG...]     (default: configs/fmnist_mlp.yaml configs/fmnist_cnn.yaml;
+#                                             the references know model kinds mlp, cnn and resnet,
+#                                             e.g. configs/fmnist_resnet.yaml)
 # The machine is shared and noisy, so the contenders alternate: round r runs the sgemm
 # ceiling (bench_sgemm) once, then for each config codistill, [codistill-before,] pytorch,
 # jax, one after the other; REPEATS rounds. The load average (/proc/loadavg) is recorded
@@ -149,6 +151,8 @@ for row in rows:
         d = json.load(open(row["path"]))
         run = {k: d[k] for k in ("train_examples_per_s", "test_accuracy", "train_s", "steps")}
         run["version"] = d.get("torch") or d.get("jax")
+        # the 4-d layout the reference used (torch: memory_format; jax: layout, resnet only)
+        run["layout"] = d.get("memory_format") or d.get("layout")
         if row["contender"] == "jax":
             run.update({k: d[k] for k in ("compile_s", "warmup_steps", "timed_steps")})
     run.update({"round": r, "load_before": row["load_before"], "load_after": row["load_after"],
@@ -197,21 +201,22 @@ doc = {"benchmark": "train_cpu", "device": cpu, "threads": int(threads), "repeat
 with open(json_path, "w") as f:
     json.dump(doc, f, indent=2)
 
-lines = [f"{'config':<12} {'contender':<17} {'best ex/s':>10} {'median ex/s':>12} {'worst ex/s':>11} "
+cw = max([12] + [len(os.path.basename(e["config"])[:-5]) for e in results])  # fmnist_resnet is 13
+lines = [f"{'config':<{cw}} {'contender':<17} {'best ex/s':>10} {'median ex/s':>12} {'worst ex/s':>11} "
          f"{'acc (med)':>9}  load before -> after (1-min avg, per run)"]
 for e in results:
     name = os.path.basename(e["config"])[:-5]
     for c, s in e["contenders"].items():
         t = s["train_examples_per_s"]
         loads = " ".join(f"{x['load_before'].split()[0]}->{x['load_after'].split()[0]}" for x in s["runs"])
-        lines.append(f"{name:<12} {c:<17} {t['best']:>10.0f} {t['median']:>12.0f} {t['worst']:>11.0f} "
+        lines.append(f"{name:<{cw}} {c:<17} {t['best']:>10.0f} {t['median']:>12.0f} {t['worst']:>11.0f} "
                      f"{100 * s['test_accuracy_median']:>8.2f}%  {loads}")
     for k, v in e["ratios"].items():
-        lines.append(f"{name:<12} {k:<27} ratio best {v['best']:5.2f}  median {v['median']:5.2f}")
+        lines.append(f"{name:<{cw}} {k:<27} ratio best {v['best']:5.2f}  median {v['median']:5.2f}")
     if "sgemm" in e:
         for c in contenders:
             g = e["sgemm"][c]
-            lines.append(f"{name:<12} {c:<17} {g['gflops']['best']:6.1f} GFLOP/s best = {g['pct_of_peak_best']:5.1f}% "
+            lines.append(f"{name:<{cw}} {c:<17} {g['gflops']['best']:6.1f} GFLOP/s best = {g['pct_of_peak_best']:5.1f}% "
                          f"of the sgemm peak (median per round {g['pct_of_peak_median']:5.1f}%; "
                          f"{g['pct_of_mlp_gemm_peak_best']:5.1f}% of its own GEMMs' best)")
 if peak:
