@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/source.hpp"
 #include "checkpoint/store.hpp"
 #include "codistill/config/config_loader.hpp"
 #include "codistill/engine/error.hpp"
@@ -20,14 +21,6 @@ const char* kKey = "codistill.fixed_teachers";
 
 [[noreturn]] void refuse(const std::string& entry, const std::string& why) {
   throw ConfigError(kKey, "", 0, fmt::format("entry '{}': {}", entry, why));
-}
-
-// "worker-007" -> 7; -1 for any other name.
-int worker_id(const std::string& name) {
-  if (name.size() != 10 || name.rfind("worker-", 0) != 0) return -1;
-  for (char c : name.substr(7))
-    if (c < '0' || c > '9') return -1;
-  return std::stoi(name.substr(7));
 }
 
 FixedTeacherFile freshest(const std::string& entry, const std::string& run_dir, int worker) {
@@ -59,29 +52,24 @@ void write_file_atomic(const std::string& path, const std::string& text) {
 
 std::vector<FixedTeacherFile> resolve_fixed_teachers(const std::vector<std::string>& entries) {
   std::vector<FixedTeacherFile> out;
+  using Kind = checkpoint::CheckpointSource::Kind;
   for (const std::string& entry : entries) {
-    std::error_code ec;
-    const fs::path p = fs::absolute(entry, ec).lexically_normal();
-    const auto status = fs::status(p, ec);
-    if (ec || !fs::exists(status)) refuse(entry, "no such file or directory");
-    if (fs::is_regular_file(status)) {
-      const auto v = checkpoint::verify(p.string());
+    checkpoint::CheckpointSource src;
+    try {
+      src = checkpoint::classify_source(entry);
+    } catch (const std::invalid_argument& e) {
+      refuse(entry, e.what());
+    }
+    if (src.kind == Kind::file) {
+      const auto v = checkpoint::verify(src.path);
       if (!v.valid) refuse(entry, "not a valid checkpoint: " + v.reason);
-      auto meta = checkpoint::read_meta(p.string());
-      out.push_back({entry, p.string(), meta.step, meta.content_digest});
-      continue;
+      auto meta = checkpoint::read_meta(src.path);
+      out.push_back({entry, src.path, meta.step, meta.content_digest});
+    } else if (src.kind == Kind::worker_dir) {
+      out.push_back(freshest(entry, src.run_dir, src.worker));
+    } else {  // a run directory: each worker's freshest, an ensemble
+      for (int w : src.workers) out.push_back(freshest(entry, src.run_dir, w));
     }
-    if (!fs::is_directory(status)) refuse(entry, "neither a checkpoint file nor a directory");
-    const std::string name = p.filename().string();
-    if (const int w = worker_id(name); w >= 0) {  // a worker directory
-      out.push_back(freshest(entry, p.parent_path().string(), w));
-      continue;
-    }
-    const auto workers = checkpoint::RunStore(p.string()).workers();
-    if (workers.empty())
-      refuse(entry, "a directory with neither checkpoints of a worker (a worker-XXX folder) nor worker folders "
-                    "(a run directory)");
-    for (int w : workers) out.push_back(freshest(entry, p.string(), w));
   }
   return out;
 }

@@ -1,20 +1,18 @@
 #include "codistill/engine/init_from.hpp"
 
 #include <algorithm>
-#include <filesystem>
 #include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "checkpoint/naming.hpp"
+#include "checkpoint/source.hpp"
 #include "checkpoint/store.hpp"
 #include "codistill/config/config_loader.hpp"
 #include "codistill/engine/worker_state.hpp"
 
 namespace codistill {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -43,11 +41,14 @@ checkpoint::LoadedCheckpoint freshest(const std::string& key, const std::string&
 }
 
 checkpoint::LoadedCheckpoint load(const std::string& key, const std::string& spec, int worker) {
-  std::error_code ec;
-  const fs::path path(spec);
-  const auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) fail(key, fmt::format("'{}' does not exist", spec));
-  if (fs::is_regular_file(status)) {
+  checkpoint::CheckpointSource src;
+  try {
+    src = checkpoint::classify_source(spec);
+  } catch (const std::invalid_argument& e) {
+    fail(key, fmt::format("'{}': {}", spec, e.what()));
+  }
+  using Kind = checkpoint::CheckpointSource::Kind;
+  if (src.kind == Kind::file) {
     checkpoint::LoadedCheckpoint c;
     try {
       c.data = checkpoint::read(spec, read_options());
@@ -57,28 +58,16 @@ checkpoint::LoadedCheckpoint load(const std::string& key, const std::string& spe
     c.file = {static_cast<int>(c.data.meta.worker), c.data.meta.step, spec};
     return c;
   }
-  if (!fs::is_directory(status)) fail(key, fmt::format("'{}' is neither a checkpoint file nor a directory", spec));
-  // A worker folder stands for itself; anything else is a run directory.
-  const fs::path dir = fs::absolute(path, ec).lexically_normal();
-  const fs::path name = dir.has_filename() ? dir.filename() : dir.parent_path().filename();
-  if (auto id = checkpoint::parse_worker_dir_name(name.string())) {
-    const fs::path parent = dir.has_filename() ? dir.parent_path() : dir.parent_path().parent_path();
-    return freshest(key, spec, parent.string(), *id);
-  }
-  const checkpoint::RunStore store(spec);
-  const auto workers = store.workers();
-  if (workers.empty())
-    fail(key, fmt::format("'{}' is neither a checkpoint file, a worker folder (worker-NNN) nor a run directory "
-                          "(it has no worker-NNN folder)",
-                          spec));
-  if (std::find(workers.begin(), workers.end(), worker) == workers.end()) {
+  // A worker folder stands for itself; from a run directory this worker's own folder.
+  if (src.kind == Kind::worker_dir) return freshest(key, spec, src.run_dir, src.worker);
+  if (std::find(src.workers.begin(), src.workers.end(), worker) == src.workers.end()) {
     std::vector<std::string> names;
-    for (int w : workers) names.push_back(checkpoint::worker_dir_name(w));
+    for (int w : src.workers) names.push_back(checkpoint::worker_dir_name(w));
     fail(key, fmt::format("run directory '{}' has no folder of this worker ({}; it has {}): name a worker folder "
                           "or a checkpoint file instead",
                           spec, checkpoint::worker_dir_name(worker), fmt::join(names, ", ")));
   }
-  return freshest(key, spec, spec, worker);
+  return freshest(key, spec, src.run_dir, worker);
 }
 
 // Why a checkpoint's model is not `model`: the architecture keys and the first parameter

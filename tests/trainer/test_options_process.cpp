@@ -98,7 +98,7 @@ TEST_CASE("model.init_from: another model or a missing path exits 2 naming the k
   auto missing = run_command(cmd(dir, "tuned", "--set model.init_from=" + dir.str("nowhere")), dir);
   INFO(missing.err);
   CHECK(missing.exit_code == 2);
-  CHECK(missing.err.find("does not exist") != std::string::npos);
+  CHECK(missing.err.find("nowhere': no such file or directory") != std::string::npos);
   CHECK(!fs::exists(dir.path() / "tuned"));
 
   // The same model fine-tunes, and says where it started from.
