@@ -1,0 +1,152 @@
+// Worker groups (issue 12) as real processes: `mpirun -np 2 codistill-train` against one
+// process with the group's batch; a group stopped by SIGTERM or by a rank killed with
+// SIGKILL, then resumed. Every mpirun is waited for with a hang guard (the test fails, and
+// kills it, if it outlives the guard); CTest's timeout for this file is the outer guard.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/store.hpp"
+#include "codistill/dist/process_group.hpp"
+#include "support/checkpoint_compare.hpp"
+#include "support/process.hpp"
+
+using namespace codistill::test;
+namespace ckpt = codistill::checkpoint;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Seconds a run may take before it counts as hung: far beyond the few seconds they take.
+constexpr double kGuardS = 180;
+
+bool mpi_built() {
+  std::string why = codistill::dist::kind_unavailable_reason("mpi");
+  if (!why.empty()) std::cout << "skipped: no MPI (" << why << ")" << std::endl;  // CTest: skipped
+  return why.empty();
+}
+
+std::string mpirun(int ranks) {
+  std::string c = CODISTILL_MPIEXEC;
+  if (::geteuid() == 0) c += " --allow-run-as-root";  // OpenMPI refuses root unless told; CI runs as root
+  return c + " --oversubscribe -np " + std::to_string(ranks) + " ";
+}
+
+std::string train(const TempDir& dir, const std::string& run, const std::string& extra) {
+  return train_exe() + " --config " + dir.str("c.yaml") + " --run-dir " + dir.str(run) + " " + extra;
+}
+
+// Runs cmd to its end under the hang guard; the exit code and its output.
+ProcessResult run_guarded(const std::string& cmd, const TempDir& dir, const std::string& tag) {
+  ProcessResult r;
+  {
+    Child child(cmd, dir, tag);
+    const bool ended = wait_until([&] { return !child.running(); }, kGuardS);
+    r.out = read_text(dir.path() / (tag + ".out"));
+    r.err = read_text(dir.path() / (tag + ".err"));
+    INFO("command: " << cmd << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
+    REQUIRE(ended);  // else the hang guard: Child's destructor kills it
+    r.exit_code = child.wait();
+  }
+  return r;
+}
+
+// A small MLP on synthetic data, one thread per rank (2 ranks share this 2-core machine).
+std::string config(const std::string& optimizer, bool codistill) {
+  std::string c = R"(run:
+  seed: 3
+  threads: 1
+  workers: 2
+group:
+  timeout_s: 60
+data:
+  kind: synthetic
+  synthetic_train: 2048
+  synthetic_test: 256
+  synthetic_shape: [1, 8, 8]
+model:
+  kind: mlp
+  hidden: [48, 32]
+optimizer:
+  kind: )" + optimizer + R"(
+  lr: )" + (optimizer == "sgd" ? "0.05" : "0.002") + R"(
+  weight_decay: 0.001
+train:
+  steps: 40
+  eval_every: 0
+  log_every: 10
+checkpoint:
+  every: 10
+  keep: 10
+codistill:
+  enabled: )" + (codistill ? "true" : "false") + R"(
+  mode: sync
+  burn_in: 0
+  reload_every: 10
+  temperature: 2.0
+)";
+  return c;
+}
+
+// Relative float32 reduction-order differences after 40 steps: a sum over 2B rows in one
+// GEMM against two sums over B rows added by the all-reduce differ by a few ulps per step,
+// which the steps carry on (AdamW divides by sqrt(v), which amplifies them early on).
+constexpr double kTolerance = 1e-5;  // measured: at most 1.7e-7 (SGD), 7e-8 (AdamW)
+
+}  // namespace
+
+TEST_CASE("a group of 2 ranks with batch B ends where one process with batch 2B does", "[process][group][mpi]") {
+  if (!mpi_built()) return;
+  for (const std::string optimizer : {"sgd", "adamw"})
+    for (bool codistill : {false, true}) {
+      INFO(optimizer << (codistill ? " with codistillation" : ""));
+      TempDir dir;
+      write_text(dir.path() / "c.yaml", config(optimizer, codistill));
+      if (codistill) {
+        // Peer worker 1 trained alone; its checkpoints (steps 10..40) teach worker 0 in both
+        // runs, in sync mode: at step s, the peer's checkpoint of step s - 10.
+        auto peer = run_guarded(train(dir, "peer", "--worker 1 --set codistill.enabled=false --set data.batch_size=32"),
+                                dir, "peer");
+        REQUIRE(peer.exit_code == 0);
+        for (const char* run : {"single", "group"}) {
+          fs::create_directories(dir.path() / run / "worker-001");
+          for (const auto& f : ckpt::RunStore(dir.str("peer")).checkpoints(1))
+            fs::copy_file(f.path, dir.path() / run / "worker-001" / fs::path(f.path).filename());
+        }
+      }
+      auto single = run_guarded(train(dir, "single", "--worker 0 --set data.batch_size=32"), dir, "single");
+      REQUIRE(single.exit_code == 0);
+      auto group = run_guarded(mpirun(2) + train(dir, "group", "--worker 0 --set data.batch_size=16"), dir, "group");
+      INFO(group.out << group.err);
+      REQUIRE(group.exit_code == 0);
+      CHECK(group.out.find("worker group: 2 ranks") != std::string::npos);
+
+      const auto a = ckpt::read(ckpt::RunStore(dir.str("single")).checkpoint_path(0, 40));
+      const auto b = ckpt::read(ckpt::RunStore(dir.str("group")).checkpoint_path(0, 40));
+      CHECK(a.meta.examples_seen == b.meta.examples_seen);  // 40 x 32 each
+      CHECK(a.meta.teacher_steps == b.meta.teacher_steps);
+      if (codistill) CHECK(b.meta.teacher_steps.size() == 1);
+      const double diff = max_relative_difference(a, b);
+      std::cout << "group equivalence, " << optimizer << (codistill ? " + codistillation" : "")
+                << ": max relative parameter difference " << diff << std::endl;
+      CHECK(diff <= kTolerance);
+      // Not vacuous: the runs did move the parameters far from one another's starting point
+      // (the step-10 checkpoint is already further away than the tolerance).
+      const auto early = ckpt::read(ckpt::RunStore(dir.str("group")).checkpoint_path(0, 10));
+      CHECK(max_relative_difference(early, b) > 100 * kTolerance);
+      // Rank 0 alone writes the worker's record; its logged loss is the group's mean.
+      const auto ta = read_events(dir.path() / "single" / "worker-000" / "metrics.jsonl", "train");
+      const auto tb = read_events(dir.path() / "group" / "worker-000" / "metrics.jsonl", "train");
+      REQUIRE(ta.size() == tb.size());
+      for (std::size_t i = 0; i < ta.size(); ++i)
+        CHECK(tb[i].at("loss").get<double>() == Approx(ta[i].at("loss").get<double>()).epsilon(1e-4));
+      CHECK(read_events(dir.path() / "group" / "worker-000" / "metrics.jsonl", "done").size() == 1);
+    }
+}
