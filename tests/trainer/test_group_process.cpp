@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <sstream>
 #include <string>
 
 #include "checkpoint/checkpoint.hpp"
@@ -100,6 +102,73 @@ codistill:
 // which the steps carry on (AdamW divides by sqrt(v), which amplifies them early on).
 constexpr double kTolerance = 1e-5;  // measured: at most 1.7e-7 (SGD), 7e-8 (AdamW)
 
+// Long enough (a few seconds) to be stopped mid-way.
+const char* kLongConfig = R"(run:
+  seed: 5
+  threads: 1
+group:
+  timeout_s: 30
+data:
+  kind: synthetic
+  batch_size: 32
+  synthetic_train: 8192
+  synthetic_test: 512
+  synthetic_shape: [1, 16, 16]
+model:
+  kind: mlp
+  hidden: [256, 256]
+optimizer:
+  kind: adamw
+  lr: 0.001
+  weight_decay: 0.01
+  schedule:
+    kind: cosine
+    warmup_steps: 50
+train:
+  steps: 6000
+  eval_every: 2000
+  log_every: 500
+checkpoint:
+  every: 100
+  keep: 3
+)";
+
+// The pid of rank `rank` among the processes below `ancestor` (mpirun's rank processes carry
+// OMPI_COMM_WORLD_RANK in their environment); -1 when there is none.
+pid_t rank_pid(pid_t ancestor, int rank) {
+  const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  auto parent = [](pid_t p) -> pid_t {
+    std::ifstream stat("/proc/" + std::to_string(p) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    const auto close = text.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos) return -1;
+    std::istringstream rest(text.substr(close + 2));
+    char state;
+    pid_t ppid = -1;
+    rest >> state >> ppid;
+    return ppid;
+  };
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::stoi(name);
+    pid_t p = pid;
+    for (int depth = 0; depth < 8 && p > 1 && p != ancestor; ++depth) p = parent(p);
+    if (p != ancestor) continue;
+    std::ifstream env(entry.path() / "environ");
+    for (std::string var; std::getline(env, var, '\0');)
+      if (var == want) return pid;
+  }
+  return -1;
+}
+
+void verify_all(const std::string& run) {
+  for (const auto& f : ckpt::RunStore(run).checkpoints(0)) {
+    INFO(f.path);
+    CHECK(ckpt::verify(f.path).valid);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a group of 2 ranks with batch B ends where one process with batch 2B does", "[process][group][mpi]") {
@@ -149,4 +218,77 @@ TEST_CASE("a group of 2 ranks with batch B ends where one process with batch 2B 
         CHECK(tb[i].at("loss").get<double>() == Approx(ta[i].at("loss").get<double>()).epsilon(1e-4));
       CHECK(read_events(dir.path() / "group" / "worker-000" / "metrics.jsonl", "done").size() == 1);
     }
+}
+
+TEST_CASE("a group stopped by SIGTERM or by a rank killed with SIGKILL resumes bit-exactly", "[process][group][mpi]") {
+  if (!mpi_built()) return;
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kLongConfig);
+  const ckpt::RunStore whole_store(dir.str("whole"));
+  auto whole = run_guarded(mpirun(2) + train(dir, "whole", ""), dir, "whole");
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+  const std::string final_whole = whole_store.checkpoint_path(0, 6000);
+
+  SECTION("SIGTERM to mpirun: every rank finishes the same step, rank 0 publishes it") {
+    const ckpt::RunStore s(dir.str("term"));
+    {
+      Child child(mpirun(2) + train(dir, "term", ""), dir, "term");
+      REQUIRE(wait_until([&] { return s.checkpoints(0).size() >= 2 || !child.running(); }, kGuardS));
+      REQUIRE(child.running());
+      child.signal(SIGTERM);  // mpirun passes it on to the ranks
+      REQUIRE(wait_until([&] { return !child.running(); }, kGuardS));
+    }
+    const auto done = read_events(dir.path() / "term" / "worker-000" / "metrics.jsonl", "done");
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].at("interrupted") == true);
+    const auto files = s.checkpoints(0);
+    REQUIRE(!files.empty());
+    CHECK(files.back().step == done[0].at("step").get<std::int64_t>());
+    CHECK(files.back().step < 6000);
+    verify_all(dir.str("term"));
+    auto resumed = run_guarded(mpirun(2) + train(dir, "term", ""), dir, "term-resumed");
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(resumed.out.find("resuming from") != std::string::npos);
+    require_identical(final_whole, s.checkpoint_path(0, 6000));
+  }
+
+  SECTION("SIGKILL of rank 1: the group ends non-zero, its checkpoints verify, and it resumes") {
+    const ckpt::RunStore s(dir.str("kill"));
+    int code = 0;
+    {
+      Child child(mpirun(2) + train(dir, "kill", ""), dir, "kill");
+      REQUIRE(wait_until([&] { return s.checkpoints(0).size() >= 2 || !child.running(); }, kGuardS));
+      REQUIRE(child.running());
+      const pid_t victim = rank_pid(child.pid(), 1);
+      REQUIRE(victim > 0);
+      ::kill(victim, SIGKILL);
+      // Rank 0 must not hang on its dead peer: mpirun ends the job (or rank 0's collective
+      // deadline, group.timeout_s 30, would).
+      REQUIRE(wait_until([&] { return !child.running(); }, kGuardS));
+      code = child.wait();
+    }
+    INFO(read_text(dir.path() / "kill.out") << read_text(dir.path() / "kill.err"));
+    CHECK(code != 0);
+    const auto files = s.checkpoints(0);
+    REQUIRE(!files.empty());
+    CHECK(files.back().step < 6000);
+    verify_all(dir.str("kill"));
+    auto resumed = run_guarded(mpirun(2) + train(dir, "kill", ""), dir, "kill-resumed");
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(resumed.out.find("resuming from") != std::string::npos);
+    require_identical(final_whole, s.checkpoint_path(0, 6000));
+  }
+}
+
+TEST_CASE("a rank's configuration error ends the whole group with exit 2", "[process][group][mpi]") {
+  if (!mpi_built()) return;
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", config("sgd", false));
+  auto r = run_guarded(mpirun(2) + train(dir, "run", "--set group.sync_batchnorm=true"), dir, "bad");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("group.sync_batchnorm") != std::string::npos);
+  CHECK(r.err.find("not built yet") != std::string::npos);
 }
