@@ -283,7 +283,25 @@ TEST_CASE("a group stopped by SIGTERM or by a rank killed with SIGKILL resumes b
   }
 }
 
-TEST_CASE("a rank's configuration error ends the whole group with exit 2", "[process][group][mpi]") {
+TEST_CASE("a failure on rank 0 alone ends the whole group at once, with its exit code", "[process][group][mpi]") {
+  if (!mpi_built()) return;
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", config("sgd", false));
+  // The worker is held by a live process (this test's): rank 0 refuses to train it (exit 2)
+  // while rank 1, which never looks at the owner file, already waits in a collective.
+  char host[256] = {};
+  REQUIRE(::gethostname(host, sizeof host - 1) == 0);
+  fs::create_directories(dir.path() / "run" / "worker-000");
+  write_text(dir.path() / "run" / "worker-000" / "owner",
+             nlohmann::json{{"host", host}, {"pid", static_cast<long>(::getpid())}, {"started_unix", 0}}.dump());
+  auto r = run_guarded(mpirun(2) + train(dir, "run", "--set group.timeout_s=600"), dir, "held");
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);  // rank 0's own code, through MPI_Abort, long before the 600 s deadline
+  CHECK(r.err.find("is held by host") != std::string::npos);
+  CHECK(r.err.find("MPI_ABORT") != std::string::npos);
+}
+
+TEST_CASE("a configuration error ends every rank with exit 2", "[process][group][mpi]") {
   if (!mpi_built()) return;
   TempDir dir;
   write_text(dir.path() / "c.yaml", config("sgd", false));
