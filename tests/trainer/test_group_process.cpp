@@ -298,7 +298,6 @@ TEST_CASE("a failure on rank 0 alone ends the whole group at once, with its exit
   INFO(r.out << r.err);
   CHECK(r.exit_code == 2);  // rank 0's own code, through MPI_Abort, long before the 600 s deadline
   CHECK(r.err.find("is held by host") != std::string::npos);
-  CHECK(r.err.find("MPI_ABORT") != std::string::npos);
 }
 
 TEST_CASE("a configuration error ends every rank with exit 2", "[process][group][mpi]") {
