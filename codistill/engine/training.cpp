@@ -135,6 +135,17 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
                          " has finished: its checkpoint " + resume_from->file.path + " is at step " +
                          std::to_string(resume_from->data.meta.step) + " of train.steps " +
                          std::to_string(c.train.steps) + "; nothing to do");
+  // A group's batch is R x data.batch_size, so another rank count would silently continue
+  // another run: the checkpoint's examples_seen (step x B x R when it was written) says R.
+  if (resume_from && resume_from->data.meta.step > 0) {
+    const std::int64_t per_step_rank = resume_from->data.meta.step * c.data.batch_size;
+    const std::int64_t seen = resume_from->data.meta.examples_seen;
+    if (seen % per_step_rank == 0 && seen / per_step_rank != ranks)
+      throw RunDirError(fmt::format("worker {}'s checkpoint {} was written by a group of {} rank(s) ({} examples in {} "
+                                    "steps of {} per rank); this one has {}: resume with -np {}",
+                                    c.run.worker, resume_from->file.path, seen / per_step_rank, seen,
+                                    resume_from->data.meta.step, c.data.batch_size, ranks, seen / per_step_rank));
+  }
   // Fine-tuning: loaded before anything is written, so a bad model.init_from (exit 2)
   // leaves no trace. A resumed run's own checkpoint wins.
   std::optional<InitSource> init_source;

@@ -247,6 +247,11 @@ TEST_CASE("a group stopped by SIGTERM or by a rank killed with SIGKILL resumes b
     CHECK(files.back().step == done[0].at("step").get<std::int64_t>());
     CHECK(files.back().step < 6000);
     verify_all(dir.str("term"));
+    // Another rank count would be another batch: refused, naming the one to use.
+    auto alone = run_guarded(train(dir, "term", ""), dir, "term-alone");
+    CHECK(alone.exit_code == 2);
+    CHECK(alone.err.find("resume with -np 2") != std::string::npos);
+    CHECK(s.checkpoints(0).back().step == files.back().step);
     auto resumed = run_guarded(mpirun(2) + train(dir, "term", ""), dir, "term-resumed");
     INFO(resumed.out << resumed.err);
     REQUIRE(resumed.exit_code == 0);
