@@ -108,7 +108,9 @@ int main(int argc, char** argv) {
     group = codistill::dist::make_process_group(codistill::group_options(cfg.group));
     codistill::TrainOptions opts;
     opts.resume = args.resume;
-    opts.interactive = codistill::Progress::stdout_is_terminal();
+    // Under mpirun a rank's stdout is a pseudo-terminal even when mpirun's goes to a file:
+    // no in-place progress line for a group.
+    opts.interactive = codistill::Progress::stdout_is_terminal() && group->size() == 1;
     opts.checkpoint_faults.fail_steps = fault_steps("CODISTILL_FAULT_CHECKPOINT_STEPS");
     opts.checkpoint_faults.kill_steps = fault_steps("CODISTILL_FAULT_KILL_CHECKPOINT_STEPS");
     opts.group = group;
