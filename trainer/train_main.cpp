@@ -1,6 +1,8 @@
 // codistill-train: the command line of DESIGN.md section 3 over the training engine.
 // Exit codes: 0 finished (or stopped cleanly by SIGINT/SIGTERM), 2 usage or configuration
-// error, 1 runtime failure.
+// error, 1 runtime failure. Started by mpirun (or srun) as R ranks with the same command line,
+// the process is one rank of a worker group (config section `group`); a rank that fails ends
+// the whole group with its exit code, after its own clean-up (rank 0's checkpoint writer).
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -11,7 +13,9 @@
 #include <boost/program_options.hpp>
 
 #include "codistill/config/config_loader.hpp"
+#include "codistill/dist/process_group.hpp"
 #include "codistill/engine/error.hpp"
+#include "codistill/engine/group.hpp"
 #include "codistill/engine/progress.hpp"
 #include "codistill/engine/run_dir.hpp"
 #include "codistill/engine/training.hpp"
@@ -88,31 +92,50 @@ int main(int argc, char** argv) {
     std::cerr << "codistill-train: " << e.what() << "\n" << kUsage;
     return kExitUsage;
   }
+  // Held here, outside the trainer, so that a failed rank can still end its group.
+  std::shared_ptr<codistill::dist::ProcessGroup> group;
+  auto fail = [&](int code) {
+    // The peers may be waiting for this rank in a collective: end them all now rather than
+    // leave them to their deadline.
+    if (group && group->size() > 1) {
+      std::cerr.flush();
+      group->abort(code);
+    }
+    return code;
+  };
   try {
     codistill::Config cfg = codistill::load_config(args.config, args.overrides);
+    group = codistill::dist::make_process_group(codistill::group_options(cfg.group));
     codistill::TrainOptions opts;
     opts.resume = args.resume;
-    opts.interactive = codistill::Progress::stdout_is_terminal();
+    // Under mpirun a rank's stdout is a pseudo-terminal even when mpirun's goes to a file:
+    // no in-place progress line for a group.
+    opts.interactive = codistill::Progress::stdout_is_terminal() && group->size() == 1;
     opts.checkpoint_faults.fail_steps = fault_steps("CODISTILL_FAULT_CHECKPOINT_STEPS");
     opts.checkpoint_faults.kill_steps = fault_steps("CODISTILL_FAULT_KILL_CHECKPOINT_STEPS");
+    opts.group = group;
     codistill::install_stop_signal_handlers();
-    codistill::Trainer trainer(cfg, opts);
-    codistill::TrainSummary sum = trainer.run();
-    std::cout << "summary: steps " << sum.steps << ", wall " << codistill::format_duration(sum.wall_s)
-              << ", test accuracy " << sum.test_accuracy * 100 << "%, test loss " << sum.test_loss
-              << (sum.interrupted ? " (interrupted)" : "") << "\n";
+    codistill::TrainSummary sum;
+    {
+      codistill::Trainer trainer(cfg, opts);
+      sum = trainer.run();
+    }
+    if (group->rank() == 0)
+      std::cout << "summary: steps " << sum.steps << ", wall " << codistill::format_duration(sum.wall_s)
+                << ", test accuracy " << sum.test_accuracy * 100 << "%, test loss " << sum.test_loss
+                << (sum.interrupted ? " (interrupted)" : "") << "\n";
     return kExitOk;
   } catch (const codistill::WorkerFinished& e) {
-    std::cout << "codistill-train: " << e.what() << "\n";
-    return kExitOk;
+    if (!group || group->rank() == 0) std::cout << "codistill-train: " << e.what() << "\n";
+    return kExitOk;  // every rank reads the same checkpoint step: all finish alike
   } catch (const codistill::ConfigError& e) {
     std::cerr << "codistill-train: configuration error: " << e.what() << "\n";
-    return kExitUsage;
+    return fail(kExitUsage);
   } catch (const codistill::RunDirError& e) {
     std::cerr << "codistill-train: " << e.what() << "\n";
-    return kExitUsage;
+    return fail(kExitUsage);
   } catch (const std::exception& e) {
     std::cerr << "codistill-train: error: " << e.what() << "\n";
-    return kExitRuntime;
+    return fail(kExitRuntime);
   }
 }

@@ -133,8 +133,19 @@ struct CodistillConfig {
   std::vector<std::string> fixed_teachers;
 };
 
+// The worker's process group (codistill/dist/): how its ranks find each other and
+// exchange gradients. The rank count is the launcher's (mpirun -np R), never the config's:
+// the same file runs as one process or as a group of any size.
+struct GroupConfig {
+  std::string kind = "auto";    // auto (mpi under mpirun/srun, else single) | single | mpi
+  double timeout_s = 300;       // deadline of each collective (a dead or hung rank)
+  double bucket_mb = 25;        // gradient all-reduce bucket size, MiB
+  bool sync_batchnorm = false;  // not built yet: true is refused
+};
+
 struct Config {
   RunConfig run;
+  GroupConfig group;
   std::string device = "cpu";
   DataConfig data;
   ModelConfig model;

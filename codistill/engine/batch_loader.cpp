@@ -10,8 +10,10 @@
 
 namespace codistill {
 
-BatchLoader::BatchLoader(const data::Dataset& train, data::AugmentOptions augment, bool prefetch)
-    : train_(train), augment_(augment), prefetch_(prefetch) {
+BatchLoader::BatchLoader(const data::Dataset& train, data::AugmentOptions augment, bool prefetch, RankSlice slice)
+    : train_(train), augment_(augment), prefetch_(prefetch), slice_(slice) {
+  if (slice_.ranks < 1 || slice_.rank < 0 || slice_.rank >= slice_.ranks)
+    throw std::invalid_argument(fmt::format("BatchLoader: rank {} of {}", slice_.rank, slice_.ranks));
   if (prefetch_) helper_ = std::thread([this] { helper_main(); });
 }
 
@@ -58,17 +60,30 @@ std::optional<BatchLoader::Job> BatchLoader::finish_job(std::exception_ptr& fail
 
 void BatchLoader::prepare(std::int64_t step, const std::vector<std::int64_t>& indices, HostBatch& b,
                           std::vector<std::int32_t>& label_rows) const {
-  const std::size_t parts = b.x.size();
-  if (parts == 0 || b.labels.size() != parts || indices.size() % parts != 0)
-    throw std::logic_error(fmt::format("BatchLoader: {} indices for {} micro-batches", indices.size(), parts));
-  const std::size_t per = indices.size() / parts;
+  const std::size_t parts = b.x.size(), ranks = static_cast<std::size_t>(slice_.ranks);
+  if (parts == 0 || b.labels.size() != parts || indices.size() % (parts * ranks) != 0)
+    throw std::logic_error(fmt::format("BatchLoader: {} indices for {} micro-batches on each of {} ranks",
+                                       indices.size(), parts, ranks));
+  // This rank's slice of the group's batch; `first` is its first row in that batch.
+  const std::size_t mine = indices.size() / ranks, first = static_cast<std::size_t>(slice_.rank) * mine;
+  const std::size_t per = mine / parts;
+  const std::span<const std::int64_t> slice = std::span<const std::int64_t>(indices).subspan(first, mine);
   b.rows.assign(parts, 0);
   for (std::size_t i = 0; i < parts; ++i) {
-    data::gather(train_, std::span<const std::int64_t>(indices).subspan(i * per, per), b.x[i], label_rows);
+    data::gather(train_, slice.subspan(i * per, per), b.x[i], label_rows);
     std::memcpy(b.labels[i].raw(), label_rows.data(), label_rows.size() * sizeof(std::int32_t));
     b.rows[i] = std::count_if(label_rows.begin(), label_rows.end(), [](std::int32_t y) { return y != -1; });
-    // The row within the whole batch, so that micro-batches change nothing.
-    data::augment_batch(augment_, b.x[i], step, static_cast<std::int64_t>(i * per));
+    // The row within the whole (group's) batch, so that micro-batches and ranks change nothing.
+    data::augment_batch(augment_, b.x[i], step, static_cast<std::int64_t>(first + i * per));
+  }
+  // Every rank's loss is weighted by its share of the group's counted rows (engine/step.cpp);
+  // the other ranks' labels are read here rather than exchanged: all ranks hold the data.
+  if (ranks == 1) {
+    b.group_rows = 0;
+    for (std::int64_t r : b.rows) b.group_rows += r;
+  } else {
+    b.group_rows = std::count_if(indices.begin(), indices.end(),
+                                 [&](std::int64_t j) { return train_.labels[static_cast<std::size_t>(j)] != -1; });
   }
 }
 

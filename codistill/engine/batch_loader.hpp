@@ -13,6 +13,13 @@
 // again on the spot. Augmentation is a pure function of (seed, worker, step, row), so the
 // prepared bytes are the same on either thread. Prefetch on and off therefore give
 // bit-identical runs.
+//
+// Worker groups (group section, docs/architecture.md section 5): each of a group's R ranks
+// holds a sampler over batches of R x B indices (the same seed, the same position on every
+// rank) and prepares only its own contiguous slice, rows [rank B, (rank + 1) B), with the
+// augmentation keyed by the row in the group's batch. So the group together sees exactly
+// the rows, augmented exactly as, one process with batch R x B, and the sampler position a
+// checkpoint saves is the same on every rank.
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -34,12 +41,20 @@ struct HostBatch {
   std::vector<kernels::Tensor> x;       // CPU float32 [rows, C, H, W] each (staging memory)
   std::vector<kernels::Tensor> labels;  // CPU int32 [rows] each
   std::vector<std::int64_t> rows;       // rows not ignored (label != -1) per micro-batch
+  std::int64_t group_rows = 0;          // rows not ignored in the whole group's batch (all ranks)
+};
+
+// Which slice of the group's batch this process trains on (one process: rank 0 of 1).
+struct RankSlice {
+  int rank = 0;
+  int ranks = 1;
 };
 
 class BatchLoader {
  public:
   // Keeps a reference to `train`, which must outlive the loader.
-  BatchLoader(const data::Dataset& train, data::AugmentOptions augment, bool prefetch);
+  // The sampler handed to load() draws the group's batch (ranks x this rank's rows).
+  BatchLoader(const data::Dataset& train, data::AugmentOptions augment, bool prefetch, RankSlice slice = {});
   ~BatchLoader();  // waits for the helper thread's batch in flight, then stops it
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -65,7 +80,8 @@ class BatchLoader {
     HostBatch* target = nullptr;
   };
 
-  // Gathers indices into b's micro-batches and augments them (either thread).
+  // Gathers this rank's slice of the group batch's indices into b's micro-batches and
+  // augments them (either thread).
   void prepare(std::int64_t step, const std::vector<std::int64_t>& indices, HostBatch& b,
                std::vector<std::int32_t>& label_rows) const;
   // Waits for the job in flight, if any; returns it with its failure (nullptr: none).
@@ -75,6 +91,7 @@ class BatchLoader {
   const data::Dataset& train_;
   data::AugmentOptions augment_;
   bool prefetch_;
+  RankSlice slice_;
   std::unique_ptr<data::BatchSampler> ahead_;  // look-ahead copy of the step's sampler
   const data::BatchSampler* ahead_source_ = nullptr;  // the sampler it copies
   std::vector<std::int64_t> indices_;

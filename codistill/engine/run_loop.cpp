@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "codistill/engine/group.hpp"
 #include "codistill/engine/progress.hpp"
 #include "codistill/engine/trainer_state.hpp"
 
@@ -53,8 +54,9 @@ struct Window {
 TrainSummary Trainer::run() {
   auto& s = *s_;
   const Config& c = s.cfg;
-  const std::int64_t B = c.data.batch_size, last = c.train.steps;
-  Progress progress(last, s.worker.step, s.opts.interactive);
+  // B: the examples of one step, over all the group's ranks.
+  const std::int64_t B = c.data.batch_size * s.group->size(), last = c.train.steps;
+  Progress progress(last, s.worker.step, s.opts.interactive && s.lead);
   // Log lines clear the in-place progress line first, so the two never interleave.
   auto info = [&]<class... A>(fmt::format_string<A...> format, A&&... args) {
     progress.clear();
@@ -62,7 +64,7 @@ TrainSummary Trainer::run() {
   };
   const std::int64_t K = c.train.micro_batches;
   info("training {} steps of batch {}{} on {} ({} threads), shard {} as worker {}/{}", last, B,
-       K > 1 ? fmt::format(" (gradients summed over {} micro-batches of {})", K, B / K) : "", c.device,
+       K > 1 ? fmt::format(" (gradients summed over {} micro-batches of {})", K, c.data.batch_size / K) : "", c.device,
        c.run.threads, c.data.shard, c.run.worker, c.run.workers);
 
   Window window;
@@ -127,18 +129,22 @@ TrainSummary Trainer::run() {
   };
 
   StepHooks hooks;
-  hooks.before_update = [&] { s.checkpoints->before_update(); };  // a snapshot copied behind the passes
+  if (s.lead) hooks.before_update = [&] { s.checkpoints->before_update(); };  // a snapshot copied behind the passes
+  if (s.group->size() > 1)
+    hooks.reduce_gradients = [&](kernels::Tensor& grads, kernels::Queue& q) { all_reduce_gradients(*s.group, grads, q); };
+  bool group_stop = false;  // agreed by all ranks after the last step
   std::vector<Teacher*> step_teachers;
   const auto started = Clock::now();
   bool interrupted = false;
   while (s.worker.step < last) {
-    if (stop_requested()) {
+    if (s.group->size() > 1 ? group_stop : stop_requested()) {
       interrupted = true;
       break;
     }
     step_teachers.clear();
     if (s.teachers) {
-      s.teachers->at_step(s.worker.step, s.metrics.get());  // every reload_every steps
+      if (s.lead) s.teachers->at_step(s.worker.step, s.metrics.get());  // every reload_every steps
+      if (c.codistill.enabled) share_teachers(s.worker.step);             // a group's other ranks follow
       s.worker.teacher_steps.clear();
       for (const auto& t : s.teachers->teachers()) s.worker.teacher_steps.push_back({t->peer, t->step});
       // Fixed teachers teach from the first step; peers (forward only, on the same batch)
@@ -148,13 +154,21 @@ TrainSummary Trainer::run() {
         for (const auto& t : s.teachers->teachers()) step_teachers.push_back(t.get());
     }
     lr = learning_rate(c.optimizer, s.worker.step, last);
-    const StepResult r = s.step->run(s.worker.step + 1, *s.sampler, step_teachers, *s.optimizer, lr, hooks);
+    StepResult r = s.step->run(s.worker.step + 1, *s.sampler, step_teachers, *s.optimizer, lr, hooks);
     ++s.worker.step;
     s.worker.examples_seen += B;
     evaluated_last = false;
+    if (s.group->size() > 1) {
+      const StepAgreement a = agree_after_step(*s.group, stop_requested(), r.loss.loss, r.loss.ce, r.loss.distill);
+      group_stop = a.stop;
+      r.loss.loss = a.loss;
+      r.loss.ce = a.ce;
+      r.loss.distill = a.distill;
+    }
     window.add(r);
-    for (const Periodic& e : after_step)
-      if (e.due(s.worker.step, last)) e.fire(s.worker.step);
+    if (s.lead)
+      for (const Periodic& e : after_step)
+        if (e.due(s.worker.step, last)) e.fire(s.worker.step);
     progress.update(s.worker.step, r.loss.loss, rate);
   }
   progress.finish();
@@ -163,6 +177,7 @@ TrainSummary Trainer::run() {
   sum.steps = s.worker.step;
   sum.interrupted = interrupted;
   if (interrupted) info("stop requested: finished step {}, publishing a checkpoint and stopping", s.worker.step);
+  if (!s.lead) return sum;  // rank 0 publishes, evaluates and reports for the group
   s.checkpoints->save(s.worker, /*overlap=*/false);  // the final state (no-op if published already)
   s.checkpoints->finish();
   if (!evaluated_last) last_eval = run_eval(s.worker.step);

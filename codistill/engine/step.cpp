@@ -14,7 +14,7 @@ using kernels::Tensor;
 
 TrainStep::TrainStep(Model& student, const data::Dataset& train, std::int64_t batch,
                      kernels::DistillLossParams params, std::int64_t micro_batches, const StepInput& input)
-    : student_(student), train_(train), batch_(batch), params_(params), loader_(train, input.augment, input.prefetch) {
+    : student_(student), train_(train), batch_(batch), params_(params), loader_(train, input.augment, input.prefetch, input.slice) {
   if (micro_batches < 1 || batch % micro_batches != 0)
     throw std::invalid_argument(fmt::format("TrainStep: {} micro-batches do not divide a batch of {} (train.micro_batches "
                                             "must divide data.batch_size)",
@@ -58,17 +58,18 @@ StepResult TrainStep::run(std::int64_t step, data::BatchSampler& sampler, const 
   for (Slot& s : slots_) s.input_ready->synchronize();
   loader_.load(step, sampler, slot.host, next ? &next->host : nullptr);
   if (next) current_ = 1 - current_;
-  std::int64_t batch_rows = 0;
+  // The mean is over the group's batch: in one process, the sum of the micro-batches' rows.
+  const std::int64_t batch_rows = slot.host.group_rows;
   for (std::size_t i = 0; i < slot.micro.size(); ++i) {
     Micro& m = slot.micro[i];
-    batch_rows += slot.host.rows[i];
     q.copy(m.x, m.x_stage);
     q.copy(m.labels, m.labels_stage);
   }
   q.record(*slot.input_ready);
 
-  // 2-5 per micro-batch, each weighted by its share of the batch's rows. With one
-  // micro-batch the share is exactly 1 and the sums below are exactly its own values.
+  // 2-5 per micro-batch, each weighted by its share of the (group's) batch rows. With one
+  // micro-batch in one process the share is exactly 1 and the sums below are exactly its
+  // own values.
   StepResult r;
   r.teachers = static_cast<int>(teachers.size());
   for (std::size_t i = 0; i < slot.micro.size(); ++i) {

@@ -15,7 +15,11 @@
 //                       come back to the host, a non-finite loss stops the run
 //   5. backward         gradients zeroed (one op over the arena), then the backward pass
 //   6. reduce           the gradient-reduction hook: identity in one process; a worker
-//                       group all-reduces the arena's gradient block here
+//                       group sums the arena's gradient block over its ranks here. Each
+//                       rank's loss weights are scaled by its share of the group's rows
+//                       (rows_rank / rows_group, exactly 1 in one process), so that sum is
+//                       the gradient of the group batch's mean loss, and the ranks' loss
+//                       values sum to the group's mean
 //   7. snapshot wait    a checkpoint snapshot being copied behind phases 1-6 must be done
 //                       before the parameters change
 //   8. optimizer        one update op over the arena
@@ -58,6 +62,7 @@ struct StepHooks {
 struct StepInput {
   data::AugmentOptions augment;  // default: none
   bool prefetch = false;         // prepare the next step's batch on a helper thread
+  RankSlice slice;               // a group's rank trains on its slice of the group's batch
 };
 
 struct StepResult {
@@ -68,7 +73,8 @@ struct StepResult {
 class TrainStep {
  public:
   // The student's device buffers for batches of `batch` examples of `train`, passed through
-  // the model in `micro_batches` equal parts (which must divide `batch`).
+  // the model in `micro_batches` equal parts (which must divide `batch`). In a group,
+  // `batch` is this rank's rows; the sampler passed to run() draws input.slice.ranks x batch.
   TrainStep(Model& student, const data::Dataset& train, std::int64_t batch, kernels::DistillLossParams params,
             std::int64_t micro_batches = 1, const StepInput& input = {});
   ~TrainStep();  // waits for the student's queue

@@ -67,7 +67,8 @@ const kernels::Tensor& Teacher::forward(const kernels::Tensor& x, kernels::Event
   return logits;
 }
 
-TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log)
+TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log,
+                         bool follower)
     : cfg_(cfg), model_cfg_(std::move(model_cfg)), log_(std::move(log)),
       store_(cfg.run.dir), device_(kernels::Device::parse(cfg.device)) {
   queue_options_.allow_tf32 = cfg.train.allow_tf32;
@@ -79,7 +80,7 @@ TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_p
   held_steps_.assign(peers_.size(), -1);
   silent_.assign(peers_.size(), false);
   unlistable_.assign(peers_.size(), false);
-  if (cfg.codistill.enabled && cfg.codistill.mode == "async" && !peers_.empty())
+  if (cfg.codistill.enabled && cfg.codistill.mode == "async" && !peers_.empty() && !follower)
     thread_ = std::thread([this] { watch(); });
 }
 

@@ -66,8 +66,9 @@ void check_teacher_fits(const std::string& teacher_model_yaml, const ModelConfig
 class TeacherPool {
  public:
   // model_cfg: this worker's model section with input_shape and classes filled (what a
-  // teacher must fit).
-  TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log);
+  // teacher must fit). follower: a worker group's rank other than 0, which never looks for
+  // teachers itself but takes those rank 0 chose (follow()); it starts no watcher.
+  TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log, bool follower = false);
   ~TeacherPool();
   TeacherPool(const TeacherPool&) = delete;
   TeacherPool& operator=(const TeacherPool&) = delete;
@@ -88,6 +89,15 @@ class TeacherPool {
   // finds the freshest at the next reload.
   void resume(const std::vector<checkpoint::TeacherStep>& teacher_steps, MetricsWriter* metrics,
               std::int64_t step);
+
+  // A follower's at_step and resume: makes the teachers in use exactly `chosen` (peer,
+  // step), as rank 0 has them at this step (engine/group.hpp), loading from the peers'
+  // checkpoint files any it does not hold yet and dropping the others. Each rank reads the
+  // files itself (rather than receiving them from rank 0) since each needs the teacher on
+  // its own device anyway and the shared storage serves the same bytes; the content digest
+  // is checked on every rank. Throws TrainingError if a chosen file cannot be read (retention
+  // removed it in between: the group stops and resumes, exactly).
+  void follow(const std::vector<checkpoint::TeacherStep>& chosen, MetricsWriter* metrics, std::int64_t step);
 
   // Teachers in use, by peer id ascending (never more than one per peer).
   const std::vector<std::unique_ptr<Teacher>>& teachers() const { return teachers_; }

@@ -24,6 +24,8 @@ namespace codistill {
 struct Trainer::State {
   Config cfg;
   TrainOptions opts;
+  std::shared_ptr<dist::ProcessGroup> group;  // never null ("single" for one process)
+  bool lead = true;  // rank 0: owns the worker's files, writes checkpoints, evaluates
   // First member: released last, after the checkpoint writer and the logs are done.
   std::unique_ptr<WorkerOwner> owner;
   RunPaths paths;
@@ -37,7 +39,7 @@ struct Trainer::State {
   // model's device memory is released.
   std::unique_ptr<TrainStep> step;
   std::unique_ptr<data::BatchSampler> sampler;
-  std::unique_ptr<CheckpointManager> checkpoints;
+  std::unique_ptr<CheckpointManager> checkpoints;  // rank 0 only
   std::unique_ptr<TeacherPool> teachers;  // codistillation with peers' checkpoints
   WorkerState worker;  // what a checkpoint holds; worker.step counts completed steps
 };

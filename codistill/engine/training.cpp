@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <span>
 #include <spdlog/spdlog.h>
 
 #include "codistill/config/config_loader.hpp"
@@ -20,6 +21,7 @@
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/checkpointing.hpp"
 #include "codistill/engine/error.hpp"
+#include "codistill/engine/group.hpp"
 #include "codistill/engine/init_from.hpp"
 #include "codistill/engine/trainer_state.hpp"
 #include "codistill/util/rng.hpp"
@@ -74,13 +76,28 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   const Config& c = s.cfg;
   s.device = usable_device(c.device);  // before anything is written
   kernels::cpu::set_num_threads(c.run.threads);
+  // A worker group's ranks (docs/architecture.md section 5): rank 0 leads (the worker's
+  // files, evaluation); the others only train. One process is a "single" group of one.
+  if (opts.group) s.group = opts.group;
+  else {
+    dist::GroupOptions single = group_options(c.group);
+    single.kind = "single";
+    s.group = dist::make_process_group(single);
+  }
+  dist::ProcessGroup& group = *s.group;
+  const int rank = group.rank(), ranks = group.size();
+  s.lead = rank == 0;
 
-  // The console first; train.log joins once the run directory is known to be ours.
+  // The console first; train.log joins once the run directory is known to be ours. Ranks
+  // other than 0 say only what goes wrong, on stderr.
   std::vector<spdlog::sink_ptr> sinks;
-  if (opts.console) sinks.push_back(std::make_shared<spdlog::sinks::stdout_sink_mt>());
+  if (s.lead && opts.console) sinks.push_back(std::make_shared<spdlog::sinks::stdout_sink_mt>());
+  if (!s.lead) sinks.push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
   s.log = std::make_shared<spdlog::logger>(fmt::format("worker-{}", c.run.worker), sinks.begin(),
                                            sinks.end());
-  s.log->set_pattern(fmt::format("[%H:%M:%S] [w{}] %v", c.run.worker));
+  s.log->set_pattern(s.lead ? fmt::format("[%H:%M:%S] [w{}] %v", c.run.worker)
+                            : fmt::format("[%H:%M:%S] [w{} rank {}] %v", c.run.worker, rank));
+  if (!s.lead) s.log->set_level(spdlog::level::warn);
   s.log->flush_on(spdlog::level::info);
 
   auto t0 = Clock::now();
@@ -92,16 +109,43 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
   s.model = build_model(mc, init_rng);
 
-  s.checkpoints = std::make_unique<CheckpointManager>(c, s.log, opts.checkpoint_faults);
-  auto resume_from = s.checkpoints->find_resume_point(opts.resume, s.model.fingerprint());
+  // Rank 0 picks the checkpoint to resume from (cleaning up dead writers' temp files); the
+  // others read that very file, so every rank starts from the same state.
+  std::optional<checkpoint::LoadedCheckpoint> resume_from;
+  if (s.lead) {
+    s.checkpoints = std::make_unique<CheckpointManager>(c, s.log, opts.checkpoint_faults);
+    resume_from = s.checkpoints->find_resume_point(opts.resume, s.model.fingerprint());
+  }
+  std::vector<std::int64_t> resume_step = {resume_from ? resume_from->data.meta.step : -1};
+  broadcast_values(group, resume_step);
+  if (!s.lead && resume_step[0] >= 0) {
+    checkpoint::ReadOptions read_options;
+    read_options.expected_fingerprint = s.model.fingerprint();
+    checkpoint::LoadedCheckpoint loaded;
+    loaded.file.path = checkpoint::RunStore(c.run.dir).checkpoint_path(c.run.worker, resume_step[0]);
+    loaded.file.step = resume_step[0];
+    loaded.data = checkpoint::read(loaded.file.path, read_options);
+    resume_from = std::move(loaded);
+  }
   // Checked before the run directory is prepared or any log line written: nothing changes
   // (a different run in the directory is refused first, as prepare_run_dir would).
-  if (resume_from) check_same_run(c);
+  if (resume_from && s.lead) check_same_run(c);
   if (resume_from && resume_from->data.meta.step >= c.train.steps)
     throw WorkerFinished("worker " + std::to_string(c.run.worker) + " of " + c.run.dir +
                          " has finished: its checkpoint " + resume_from->file.path + " is at step " +
                          std::to_string(resume_from->data.meta.step) + " of train.steps " +
                          std::to_string(c.train.steps) + "; nothing to do");
+  // A group's batch is R x data.batch_size, so another rank count would silently continue
+  // another run: the checkpoint's examples_seen (step x B x R when it was written) says R.
+  if (resume_from && resume_from->data.meta.step > 0) {
+    const std::int64_t per_step_rank = resume_from->data.meta.step * c.data.batch_size;
+    const std::int64_t seen = resume_from->data.meta.examples_seen;
+    if (seen % per_step_rank == 0 && seen / per_step_rank != ranks)
+      throw RunDirError(fmt::format("worker {}'s checkpoint {} was written by a group of {} rank(s) ({} examples in {} "
+                                    "steps of {} per rank); this one has {}: resume with -np {}",
+                                    c.run.worker, resume_from->file.path, seen / per_step_rank, seen,
+                                    resume_from->data.meta.step, c.data.batch_size, ranks, seen / per_step_rank));
+  }
   // Fine-tuning: loaded before anything is written, so a bad model.init_from (exit 2)
   // leaves no trace. A resumed run's own checkpoint wins.
   std::optional<InitSource> init_source;
@@ -110,28 +154,47 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
                                   c.worker_models.count(c.run.worker)
                                       ? fmt::format("worker_models.{}.init_from", c.run.worker)
                                       : std::string("model.init_from"));
-  const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
-  // One process per worker: claimed before anything in its folder is written.
-  {
-    boost::system::error_code ec;
-    boost::filesystem::create_directories(run_paths(c).worker_dir, ec);
-    if (ec) throw RunDirError("cannot create " + run_paths(c).worker_dir + ": " + ec.message());
-    s.owner = std::make_unique<WorkerOwner>(run_paths(c).worker_dir);
+  // A directory init_from names may gain a checkpoint between the ranks' reads: rank 0's
+  // parameters and buffers are the group's.
+  if (init_source && ranks > 1) {
+    ParamArena& arena = s.model.arena();
+    auto send = [&](kernels::Tensor& block) {
+      if (block.defined() && block.numel() > 0)
+        group.broadcast(std::span<float>(block.data<float>(), static_cast<std::size_t>(block.numel())), 0);
+    };
+    send(arena.values());
+    send(arena.buffers());
   }
-  s.paths = prepare_run_dir(c, opts.resume);
-  s.log->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));
-  // A log line that cannot be written (a full disk) is lost from train.log but still reaches
-  // the console; say so once instead of once per line. Training goes on: metrics.jsonl, whose
-  // write failures stop the worker, is the run's record.
-  s.log->set_error_handler([path = s.paths.log](const std::string& msg) {
-    static std::once_flag once;
-    std::call_once(once, [&] {
-      std::fprintf(stderr, "codistill-train: %s cannot be written (%s): log lines go to the "
-                   "console only\n", path.c_str(), msg.c_str());
+  if (s.lead) {
+    const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
+    // One process per worker: claimed before anything in its folder is written.
+    {
+      boost::system::error_code ec;
+      boost::filesystem::create_directories(run_paths(c).worker_dir, ec);
+      if (ec) throw RunDirError("cannot create " + run_paths(c).worker_dir + ": " + ec.message());
+      s.owner = std::make_unique<WorkerOwner>(run_paths(c).worker_dir);
+    }
+    s.paths = prepare_run_dir(c, opts.resume);
+    s.log->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));
+    // A log line that cannot be written (a full disk) is lost from train.log but still reaches
+    // the console; say so once instead of once per line. Training goes on: metrics.jsonl, whose
+    // write failures stop the worker, is the run's record.
+    s.log->set_error_handler([path = s.paths.log](const std::string& msg) {
+      static std::once_flag once;
+      std::call_once(once, [&] {
+        std::fprintf(stderr, "codistill-train: %s cannot be written (%s): log lines go to the "
+                     "console only\n", path.c_str(), msg.c_str());
+      });
     });
-  });
-  s.metrics = std::make_unique<MetricsWriter>(s.paths.metrics);
-  s.checkpoints->set_metrics(s.metrics.get());
+    s.metrics = std::make_unique<MetricsWriter>(s.paths.metrics);
+    s.checkpoints->set_metrics(s.metrics.get());
+    if (!resume_from && had_metrics)
+      s.log->warn("{} holds an earlier start of this worker but no checkpoint: starting from step 0, "
+                  "appending to its metrics.jsonl", s.paths.worker_dir);
+  } else {
+    s.paths = run_paths(c);
+    s.metrics = std::make_unique<MetricsWriter>();  // disabled: rank 0 writes the worker's metrics
+  }
 
   s.log->info("data: {} train / {} test examples of shape {}, {} classes, normalization {} "
               "(shift {:.4f}, scale {:.4f}), loaded in {:.1f} s",
@@ -146,8 +209,14 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
                 init_source->path, init_source->worker, init_source->step);
   else if (!mc.init_from.empty())
     s.log->info("model.init_from ({}) ignored: resuming from this worker's own checkpoint", mc.init_from);
+  if (ranks > 1)
+    s.log->info("worker group: {} ranks ({} process group), {} examples per rank and step, {} per step in all",
+                ranks, group.kind(), c.data.batch_size, ranks * c.data.batch_size);
   s.optimizer = make_optimizer(c.optimizer, s.model);
-  s.sampler = std::make_unique<data::BatchSampler>(s.data.train, data::sampler_options(c));
+  // Every rank draws the group's whole batch and trains on its own slice of it.
+  data::SamplerOptions sampler_opts = data::sampler_options(c);
+  sampler_opts.batch_size *= ranks;
+  s.sampler = std::make_unique<data::BatchSampler>(s.data.train, sampler_opts);
   s.log->info("data shard: {} of {} training examples ({} mode)", s.sampler->shard_size(),
               s.data.train.size(), c.data.shard);
 
@@ -163,9 +232,6 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
     restore_state(w, resume_from->data);
     s.log->info("resuming from {} at step {}", resume_from->file.path, w.step);
   }
-  else if (had_metrics)
-    s.log->warn("{} holds an earlier start of this worker but no checkpoint: starting from step 0, "
-                "appending to its metrics.jsonl", s.paths.worker_dir);
   // Built, initialized and restored on the host (bit for bit a CPU run's start), then
   // moved (a no-op on the CPU); optimizer slots follow the parameters on their next use.
   kernels::QueueOptions queue_options;
@@ -181,31 +247,48 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   StepInput input;
   input.augment = data::augment_options(c, s.data.train.normalization);
   input.prefetch = c.data.prefetch;
+  input.slice = {rank, ranks};
   if (input.augment.enabled())
     s.log->info("augmentation of training batches: random crop with padding {} (fill {:.4f}, raw 0), flip {}",
                 input.augment.crop_padding, input.augment.fill, input.augment.flip ? "on" : "off");
   s.step = std::make_unique<TrainStep>(s.model, s.data.train, c.data.batch_size, loss_params, c.train.micro_batches,
                                        input);
-  s.checkpoints->prepare(w);
-  if (distills) s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.log);
+  if (s.checkpoints) s.checkpoints->prepare(w);
+  if (distills) s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.log, /*follower=*/!s.lead);
   if (!c.codistill.fixed_teachers.empty()) {
     // Chosen once per worker (recorded beside its checkpoints); a resumed worker takes the
-    // recorded files again, even where a teacher run has published newer ones since.
+    // recorded files again, even where a teacher run has published newer ones since. In a
+    // group rank 0 chooses and records them; the others take the record.
     const std::string record = s.paths.worker_dir + "/fixed_teachers.json";
-    std::vector<FixedTeacherFile> files = resume_from ? read_fixed_record(record) : std::vector<FixedTeacherFile>{};
-    if (files.empty()) {
-      files = resolve_fixed_teachers(c.codistill.fixed_teachers);
-      write_fixed_record(record, files);
+    std::vector<FixedTeacherFile> files;
+    if (s.lead) {
+      files = resume_from ? read_fixed_record(record) : std::vector<FixedTeacherFile>{};
+      if (files.empty()) {
+        files = resolve_fixed_teachers(c.codistill.fixed_teachers);
+        write_fixed_record(record, files);
+      }
     }
+    if (ranks > 1) group.barrier();  // the record is written
+    if (!s.lead) files = read_fixed_record(record);
     s.teachers->load_fixed(files, s.data.train.normalization, s.metrics.get(), w.step);
   }
   if (c.codistill.enabled) {
-    s.teachers->resume(w.teacher_steps, s.metrics.get(), w.step);
+    if (s.lead) s.teachers->resume(w.teacher_steps, s.metrics.get(), w.step);
+    share_teachers(w.step);
     s.log->info("codistillation ({} mode) with peers [{}], burn-in {} steps, reload every {}, weight {}, "
                 "temperature {}",
                 c.codistill.mode, fmt::join(s.teachers->peers(), ", "), c.codistill.burn_in,
                 c.codistill.reload_every, c.codistill.weight, c.codistill.temperature);
   }
+}
+
+void Trainer::share_teachers(std::int64_t step) {
+  auto& s = *s_;
+  if (s.group->size() == 1) return;
+  std::vector<checkpoint::TeacherStep> mine;
+  for (const auto& t : s.teachers->teachers()) mine.push_back({t->peer, t->step});
+  const auto chosen = share_teacher_steps(*s.group, mine, s.teachers->peers().size());
+  if (!s.lead) s.teachers->follow(chosen, s.metrics.get(), step);
 }
 
 Trainer::~Trainer() = default;

@@ -12,6 +12,7 @@
 
 #include "codistill/config/config.hpp"
 #include "codistill/data/dataset.hpp"
+#include "codistill/dist/process_group.hpp"
 #include "codistill/engine/error.hpp"
 #include "codistill/engine/evaluate.hpp"
 #include "codistill/engine/faults.hpp"
@@ -26,6 +27,10 @@ struct TrainOptions {
   // Fault injection for process-level tests (codistill-train reads it from the
   // CODISTILL_FAULT_* variables; the library never looks at the environment).
   CheckpointFaults checkpoint_faults;
+  // The worker's process group when it is a group of ranks (docs/architecture.md section 5):
+  // rank 0 writes and evaluates, every rank trains on its slice of the group's batch. Unset:
+  // one process (a "single" group).
+  std::shared_ptr<dist::ProcessGroup> group;
 };
 
 struct TrainSummary {
@@ -55,6 +60,8 @@ class Trainer {
 
  private:
   struct State;
+  // A group's ranks other than 0 take rank 0's teachers (engine/group.hpp).
+  void share_teachers(std::int64_t step);
   std::unique_ptr<State> s_;
 };
 

@@ -92,11 +92,22 @@ long long process_start_unix(long pid) {
   return boot + static_cast<long long>(start_ticks / static_cast<unsigned long long>(hz));
 }
 
+// A process that has exited but not been reaped yet (state Z or X in /proc): kill(pid, 0)
+// still finds it, but it holds nothing. A rank of a worker group killed with its job is one
+// for a moment, until init reaps it, just when the group is restarted.
+bool exited(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && (text[paren + 2] == 'Z' || text[paren + 2] == 'X');
+}
+
 // The holder still runs: its pid exists and (where /proc says) started no later than the
 // owner file claims, so a recycled pid of an unrelated later process does not count.
 bool holder_alive(long pid, long long started_unix) {
   if (pid <= 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  if (exited(pid)) return false;
   const long long start = process_start_unix(pid);
   return start < 0 || started_unix <= 0 || start <= started_unix + 2;
 }

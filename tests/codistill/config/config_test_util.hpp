@@ -73,6 +73,10 @@ inline const char* const kFullConfig = R"(run:
   worker: 1
   workers: 3
   threads: 4
+group:
+  kind: mpi
+  timeout_s: 12.5
+  bucket_mb: 4
 device: cuda:1
 data:
   kind: synthetic

@@ -1,9 +1,12 @@
 // BatchLoader (engine/batch_loader.hpp): with prefetch, the same batches and the same
 // sampler positions as without; a moved sampler discards the speculation; a failure on the
-// helper thread reaches the step that uses its batch.
+// helper thread reaches the step that uses its batch. A worker group's ranks together load
+// exactly the rows of one process with the group's batch.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "codistill/data/sampler.hpp"
@@ -26,9 +29,9 @@ data::Splits tiny_data() {
   return data::make_synthetic(dc);
 }
 
-HostBatch host_batch(const data::Dataset& d) {
+HostBatch host_batch(const data::Dataset& d, std::int64_t parts = kParts) {
   HostBatch b;
-  for (std::int64_t i = 0; i < kParts; ++i) {
+  for (std::int64_t i = 0; i < parts; ++i) {
     kernels::Shape s = d.example_shape();
     s.insert(s.begin(), kBatch / kParts);
     b.x.push_back(kernels::Tensor::empty(s));
@@ -128,4 +131,40 @@ TEST_CASE("a failure on the helper thread is thrown by the step that uses its ba
   bad.x[0] = kernels::Tensor::empty({3, 3});  // a wrong shape: gather throws on the helper
   loader.load(1, sampler, good, &bad);
   CHECK_THROWS_AS(loader.load(2, sampler, bad, &good), std::invalid_argument);
+}
+
+TEST_CASE("a group's ranks load, between them, the rows one process loads with the group's batch",
+          "[engine][group]") {
+  const data::Splits splits = tiny_data();
+  const data::Dataset& d = splits.train;
+  constexpr int kRanks = 3;
+  // One process: batch kRanks x kBatch in kRanks x kParts micro-batches of the same rows.
+  data::SamplerOptions so;
+  so.batch_size = kRanks * kBatch;
+  so.seed = 8;
+  data::BatchSampler one_sampler(d, so);
+  HostBatch one = host_batch(d, kRanks * kParts);
+  BatchLoader one_loader(d, augment(), false);
+  // kRanks ranks, each with the same sampler stream (the group's batch) and its own slice.
+  std::vector<data::BatchSampler> samplers(kRanks, data::BatchSampler(d, so));
+  std::vector<std::array<HostBatch, 2>> slots;  // alternating, as the step does with prefetch
+  std::vector<std::unique_ptr<BatchLoader>> loaders;
+  for (int r = 0; r < kRanks; ++r) slots.push_back({host_batch(d), host_batch(d)});
+  for (int r = 0; r < kRanks; ++r)  // after the batches (see load_steps); with prefetch
+    loaders.push_back(std::make_unique<BatchLoader>(d, augment(), true, RankSlice{r, kRanks}));
+  for (int step = 1; step <= 12; ++step) {
+    INFO("step " << step);
+    one_loader.load(step, one_sampler, one, nullptr);
+    std::vector<unsigned char> joined;
+    for (int r = 0; r < kRanks; ++r) {
+      HostBatch& mine = slots[r][step % 2];
+      loaders[r]->load(step, samplers[r], mine, &slots[r][(step + 1) % 2]);
+      const auto part = bytes(mine);
+      joined.insert(joined.end(), part.begin(), part.end());
+      CHECK(samplers[r].position() == one_sampler.position());  // what every rank's checkpoint would say
+      CHECK(mine.group_rows == kRanks * kBatch);
+    }
+    CHECK(joined == bytes(one));  // images (augmented by their row in the group batch) and labels
+  }
+  CHECK_THROWS_AS(BatchLoader(d, augment(), false, RankSlice{2, 2}), std::invalid_argument);
 }

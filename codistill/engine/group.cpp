@@ -1,0 +1,77 @@
+#include "codistill/engine/group.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <span>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace codistill {
+
+dist::GroupOptions group_options(const GroupConfig& cfg) {
+  dist::GroupOptions o;
+  o.kind = cfg.kind;
+  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(cfg.timeout_s * 1000.0)));
+  o.bucket_bytes = std::max<std::size_t>(4, static_cast<std::size_t>(cfg.bucket_mb * 1024.0 * 1024.0));
+  return o;
+}
+
+void all_reduce_gradients(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q) {
+  if (group.size() == 1 || grads.numel() == 0) return;
+  if (grads.dtype() != kernels::DType::f32)
+    throw std::invalid_argument(fmt::format("gradient all-reduce: the gradient block is {}, not float32",
+                                            kernels::dtype_name(grads.dtype())));
+  // Backward has queued the gradients; MPI reads host memory once they are there.
+  kernels::Tensor stage = q.backend().staging_for(grads);
+  const bool copy = !stage.same_memory(grads);
+  if (copy) q.copy(stage, grads);
+  q.synchronize();
+  group.all_reduce_sum(std::span<float>(stage.data<float>(), static_cast<std::size_t>(stage.numel())));
+  if (copy) {
+    q.copy(grads, stage);
+    q.synchronize();  // the staging memory is released on return
+  }
+}
+
+void broadcast_values(dist::ProcessGroup& group, std::vector<std::int64_t>& values) {
+  if (group.size() == 1 || values.empty()) return;
+  group.broadcast(std::as_writable_bytes(std::span<std::int64_t>(values)), 0);
+}
+
+std::vector<checkpoint::TeacherStep> share_teacher_steps(dist::ProcessGroup& group,
+                                                         const std::vector<checkpoint::TeacherStep>& mine,
+                                                         std::size_t max) {
+  if (group.size() == 1) return mine;
+  if (mine.size() > max)
+    throw std::logic_error(fmt::format("share_teacher_steps: {} teachers, at most {} expected", mine.size(), max));
+  // [count, worker_0, step_0, worker_1, step_1, ...], fixed length on every rank.
+  std::vector<std::int64_t> wire(1 + 2 * max, 0);
+  wire[0] = static_cast<std::int64_t>(mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    wire[1 + 2 * i] = mine[i].worker;
+    wire[2 + 2 * i] = mine[i].step;
+  }
+  broadcast_values(group, wire);
+  if (wire[0] < 0 || static_cast<std::size_t>(wire[0]) > max)
+    throw std::runtime_error(fmt::format("rank 0 sent {} teachers (at most {} expected)", wire[0], max));
+  std::vector<checkpoint::TeacherStep> out(static_cast<std::size_t>(wire[0]));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = {wire[1 + 2 * i], wire[2 + 2 * i]};
+  return out;
+}
+
+StepAgreement agree_after_step(dist::ProcessGroup& group, bool stop, double loss, double ce, double distill) {
+  StepAgreement a{stop, loss, ce, distill};
+  if (group.size() == 1) return a;
+  // Floats suffice: the stop flags are counted and the loss terms are only logged.
+  float v[4] = {stop ? 1.0f : 0.0f, static_cast<float>(loss), static_cast<float>(ce), static_cast<float>(distill)};
+  group.all_reduce_sum(std::span<float>(v, 4));
+  a.stop = v[0] > 0.5f;
+  a.loss = v[1];
+  a.ce = v[2];
+  a.distill = v[3];
+  return a;
+}
+
+}  // namespace codistill
