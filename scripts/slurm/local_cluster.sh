@@ -16,6 +16,10 @@
 # SlurmdUser root (the daemons run as the caller, who must be root: slurmd starts jobs as
 # their submitting user). MpiDefault=none; srun --mpi=pmix (OpenMPI 4.1 from Debian) works.
 #
+# CODISTILL_SLURM_OWNER_PID=PID (for tests): a watcher stops the cluster once process PID
+# has exited, so that a test killed by its timeout (SIGKILL: no clean-up of its own) leaves
+# no daemons behind.
+#
 # Exit status of start: 0 once `sinfo` shows the node idle; 1 (with the daemons' logs
 # on stderr) if a daemon does not come up within CODISTILL_SLURM_START_S seconds (default
 # 60); 77 if Slurm or munge is not installed, or the caller is not root ("skipped").
@@ -32,15 +36,27 @@ daemons=(slurmd slurmctld munged)
 
 pid_of() { local f="$dir/$1.pid"; [ -s "$f" ] && cat "$f"; }
 
+# Running, and not a zombie: a daemon that has exited stays a zombie until its parent
+# (often pid 1 after the daemon's fork) reaps it, and kill -0 still succeeds on it.
+alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  local state
+  state="$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null)"
+  [ "$state" != Z ] && [ "$state" != X ]
+}
+
 stop() {
   local name pid i
+  # The watcher first (unless it is the one stopping): it must not stop a restarted cluster.
+  pid="$(pid_of watcher)" && [ "$pid" != "$$" ] && kill -TERM "$pid" 2>/dev/null
+  rm -f "$dir/watcher.pid"
   for name in "${daemons[@]}"; do
     pid="$(pid_of "$name")" || continue
-    if kill -0 "$pid" 2>/dev/null; then
+    if alive "$pid"; then
       kill -TERM "$pid" 2>/dev/null
       # Up to 10 s for a clean exit, then SIGKILL: a test's clean-up must not hang.
-      for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+      for ((i = 0; i < 100; i++)); do alive "$pid" || break; sleep 0.1; done
+      alive "$pid" && kill -KILL "$pid" 2>/dev/null
     fi
     rm -f "$dir/$name.pid"
   done
@@ -158,6 +174,13 @@ EOF
   if [ "$state" != idle ]; then
     echo "local_cluster.sh: node $host not idle after ${limit}s (state '${state:-none}')" >&2
     logs >&2; stop; exit 1
+  fi
+  if [ -n "${CODISTILL_SLURM_OWNER_PID:-}" ]; then
+    # Its own session, output nowhere: it must not hold the caller's pipes open.
+    setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec "$2" stop "$3"' \
+      local-cluster-watcher "$CODISTILL_SLURM_OWNER_PID" "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")" "$dir" \
+      </dev/null >/dev/null 2>&1 &
+    echo $! >"$dir/watcher.pid"
   fi
   echo "local_cluster.sh: cluster up in $dir (node $host, slurmctld port $ctld_port); export SLURM_CONF=$dir/slurm.conf"
 }
