@@ -53,7 +53,7 @@ TEST_CASE("launch: MPICH/PMI, PMIx and an srun job step", "[dist]") {
   CHECK(resolve_kind("auto", srun) == "mpi");
 }
 
-TEST_CASE("launch: a launcher of one process means single; an unknown size means mpi", "[dist]") {
+TEST_CASE("launch: a launcher of one process means single, an unknown size mpi", "[dist]") {
   // srun --ntasks=1 (a worker of the sbatch script without --ranks), under any --mpi.
   LaunchInfo step = detect({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_STEP_ID", "3"},
                             {"PMIX_RANK", "0"}});
