@@ -15,7 +15,8 @@ LAUNCH = os.path.join(support.SCRIPTS, "launch_local.sh")
 
 
 def launch(args, **env):
-    return support.run([LAUNCH] + list(args), env=dict(os.environ, BUILD_DIR=support.BINARY, **env), timeout=240)
+    return support.run([LAUNCH] + list(args), env=support.group_env(dict(os.environ, BUILD_DIR=support.BINARY, **env)),
+                       timeout=240)
 
 
 def worker_text(run_dir, worker):

@@ -65,7 +65,8 @@ class SlurmCluster(unittest.TestCase):
         cmd = ["sbatch", "--wait", "--ntasks=%d" % ntasks, "--cpus-per-task=1", "--overcommit",
                "--time=5", "--job-name=" + name, "--output=" + out, SBATCH_SCRIPT] + script_args
         try:
-            r = support.run(cmd, cwd=self.tmp.name, env=dict(self.env, **env), timeout=JOB_TIMEOUT_S)
+            # The job's tasks inherit this environment (sbatch --export=ALL).
+            r = support.run(cmd, cwd=self.tmp.name, env=support.group_env(dict(self.env, **env)), timeout=JOB_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             support.run(["scancel", "--name=" + name], env=self.env)
             raise AssertionError("job %s did not end within %d s; squeue:\n%s" % (
@@ -109,7 +110,8 @@ class SlurmCluster(unittest.TestCase):
         # srun's groups must end bit-identical to mpirun's.
         local = self.path("groups-mpirun")
         r = support.run([os.path.join(support.SCRIPTS, "launch_local.sh"), "--ranks", "2", config, "2",
-                         "--run-dir", local], env=dict(os.environ, BUILD_DIR=support.BINARY), timeout=240)
+                         "--run-dir", local], env=support.group_env(dict(os.environ, BUILD_DIR=support.BINARY)),
+                        timeout=240)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         for w in (0, 1):
             self.assertEqual(support.parameter_distance(support.final_checkpoint(run_dir, w, 30),
