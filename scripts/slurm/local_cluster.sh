@@ -60,11 +60,18 @@ stop() {
     fi
     rm -f "$dir/$name.pid"
   done
-  # Job steps slurmd started (slurmstepd) outlive it; they belong to this cluster if their
-  # command line names this cluster's slurm.conf or spool dir. Leftovers of a failed test.
-  local conf="$dir/slurm.conf"
-  for pid in $(pgrep -x slurmstepd 2>/dev/null); do
-    if tr '\0' ' ' <"/proc/$pid/environ" 2>/dev/null | grep -q "SLURM_CONF=$conf"; then
+  # Jobs outlive the daemons (slurmstepd is made to survive a slurmd restart): a cluster
+  # stopped while a job runs (a failed or killed test) leaves slurmstepd and the job's
+  # processes. Theirs is this cluster's SLURM_CONF in the environment, with SLURM_JOB_ID
+  # for a job's processes (not the caller's shell, which may have exported SLURM_CONF too).
+  local conf="SLURM_CONF=$dir/slurm.conf" env_text p
+  for p in /proc/[0-9]*; do
+    pid="${p#/proc/}"
+    [ "$pid" = "$$" ] && continue
+    # Processes come and go while we look (and pid 1's is not ours to read): no noise.
+    env_text="$( { tr '\0' '\n' <"$p/environ"; } 2>/dev/null)" || continue
+    grep -qxF "$conf" <<<"$env_text" || continue
+    if [ "$(cat "$p/comm" 2>/dev/null)" = slurmstepd ] || grep -q '^SLURM_JOB_ID=' <<<"$env_text"; then
       kill -KILL "$pid" 2>/dev/null
     fi
   done
@@ -102,9 +109,12 @@ start() {
   export PATH="$PATH:/usr/sbin"
   mkdir -p "$dir" || exit 1
   dir="$(cd "$dir" && pwd -P)"
-  stop  # a previous cluster in the same directory
+  stop  # a previous cluster in the same directory; its jobs and state are forgotten
+  rm -rf "$dir/state" "$dir/spool"
   mkdir -p "$dir/munge" "$dir/state" "$dir/spool"
-  chmod 700 "$dir/munge"
+  # munged refuses a key directory that others may write to, and warns unless everyone may
+  # enter the socket's directory; the key itself is 0600.
+  chmod 755 "$dir/munge"
 
   # munge: its own key and socket. munged checks that the key and its directory are owned
   # by the user it runs as and not writable by others.
@@ -161,8 +171,9 @@ $node_line
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
   export SLURM_CONF="$dir/slurm.conf"
-  # -i: ignore saved state (a fresh cluster); both daemons fork and write their pid files.
-  slurmctld -i || { echo "slurmctld failed to start" >&2; logs >&2; stop; exit 1; }
+  # -c: a clean start, without the jobs and nodes of saved state (-i would recover them);
+  # both daemons fork and write their pid files.
+  slurmctld -c || { echo "slurmctld failed to start" >&2; logs >&2; stop; exit 1; }
   slurmd || { echo "slurmd failed to start" >&2; logs >&2; stop; exit 1; }
 
   local limit="${CODISTILL_SLURM_START_S:-60}" waited=0 state=""
