@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -24,6 +25,16 @@ import support  # noqa: E402
 CLUSTER = os.path.join(support.SCRIPTS, "slurm", "local_cluster.sh")
 SBATCH_SCRIPT = os.path.join(support.SCRIPTS, "slurm", "codistill.sbatch")
 JOB_TIMEOUT_S = 90  # each job takes ~10 s (most of it sbatch --wait polling)
+
+
+def running(pid):
+    """The process exists and is not a zombie (an exited daemon waits for pid 1 to reap it)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            state = [line.split()[1] for line in f if line.startswith("State:")]
+    except OSError:
+        return False
+    return bool(state) and state[0] not in ("Z", "X")
 
 
 def clean_env(**extra):
@@ -147,6 +158,32 @@ class SlurmCluster(unittest.TestCase):
         rc, out = self.submit("odd", 3, ["--ranks", "2", config, self.path("odd")])
         self.assertEqual(rc, 2, out)
         self.assertIn("not a multiple of 2 rank(s) per worker", out)
+
+    def test_a_cluster_whose_owner_dies_is_stopped_by_its_watcher(self):
+        # What happens to the cluster above if CTest kills this test (SIGKILL, no clean-up):
+        # a second cluster, owned by a process that is then killed.
+        owner = subprocess.Popen(["sleep", "600"])
+        watched = self.path("watched")
+        try:
+            r = support.run([CLUSTER, "start", watched], timeout=120,
+                            env=dict(self.env, CODISTILL_SLURM_OWNER_PID=str(owner.pid)))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            pids = {}
+            for name in ("munged", "slurmctld", "slurmd", "watcher"):
+                with open(os.path.join(watched, name + ".pid")) as f:
+                    pids[name] = int(f.read())
+            self.assertEqual([n for n, p in pids.items() if not running(p)], [])
+            owner.kill()
+            owner.wait()
+            deadline = time.monotonic() + 60  # a hang guard, far beyond the ~1 s it takes
+            while any(running(p) for p in pids.values()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            self.assertEqual([n for n, p in pids.items() if running(p)], [])
+            self.assertEqual([f for f in os.listdir(watched) if f.endswith(".pid")], [])
+        finally:
+            owner.kill()
+            owner.wait()
+            support.run([CLUSTER, "stop", watched], env=self.env, timeout=60)
 
 
 def main():
