@@ -3,9 +3,11 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # --tools: the Python environment the export, plot and TensorBoard tests run in
-# (.venv-tools); here they must run, never skip.
-"$root/scripts/setup.sh" --tools
-export CODISTILL_REQUIRE_TOOLS=1
+# (.venv-tools); here they must run, never skip. --slurm: slurm-wlm and munge, for the test
+# that starts a real one-node Slurm and submits scripts/slurm/codistill.sbatch; here it must
+# run too (CI is root, as the local cluster needs), never skip.
+"$root/scripts/setup.sh" --tools --slurm
+export CODISTILL_REQUIRE_TOOLS=1 CODISTILL_REQUIRE_SLURM=1
 # MPI is optional in the build (CODISTILL_MPI=AUTO), but not here: setup.sh installs it, and
 # the mpi process-group tests must run, never skip.
 "$root/scripts/build.sh" -DCODISTILL_MPI=ON "$@"

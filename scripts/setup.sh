@@ -9,6 +9,10 @@
 #                              TensorBoard): Debian's torch, h5py, matplotlib and yaml, and from
 #                              PyPI onnxruntime, safetensors and tensorboard in the virtual
 #                              environment .venv-tools/ (it sees Debian's packages)
+#   scripts/setup.sh --slurm   also Slurm and munge (Debian's slurm-wlm 22.05, munge), for the
+#                              test that runs a real one-node cluster (scripts/slurm/local_cluster.sh).
+#                              Only the packages: their services are not enabled or started here
+#                              (the test starts its own daemons, with their own key and config).
 # Environment for --bench: JAX_VERSION (default 0.10.2, the newest for Python 3.11).
 set -euo pipefail
 
@@ -35,7 +39,8 @@ for arg in "$@"; do
   case "$arg" in
     --bench) bench=1; packages+=(python3-torch python3-h5py python3-numpy python3-yaml python3-venv) ;;
     --tools) tools=1; packages+=(python3-torch python3-h5py python3-numpy python3-matplotlib python3-yaml python3-venv) ;;
-    *) echo "setup.sh: unknown argument '$arg' (valid: --bench, --tools)" >&2; exit 2 ;;
+    --slurm) packages+=(slurm-wlm munge) ;;
+    *) echo "setup.sh: unknown argument '$arg' (valid: --bench, --tools, --slurm)" >&2; exit 2 ;;
   esac
 done
 

@@ -69,9 +69,13 @@ LaunchInfo detect_launch(const EnvLookup& lookup) {
 
 std::string resolve_kind(const std::string& kind, const LaunchInfo& launch) {
   if (kind != "auto") return kind;
-  // Under a launcher even a group of one goes through MPI: the launcher was asked for,
-  // and the same code path runs whatever -np says.
-  return launch.launched() ? "mpi" : "single";
+  // A launcher that says it started one process (srun --ntasks=1: each worker of the
+  // sbatch script without --ranks; mpirun -np 1) gets the identity group: one rank has no
+  // peer to exchange with, and going through MPI would make such a step depend on MPI
+  // being built and on the site's srun offering a PMI that this MPI speaks (Debian's
+  // OpenMPI aborts in MPI_Init under srun --mpi=none or pmi2). Size 0 (PMIx alone does
+  // not say) may be several ranks: MPI.
+  return launch.launched() && launch.size != 1 ? "mpi" : "single";
 }
 
 }  // namespace codistill::dist

@@ -26,8 +26,9 @@ struct LaunchInfo {
 using EnvLookup = std::function<const char*(const char*)>;
 LaunchInfo detect_launch(const EnvLookup& getenv = {});
 
-// The kind "auto" stands for: "mpi" when launched, else "single". Any other kind is
-// returned as it is (the factory validates it).
+// The kind "auto" stands for: "mpi" when launched with a size other than 1, else "single"
+// (no launcher, or a launcher of one process). Any other kind is returned as it is (the
+// factory validates it).
 std::string resolve_kind(const std::string& kind, const LaunchInfo& launch);
 
 }  // namespace codistill::dist

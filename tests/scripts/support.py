@@ -126,3 +126,86 @@ def png_size(path):
     if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
         raise AssertionError("%s is not a PNG" % path)
     return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+# A tiny run for the launch tests (launch_local.sh groups, the Slurm cluster): 30 steps of
+# an MLP on synthetic data, one thread per process, codistillation in sync mode from step
+# 10 (so a run is the same every time, whoever launches it). A second or so per worker.
+TINY_CONFIG = """run:
+  seed: 5
+  threads: 1
+data:
+  kind: synthetic
+  batch_size: 16
+  synthetic_train: 512
+  synthetic_test: 128
+  synthetic_shape: [1, 8, 8]
+model:
+  kind: mlp
+  hidden: [16]
+optimizer:
+  kind: sgd
+  lr: 0.05
+train:
+  steps: 30
+  eval_every: 30
+  log_every: 10
+checkpoint:
+  every: 10
+  keep: 2
+codistill:
+  enabled: true
+  burn_in: 10
+  reload_every: 10
+  mode: %s
+"""
+
+
+def write_tiny_config(workdir, mode="sync"):
+    path = os.path.join(workdir, "tiny-%s.yaml" % mode)
+    with open(path, "w") as f:
+        f.write(TINY_CONFIG % mode)
+    return path
+
+
+def mpi_built():
+    """Whether this build has the mpi process group (CMake passes CODISTILL_HAVE_MPI)."""
+    return os.environ.get("CODISTILL_HAVE_MPI", "").upper() in ("ON", "1", "TRUE", "YES")
+
+
+def hold_worker(run_dir, worker):
+    """Makes worker's directory look owned by a live process of this host (this test), so
+    that codistill-train refuses to start that worker (exit 2): a worker that fails."""
+    import socket
+    d = os.path.join(run_dir, "worker-%03d" % worker)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "owner"), "w") as f:
+        json.dump({"host": socket.gethostname(), "pid": os.getpid(), "started_unix": 0}, f)
+        f.write("\n")
+
+
+def final_checkpoint(run_dir, worker, step):
+    return os.path.join(run_dir, "worker-%03d" % worker, "ckpt-%09d.h5" % step)
+
+
+def inspect(*args):
+    return run([os.path.join(BINARY, "trainer", "codistill-inspect")] + list(args))
+
+
+def parameter_distance(a, b):
+    """The L2 distance between two checkpoints' parameters (codistill-inspect diff)."""
+    r = inspect("diff", "--json", a, b)
+    if r.returncode != 0:
+        raise AssertionError("codistill-inspect diff failed (%d): %s" % (r.returncode, r.stderr))
+    return max(p["l2"] for p in json.loads(r.stdout)["params"])
+
+
+def group_env(env=None):
+    """env (default os.environ) for runs of MPI groups: under the sanitized suite
+    (ASAN_OPTIONS set) without LeakSanitizer, as tests/codistill/dist/test_process_group_mpi.cpp
+    does: OpenMPI 4.1 does not free what MPI_Init allocated, and LSan would turn a rank's
+    exit code into its own."""
+    env = dict(os.environ if env is None else env)
+    if env.get("ASAN_OPTIONS"):
+        env["ASAN_OPTIONS"] += ":detect_leaks=0"
+    return env

@@ -53,6 +53,20 @@ TEST_CASE("launch: MPICH/PMI, PMIx and an srun job step", "[dist]") {
   CHECK(resolve_kind("auto", srun) == "mpi");
 }
 
+TEST_CASE("launch: a launcher of one process means single, an unknown size mpi", "[dist]") {
+  // srun --ntasks=1 (a worker of the sbatch script without --ranks), under any --mpi.
+  LaunchInfo step = detect({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_STEP_ID", "3"},
+                            {"PMIX_RANK", "0"}});
+  CHECK(step.launched());
+  CHECK(step.size == 1);
+  CHECK(resolve_kind("auto", step) == "single");
+  CHECK(resolve_kind("mpi", step) == "mpi");  // asked for explicitly: MPI even for one rank
+  LaunchInfo np1 = detect({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}});
+  CHECK(resolve_kind("auto", np1) == "single");
+  LaunchInfo pmix = detect({{"PMIX_RANK", "0"}});
+  CHECK(resolve_kind("auto", pmix) == "mpi");
+}
+
 TEST_CASE("launch: an sbatch script itself (no job step) is one process", "[dist]") {
   LaunchInfo info = detect({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "17"}});
   CHECK_FALSE(info.launched());
