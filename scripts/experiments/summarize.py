@@ -36,10 +36,12 @@ for seed in seeds:
         run = f"{kind}-n{n}-s{seed}"
         ws = [done(run, w) for w in range(n)]
         r = rows.setdefault(f"{kind}-n{n}", {"acc": [], "loss": [], "pair_churn": [], "ensemble2": [], "w0": [],
-                                             "acc_by_worker": [[] for _ in range(n)]})
+                                             "acc_by_worker": [[] for _ in range(n)],
+                                             "loss_by_worker": [[] for _ in range(n)]})
         r["acc"] += [w["accuracy"] for w in ws]
         for i, w in enumerate(ws):  # a mixed cohort (worker_models): each model on its own
             r["acc_by_worker"][i].append(w["accuracy"])
+            r["loss_by_worker"][i].append(w["loss"])
         r["loss"] += [w["loss"] for w in ws]
         r["pair_churn"].append(js("churn", final(run, 0), final(run, 1))["churn"])
         r["ensemble2"].append(js("eval", final(run, 0), final(run, 1))["ensemble"]["accuracy"])
@@ -64,6 +66,7 @@ for k, r in rows.items():
           f"{ms(r['pair_churn']):>14} {rc:>16}")
 print("per worker (a mixed cohort's models differ by worker):")
 for k, r in rows.items():
-    print(f"{k:<14} " + "  ".join(f"w{i} {ms(a)}" for i, a in enumerate(r["acc_by_worker"])))
+    print(f"{k:<14} " + "  ".join(f"w{i} {ms(a)}% loss {st.mean(l):.4f} ± {sd(l):.4f}"
+                                  for i, (a, l) in enumerate(zip(r["acc_by_worker"], r["loss_by_worker"]))))
 with open(f"{out}/results.json", "w") as f:
     json.dump(rows, f, indent=1)
