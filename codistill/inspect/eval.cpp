@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/idx.hpp"
@@ -237,12 +238,20 @@ Report eval(const std::vector<std::string>& paths, const EvalOptions& opt) {
   check_options(opt);
   std::vector<checkpoint::CheckpointMeta> metas;
   for (const auto& p : paths) metas.push_back(checkpoint::read_meta(p));
-  // Attributes first, so that a mismatch is reported before any data is loaded.
-  for (std::size_t i = 1; i < paths.size(); ++i)
-    if (metas[i].model_fingerprint != metas[0].model_fingerprint)
-      throw InspectError(fmt::format("{} and {} hold different models (fingerprints {} and {}): eval and its "
-                                     "ensemble need checkpoints of one architecture",
-                                     paths[0], paths[i], metas[0].model_fingerprint, metas[i].model_fingerprint));
+  // Attributes first, so that a mismatch is reported before any data is loaded. An
+  // ensemble averages class probabilities of the same inputs, so its members may be of any
+  // architecture (a mixed cohort) as long as they read inputs of one shape and predict one
+  // set of classes; each member gets the data under its own stored normalization.
+  const ModelConfig first = model_from_yaml(metas[0].model, "model attribute of " + paths[0]);
+  for (std::size_t i = 1; i < paths.size(); ++i) {
+    const ModelConfig m = model_from_yaml(metas[i].model, "model attribute of " + paths[i]);
+    if (m.input_shape != first.input_shape || m.classes != first.classes)
+      throw InspectError(fmt::format("{} and {} hold models of different inputs or classes ({} [{}] -> {} classes, "
+                                     "{} [{}] -> {} classes): eval and its ensemble need one input shape and one "
+                                     "set of classes",
+                                     paths[0], paths[i], first.kind, fmt::join(first.input_shape, ", "),
+                                     first.classes, m.kind, fmt::join(m.input_shape, ", "), m.classes));
+  }
   EvalData ed = load_data(paths[0], metas[0], opt);
   const std::int64_t N = ed.raw.size();
   const bool ensemble = paths.size() > 1;

@@ -265,11 +265,20 @@ TEST_CASE("inspect eval and churn match in-process evaluation", "[process][inspe
   CHECK(churn_text.exit_code == 0);
   CHECK_THAT(churn_text.out, Catch::Contains("synthetic/train, 2048 examples") && Catch::Contains("churn: "));
 
+  // Another architecture of the same inputs and classes joins an ensemble (a mixed
+  // cohort); other inputs are refused before any data is read.
   TinyWorker other(synthetic_config({16}), 0);
   const std::string c = other.write(dir.path() / "c.h5");
-  auto refused = run_command(inspect_exe() + " eval " + a + " " + c, dir);
+  auto mixed = inspect_json("eval " + a + " " + c, dir);
+  CHECK(mixed.doc["ensemble"]["members"] == 2);
+  CHECK(mixed.doc["results"].size() == 2);
+  codistill::Config wide = synthetic_config();
+  wide.data.synthetic_shape = {1, 6, 6};
+  TinyWorker small(wide, 0);
+  const std::string d = small.write(dir.path() / "d.h5");
+  auto refused = run_command(inspect_exe() + " eval " + a + " " + d, dir);
   CHECK(refused.exit_code == 1);
-  CHECK_THAT(refused.err, Catch::Contains("different models"));
+  CHECK_THAT(refused.err, Catch::Contains("different inputs or classes") && Catch::Contains("[1, 6, 6]"));
 }
 
 TEST_CASE("inspect eval of MNIST-format files applies the stored normalization", "[process][inspect]") {
