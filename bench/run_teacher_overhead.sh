@@ -3,7 +3,7 @@
 # (K = 0) and with K = 1, 2 peers' checkpoints as teachers, everything else equal, and the
 # step time with K teachers is compared with the step time alone:
 #   overhead per teacher = (step_K / step_0 - 1) / K
-#   bench/run_teacher_overhead.sh [CONFIG...]   (default: configs/fmnist_mlp.yaml configs/fmnist_resnet.yaml)
+#   bench/run_teacher_overhead.sh [CONFIG...]   (default: configs/fmnist_mlp.yaml configs/fmnist_resnet8.yaml)
 # The peers' checkpoints come from short runs of workers 1..K of the same config (only
 # their parameters matter, the teachers' cost does not depend on their accuracy). The runs
 # alternate K = 0, 1, 2 round by round (REPEATS rounds) on a shared, noisy machine; the load
@@ -30,7 +30,7 @@ repeats="${REPEATS:-3}"
 ks="${KS:-0 1 2}"
 results="${RESULTS_DIR:-$root/bench/results}"
 configs=("$@")
-[ ${#configs[@]} -eq 0 ] && configs=(configs/fmnist_mlp.yaml configs/fmnist_resnet.yaml)
+[ ${#configs[@]} -eq 0 ] && configs=(configs/fmnist_mlp.yaml configs/fmnist_resnet8.yaml)
 kmax=0
 for k in $ks; do [ "$k" -gt "$kmax" ] && kmax=$k; done
 

@@ -5,7 +5,7 @@
 # threads) on Fashion-MNIST on the CPU.
 #   bench/run_train_bench.sh [CONFIG...]     (default: configs/fmnist_mlp.yaml configs/fmnist_cnn.yaml;
 #                                             the references know model kinds mlp, cnn and resnet,
-#                                             e.g. configs/fmnist_resnet.yaml)
+#                                             e.g. configs/fmnist_resnet8.yaml)
 # The machine is shared and noisy, so the contenders alternate: round r runs the sgemm
 # ceiling (bench_sgemm) once, then for each config codistill, [codistill-before,] pytorch,
 # jax, one after the other; REPEATS rounds. The load average (/proc/loadavg) is recorded
