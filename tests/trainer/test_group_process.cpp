@@ -43,7 +43,7 @@ std::string mpirun(int ranks) {
   // a clean rank's exit code into 1 (as in tests/codistill/dist/test_process_group_mpi.cpp).
   std::string c;
   if (const char* asan = std::getenv("ASAN_OPTIONS"); asan && *asan)
-    c = "ASAN_OPTIONS='" + std::string(asan) + ":detect_leaks=0' ";
+    c = "env ASAN_OPTIONS='" + std::string(asan) + ":detect_leaks=0' ";  // env: callers may exec the line
   c += CODISTILL_MPIEXEC;
   if (::geteuid() == 0) c += " --allow-run-as-root";  // OpenMPI refuses root unless told; CI runs as root
   return c + " --oversubscribe -np " + std::to_string(ranks) + " ";
