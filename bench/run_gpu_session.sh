@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Everything a lent GPU machine is asked, in one call (the lease is short: 15 minutes of
+# device time, a machine start included), from the repository root there, with the bundle
+# made here by `scripts/bundle.sh --tar` carried beside the working tree:
+#   1. the machine: nvidia-smi, the Python/torch/cuDNN there, what env.sh finds for the
+#      libraries the bundle leaves to the host;
+#   2. the [cuda] tests (bundle/run_ctest.sh on the test executables that hold them: the
+#      backend op driver, layers, training steps, trainer processes), in parallel;
+#   3. compute-sanitizer memcheck on the layer and op tests (out-of-bounds and misaligned
+#      accesses, leaks of device memory), where the machine's runtime supports it;
+#   4. bench/run_train_bench_cuda.sh (throughput vs PyTorch, codistillation cost);
+#   5. bench/run_loss_bench_cuda.sh (fused loss vs PyTorch eager / compile / Liger).
+# Each stage has its own time limit, cut so that the whole run ends within BUDGET seconds
+# (default 500), and a failing stage does not stop the next. What comes back ($OUT, at most
+# 8 files): session.log (all of it), tests.tar.gz (every test executable's log),
+# sanitizer.log, train_cuda.{json,txt}, loss_cuda.{json,txt}.
+#   OUT=DIR bench/run_gpu_session.sh
+# Environment: BUDGET (500), TEST_PATTERN (the executables' names, grep -E), JOBS (8),
+# TRAIN_CONFIGS, STEPS / OVERHEAD_STEPS (train bench), VS / KS / REPEATS (loss bench).
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+out="${OUT:?run_gpu_session.sh: set OUT to the folder that comes back}"
+mkdir -p "$out"
+exec > >(tee -a "$out/session.log") 2>&1
+budget="${BUDGET:-500}"
+start=$(date +%s)
+export PYTHONUNBUFFERED=1 PYTHON="${PYTHON:-python3}"
+left() { echo $((budget - ($(date +%s) - start))); }
+# stage NAME CAP CMD...: runs CMD under min(CAP, time left - 5) seconds; prints its status.
+stage() {
+  local name="$1" cap="$2" t0 rc limit
+  shift 2
+  limit=$(left); limit=$((limit - 5)); [ "$limit" -gt "$cap" ] && limit="$cap"
+  if [ "$limit" -lt 10 ]; then echo "## $name: SKIPPED (no time left)"; return; fi
+  echo "## $name (limit ${limit}s, $(left)s of the budget left)"
+  t0=$(date +%s)
+  timeout --kill-after=5 "$limit" "$@"
+  rc=$?
+  echo "## $name: exit $rc after $(($(date +%s) - t0))s$([ $rc -eq 124 ] && echo ' (TIMED OUT)')"
+  echo "$name exit=$rc seconds=$(($(date +%s) - t0))" >>"$stages"
+}
+
+echo "## machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1
+nvidia-smi -L 2>&1 | head -2
+echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+"$PYTHON" - <<'PY' 2>&1
+import sys, torch
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda,
+      "cudnn", torch.backends.cudnn.version(),
+      "device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")
+PY
+command -v nvcc >/dev/null && nvcc --version | tail -n 2
+sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
+echo "compute-sanitizer: ${sanitizer:-none}"
+stages="$(mktemp)"
+
+echo "## unpack"
+if [ ! -x bundle/bin/codistill-train ]; then
+  if command -v xz >/dev/null; then tar xJf bundle.tar.xz; else "$PYTHON" -m tarfile -e bundle.tar.xz .; fi
+fi
+[ -f bundle-data.tar ] && [ ! -d bundle/data ] && tar xf bundle-data.tar
+cat bundle/build-info.txt
+# shellcheck source=/dev/null
+source bundle/env.sh
+echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+for f in bundle/bin/codistill-train bundle/bin/test_backend_ops; do
+  ldd "$f" | grep -E "not found|cudnn|cublas|cudart" | sed "s|^|$(basename "$f"): |"
+done
+
+pattern="${TEST_PATTERN:-backend_ops|_cuda|^test_step$}"
+logs="$(mktemp -d)"
+stage tests 240 env TMPDIR="$logs" bundle/run_ctest.sh -j "${JOBS:-8}" --timeout 220 "$pattern"
+tar -C "$logs" -czf "$out/tests.tar.gz" . 2>/dev/null
+
+if [ -n "$sanitizer" ]; then
+  sanitize() {
+    local t rc log
+    for t in test_layers_cuda test_backend_ops; do
+      echo "== compute-sanitizer --tool memcheck $t (35 s at most)"
+      log="$(mktemp)"
+      (cd "$(mktemp -d)" && timeout 35 "$sanitizer" --tool memcheck --leak-check full --error-exitcode 9 \
+        "$root/bundle/bin/$t" >"$log" 2>&1)
+      rc=$?
+      grep -E "ERROR SUMMARY|Invalid|out of bounds|leak|Address|at 0x" "$log" | head -n 40
+      tail -n 15 "$log"
+      echo "== $t: exit $rc$([ $rc -eq 124 ] && echo ' (cut at 35 s)')"
+    done
+  }
+  export -f sanitize; export root sanitizer
+  stage sanitizer 70 bash -c sanitize >"$out/sanitizer.log" 2>&1
+  tail -n 4 "$out/sanitizer.log"
+fi
+
+# Benchmarks last: the machine is otherwise idle by then.
+read -ra train_configs <<<"${TRAIN_CONFIGS:-configs/fmnist_mlp.yaml configs/fmnist_cnn.yaml configs/fmnist_resnet8.yaml}"
+stage train_bench 170 env COPY_TO="$out" STEPS="${STEPS:-1500}" OVERHEAD_STEPS="${OVERHEAD_STEPS:-1500}" \
+  bench/run_train_bench_cuda.sh "${train_configs[@]}"
+stage loss_bench 150 env COPY_TO="$out" VS="${VS:-1000,50304,131072}" KS="${KS:-1,4}" REPEATS="${REPEATS:-10}" \
+  TIME_BUDGET=60 bench/run_loss_bench_cuda.sh
+echo "## stages"; cat "$stages"
+echo "## total $(($(date +%s) - start))s"
