@@ -9,13 +9,17 @@
 #   3. compute-sanitizer memcheck on the layer and op tests (out-of-bounds and misaligned
 #      accesses, leaks of device memory), where the machine's runtime supports it;
 #   4. bench/run_train_bench_cuda.sh (throughput vs PyTorch, codistillation cost);
-#   5. bench/run_loss_bench_cuda.sh (fused loss vs PyTorch eager / compile / Liger).
+#   5. bench/run_loss_bench_cuda.sh (fused loss vs PyTorch eager / compile / Liger);
+#   6. (STAGES has profile) bench/run_gpu_profile.sh on PROFILE_CONFIGS: kernel times under ncu.
 # Each stage has its own time limit, cut so that the whole run ends within BUDGET seconds
 # (default 500), and a failing stage does not stop the next. What comes back ($OUT, at most
 # 8 files): session.log (all of it), tests.tar.gz (every test executable's log),
 # sanitizer.log, train_cuda.{json,txt}, loss_cuda.{json,txt}.
 #   OUT=DIR bench/run_gpu_session.sh
-# Environment: BUDGET (500), TEST_PATTERN (the executables' names, grep -E), JOBS (8),
+# Environment: BUDGET (500), STAGES (default "tests sanitizer train loss"; add "profile"),
+# TEST_PATTERN (the executables' names, grep -E), JOBS (8), SANITIZE (the test executables
+# for memcheck, default "test_layers_cuda test_backend_ops"), LEAKS (1: memcheck's leak check),
+# PROFILE_CONFIGS (default configs/fmnist_resnet8.yaml),
 # TRAIN_CONFIGS, STEPS / OVERHEAD_STEPS (train bench), VS / KS / REPEATS (loss bench).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,18 +73,22 @@ for f in bundle/bin/codistill-train bundle/bin/test_backend_ops; do
   ldd "$f" | grep -E "not found|cudnn|cublas|cudart" | sed "s|^|$(basename "$f"): |"
 done
 
+stages_wanted=" ${STAGES:-tests sanitizer train loss} "
+want() { [[ "$stages_wanted" == *" $1 "* ]]; }
 pattern="${TEST_PATTERN:-backend_ops|_cuda|^test_step$}"
 logs="$(mktemp -d)"
-stage tests 240 env TMPDIR="$logs" bundle/run_ctest.sh -j "${JOBS:-8}" --timeout 220 "$pattern"
-tar -C "$logs" -czf "$out/tests.tar.gz" . 2>/dev/null
+want tests && stage tests 240 env TMPDIR="$logs" bundle/run_ctest.sh -j "${JOBS:-8}" --timeout 220 "$pattern"
+want tests && tar -C "$logs" -czf "$out/tests.tar.gz" . 2>/dev/null
 
-if [ -n "$sanitizer" ]; then
+if [ -n "$sanitizer" ] && want sanitizer; then
   sanitize() {
     local t rc log
-    for t in test_layers_cuda test_backend_ops; do
+    local leaks=()
+    [ "${LEAKS:-1}" = 1 ] && leaks=(--leak-check full)
+    for t in ${SANITIZE:-test_layers_cuda test_backend_ops}; do
       echo "== compute-sanitizer --tool memcheck $t (35 s at most)"
       log="$(mktemp)"
-      (cd "$(mktemp -d)" && timeout 35 "$sanitizer" --tool memcheck --leak-check full --error-exitcode 9 \
+      (cd "$(mktemp -d)" && timeout 35 "$sanitizer" --tool memcheck "${leaks[@]}" --error-exitcode 9 \
         "$root/bundle/bin/$t" >"$log" 2>&1)
       rc=$?
       grep -E "ERROR SUMMARY|Invalid|out of bounds|leak|Address|at 0x" "$log" | head -n 40
@@ -88,16 +96,21 @@ if [ -n "$sanitizer" ]; then
       echo "== $t: exit $rc$([ $rc -eq 124 ] && echo ' (cut at 35 s)')"
     done
   }
-  export -f sanitize; export root sanitizer
+  export -f sanitize; export root sanitizer SANITIZE LEAKS
   stage sanitizer 70 bash -c sanitize >"$out/sanitizer.log" 2>&1
   tail -n 4 "$out/sanitizer.log"
 fi
 
+if want profile; then
+  for cfg in ${PROFILE_CONFIGS:-configs/fmnist_resnet8.yaml}; do
+    stage "profile $(basename "$cfg" .yaml)" 120 env OUT="$out" bench/run_gpu_profile.sh "$cfg" "${PROFILE_STEPS:-10}"
+  done
+fi
 # Benchmarks last: the machine is otherwise idle by then.
 read -ra train_configs <<<"${TRAIN_CONFIGS:-configs/fmnist_mlp.yaml configs/fmnist_cnn.yaml configs/fmnist_resnet8.yaml}"
-stage train_bench 170 env COPY_TO="$out" STEPS="${STEPS:-1500}" OVERHEAD_STEPS="${OVERHEAD_STEPS:-1500}" \
+want train && stage train_bench 170 env COPY_TO="$out" STEPS="${STEPS:-1500}" OVERHEAD_STEPS="${OVERHEAD_STEPS:-1500}" \
   bench/run_train_bench_cuda.sh "${train_configs[@]}"
-stage loss_bench 150 env COPY_TO="$out" VS="${VS:-1000,50304,131072}" KS="${KS:-1,4}" REPEATS="${REPEATS:-10}" \
+want loss && stage loss_bench 150 env COPY_TO="$out" VS="${VS:-1000,50304,131072}" KS="${KS:-1,4}" REPEATS="${REPEATS:-10}" \
   TIME_BUDGET=60 bench/run_loss_bench_cuda.sh
 echo "## stages"; cat "$stages"
 echo "## total $(($(date +%s) - start))s"

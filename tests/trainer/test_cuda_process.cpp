@@ -105,10 +105,12 @@ TEST_CASE("codistill-train --device cuda learns the synthetic task, checkpoints 
   auto eval = run_command(inspect_exe() + " eval " + last + " --json", dir);
   CHECK(eval.exit_code == 0);
 
-  // Started again on the same device, the finished worker resumes (and has nothing to do).
+  // Started again on the same device, the finished worker finds its last checkpoint, says it
+  // has nothing to do and exits 0 (as on the CPU: test_owner_process).
   auto again = run_command(train_cmd(dir, "--device cuda"), dir);
+  INFO(again.out << again.err);
   CHECK(again.exit_code == 0);
-  CHECK(again.out.find("resuming from") != std::string::npos);
+  CHECK((again.out + again.err).find("has finished") != std::string::npos);
 }
 
 TEST_CASE("two workers codistill on CUDA: teachers loaded to the device, distillation after burn-in",
@@ -130,6 +132,12 @@ TEST_CASE("two workers codistill on CUDA: teachers loaded to the device, distill
   for (int w = 0; w < 2; ++w) {
     INFO("worker " << w);
     const fs::path metrics = dir.path() / "run" / ("worker-00" + std::to_string(w)) / "metrics.jsonl";
+    // On a failure, the worker's own account (its log and its eval/teacher events).
+    std::string events;
+    for (const char* kind : {"teacher", "eval", "done"})
+      for (const auto& e : read_events(metrics, kind)) events += e.dump() + "\n";
+    INFO(read_text(dir.path() / ("w" + std::to_string(w) + ".out")) << read_text(dir.path() / ("w" + std::to_string(w) + ".err"))
+         << events);
     auto teachers = read_events(metrics, "teacher");
     REQUIRE_FALSE(teachers.empty());
     for (const auto& t : teachers) CHECK(t.at("peer") == 1 - w);

@@ -31,25 +31,27 @@ __global__ void batchnorm_forward_kernel(const float* __restrict__ x, const floa
                                          const float* __restrict__ beta, float* running_mean,
                                          float* running_var, float* __restrict__ y, float* save_mean,
                                          float* save_invstd, BatchNormDims d) {
-  __shared__ float smem[kWarp];
+  // Statistics accumulated in double, as the CPU twin does: a channel's sums over N*S
+  // elements in float drift from it by more than the op tests' tolerance.
+  __shared__ double smem[kWarp];
   __shared__ float stats[2];  // mean, invstd for the whole block
   const std::int64_t c = blockIdx.x, M = d.N * d.S;
   if (d.training) {
-    float part = 0.f;
+    double part = 0.0;
     for (std::int64_t k = threadIdx.x; k < M; k += blockDim.x) part += x[bn_index(d, c, k)];
-    const float mean = block_sum(part, smem) / static_cast<float>(M);
-    part = 0.f;
+    const double mean = block_sum(part, smem) / static_cast<double>(M);
+    part = 0.0;
     for (std::int64_t k = threadIdx.x; k < M; k += blockDim.x) {
-      const float v = x[bn_index(d, c, k)] - mean;
+      const double v = x[bn_index(d, c, k)] - mean;
       part += v * v;
     }
-    const float var = block_sum(part, smem) / static_cast<float>(M);
+    const double var = block_sum(part, smem) / static_cast<double>(M);
     if (threadIdx.x == 0) {
-      const float unbiased = var * static_cast<float>(M) / static_cast<float>(M - 1);
-      running_mean[c] = (1.f - d.momentum) * running_mean[c] + d.momentum * mean;
+      const float unbiased = static_cast<float>(var * static_cast<double>(M) / static_cast<double>(M - 1));
+      running_mean[c] = (1.f - d.momentum) * running_mean[c] + d.momentum * static_cast<float>(mean);
       running_var[c] = (1.f - d.momentum) * running_var[c] + d.momentum * unbiased;
-      stats[0] = mean;
-      stats[1] = rsqrtf(var + d.eps);
+      stats[0] = static_cast<float>(mean);
+      stats[1] = static_cast<float>(1.0 / sqrt(var + static_cast<double>(d.eps)));
     }
   } else if (threadIdx.x == 0) {
     stats[0] = running_mean[c];
@@ -73,27 +75,31 @@ __global__ void batchnorm_backward_kernel(const float* __restrict__ x, const flo
                                           const float* __restrict__ save_mean,
                                           const float* __restrict__ save_invstd, const float* __restrict__ dy,
                                           float* __restrict__ dx, float* dgamma, float* dbeta, BatchNormDims d) {
-  __shared__ float smem[kWarp];
+  // In double, as the CPU twin: dx = g (dy - mean(dy) - xh mean(dy xh)) cancels almost
+  // entirely when a channel has few elements (N*S = 2: xh = +-1), and float arithmetic
+  // (with the FMAs nvcc contracts) then leaves errors of 1e-4 relative.
+  __shared__ double smem[kWarp];
   const std::int64_t c = blockIdx.x, M = d.N * d.S;
-  const float mean = save_mean[c], invstd = save_invstd[c];
-  float a = 0.f, b = 0.f;
+  const double mean = save_mean[c], invstd = save_invstd[c];
+  double a = 0.0, b = 0.0;
   for (std::int64_t k = threadIdx.x; k < M; k += blockDim.x) {
     const std::int64_t at = bn_index(d, c, k);
     a += dy[at];
     b += dy[at] * ((x[at] - mean) * invstd);
   }
-  const float sum_dy = block_sum(a, smem);
-  const float sum_dy_xh = block_sum(b, smem);
+  const double sum_dy = block_sum(a, smem);
+  const double sum_dy_xh = block_sum(b, smem);
   if (threadIdx.x == 0) {
-    dbeta[c] += sum_dy;
-    dgamma[c] += sum_dy_xh;
+    dbeta[c] += static_cast<float>(sum_dy);
+    dgamma[c] += static_cast<float>(sum_dy_xh);
   }
   if (!dx) return;
-  const float g = gamma[c] * invstd;
-  const float mean_dy = sum_dy / static_cast<float>(M), mean_dy_xh = sum_dy_xh / static_cast<float>(M);
+  const double g = gamma[c] * invstd;
+  const double mean_dy = sum_dy / static_cast<double>(M), mean_dy_xh = sum_dy_xh / static_cast<double>(M);
   for (std::int64_t k = threadIdx.x; k < M; k += blockDim.x) {
     const std::int64_t at = bn_index(d, c, k);
-    dx[at] = d.training ? g * (dy[at] - mean_dy - (x[at] - mean) * invstd * mean_dy_xh) : g * dy[at];
+    dx[at] = static_cast<float>(d.training ? g * (dy[at] - mean_dy - (x[at] - mean) * invstd * mean_dy_xh)
+                                           : g * dy[at]);
   }
 }
 

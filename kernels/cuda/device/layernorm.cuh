@@ -14,46 +14,50 @@
 namespace codistill::kernels::cuda::device {
 inline namespace CODISTILL_DEVICE_ABI {
 
+// Row statistics and the input gradient in double, as the CPU twin computes them: dx is a
+// difference of nearly equal terms for short rows (F = 1: exactly 0), which float
+// arithmetic with nvcc's contracted FMAs misses by 1e-2 relative.
 __global__ void layernorm_forward_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
                                          const float* __restrict__ beta, float* __restrict__ y, float* save_mean,
                                          float* save_invstd, std::int64_t F, float eps) {
-  __shared__ float smem[kWarp];
+  __shared__ double smem[kWarp];
   const std::int64_t r = blockIdx.x;
   const float* row = x + r * F;
-  float part = 0.f;
+  double part = 0.0;
   for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x) part += row[f];
-  const float mean = block_sum(part, smem) / static_cast<float>(F);
-  part = 0.f;
+  const double mean = block_sum(part, smem) / static_cast<double>(F);
+  part = 0.0;
   for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x) {
-    const float d = row[f] - mean;
+    const double d = row[f] - mean;
     part += d * d;
   }
-  const float invstd = rsqrtf(block_sum(part, smem) / static_cast<float>(F) + eps);
+  const double invstd = 1.0 / sqrt(block_sum(part, smem) / static_cast<double>(F) + static_cast<double>(eps));
   if (threadIdx.x == 0) {
-    save_mean[r] = mean;
-    save_invstd[r] = invstd;
+    save_mean[r] = static_cast<float>(mean);
+    save_invstd[r] = static_cast<float>(invstd);
   }
-  for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x) y[r * F + f] = (row[f] - mean) * invstd * gamma[f] + beta[f];
+  for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x)
+    y[r * F + f] = static_cast<float>((row[f] - mean) * invstd * gamma[f] + beta[f]);
 }
 
 __global__ void layernorm_backward_dx_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
                                              const float* __restrict__ save_mean,
                                              const float* __restrict__ save_invstd, const float* __restrict__ dy,
                                              float* __restrict__ dx, std::int64_t F) {
-  __shared__ float smem[kWarp];
+  __shared__ double smem[kWarp];
   const std::int64_t r = blockIdx.x;
-  const float mean = save_mean[r], invstd = save_invstd[r];
-  float a = 0.f, b = 0.f;
+  const double mean = save_mean[r], invstd = save_invstd[r];
+  double a = 0.0, b = 0.0;
   for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x) {
-    const float g = gamma[f] * dy[r * F + f];
+    const double g = static_cast<double>(gamma[f]) * dy[r * F + f];
     a += g;
     b += g * ((x[r * F + f] - mean) * invstd);
   }
-  const float mg = block_sum(a, smem) / static_cast<float>(F);
-  const float mgxh = block_sum(b, smem) / static_cast<float>(F);
+  const double mg = block_sum(a, smem) / static_cast<double>(F);
+  const double mgxh = block_sum(b, smem) / static_cast<double>(F);
   for (std::int64_t f = threadIdx.x; f < F; f += blockDim.x) {
-    const float xh = (x[r * F + f] - mean) * invstd;
-    dx[r * F + f] = invstd * (gamma[f] * dy[r * F + f] - mg - xh * mgxh);
+    const double xh = (x[r * F + f] - mean) * invstd;
+    dx[r * F + f] = static_cast<float>(invstd * (static_cast<double>(gamma[f]) * dy[r * F + f] - mg - xh * mgxh));
   }
 }
 
