@@ -41,7 +41,7 @@ for r in rows[head + 1:]:
     if len(r) <= max(k, t):
         continue
     try:
-        ns = float(r[t])
+        ns = float(r[t].replace(",", ""))
     except ValueError:
         continue  # the units row
     agg[r[k][:90]][0] += 1

@@ -94,13 +94,28 @@ inline ChannelSums channel_sums(std::int64_t B, std::int64_t C, std::int64_t S) 
   return c;
 }
 
-// ---- batch normalization: a block per channel ------------------------------------------
+// ---- batch normalization: chunks of a channel, a block each -----------------------------
 
-// 256 threads, fewer for a channel of few values (still whole warps).
-inline Launch batchnorm(std::int64_t C, std::int64_t per_channel) {
+constexpr std::int64_t kBatchNormChunk = 4096;  // a channel's values per block: 16 per thread
+constexpr std::int64_t kBatchNormMaxChunks = 1024;
+
+struct BatchNormLaunch {
+  std::int64_t chunks = 1, per_chunk = 1;  // blocks per channel, values per block (the last fewer)
+  Launch pass;                             // grid {C, chunks}, whole warps per block
+  std::size_t partial_bytes = 0;           // scratch: 2 doubles per (channel, chunk)
+};
+
+// 256 threads, fewer for a chunk of few values (still whole warps).
+inline BatchNormLaunch batchnorm(std::int64_t C, std::int64_t per_channel) {
   if (C > 0x7fffffff) throw std::invalid_argument("batchnorm (cuda): too many channels");
-  const std::int64_t warps = std::clamp<std::int64_t>((per_channel + kWarp - 1) / kWarp, 1, kElementwiseThreads / kWarp);
-  return {{static_cast<unsigned>(C)}, {static_cast<unsigned>(warps * kWarp)}, 0};
+  BatchNormLaunch b;
+  const std::int64_t M = per_channel < 1 ? 1 : per_channel;
+  b.chunks = std::clamp<std::int64_t>((M + kBatchNormChunk - 1) / kBatchNormChunk, 1, kBatchNormMaxChunks);
+  b.per_chunk = (M + b.chunks - 1) / b.chunks;
+  const std::int64_t warps = std::clamp<std::int64_t>((b.per_chunk + kWarp - 1) / kWarp, 1, kElementwiseThreads / kWarp);
+  b.pass = {{static_cast<unsigned>(C < 1 ? 1 : C), static_cast<unsigned>(b.chunks)}, {static_cast<unsigned>(warps * kWarp)}, 0};
+  b.partial_bytes = 2 * static_cast<std::size_t>(C) * static_cast<std::size_t>(b.chunks) * sizeof(double);
+  return b;
 }
 
 // A block per row of `features` values (layer normalization): up to 256 threads.

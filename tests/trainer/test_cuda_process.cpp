@@ -133,11 +133,12 @@ TEST_CASE("two workers codistill on CUDA: teachers loaded to the device, distill
     INFO("worker " << w);
     const fs::path metrics = dir.path() / "run" / ("worker-00" + std::to_string(w)) / "metrics.jsonl";
     // On a failure, the worker's own account (its log and its eval/teacher events).
-    std::string events;
+    const std::string tag = "w" + std::to_string(w);
+    std::string account = read_text(dir.path() / (tag + ".out"));
+    account += read_text(dir.path() / (tag + ".err"));
     for (const char* kind : {"teacher", "eval", "done"})
-      for (const auto& e : read_events(metrics, kind)) events += e.dump() + "\n";
-    INFO(read_text(dir.path() / ("w" + std::to_string(w) + ".out")) << read_text(dir.path() / ("w" + std::to_string(w) + ".err"))
-         << events);
+      for (const auto& e : read_events(metrics, kind)) account += e.dump() + "\n";
+    INFO(account);
     auto teachers = read_events(metrics, "teacher");
     REQUIRE_FALSE(teachers.empty());
     for (const auto& t : teachers) CHECK(t.at("peer") == 1 - w);
@@ -147,7 +148,7 @@ TEST_CASE("two workers codistill on CUDA: teachers loaded to the device, distill
       else if (e.at("teachers") == 1 && e.at("distill").get<double>() > 0) distilled = true;
     }
     CHECK(distilled);
-    const auto& churn = read_events(metrics, "eval").back().at("churn");
+    const nlohmann::json churn = read_events(metrics, "eval").back().at("churn");  // a copy: the vector is a temporary
     REQUIRE(churn.contains(std::to_string(1 - w)));
     CHECK(churn.at(std::to_string(1 - w)).get<double>() < 0.5);
     auto done = read_events(metrics, "done");

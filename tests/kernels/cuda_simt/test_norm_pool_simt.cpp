@@ -42,13 +42,26 @@ Result run_simt(const kernels::BatchNormShape& s, bool training, bool need_dx, c
   simt::DeviceBuffer<float> dx_in(x), dgamma(gamma), dbeta(beta), drm(rm), drv(rv), y(std::vector<float>(n, nan)),
       sm(std::vector<float>(C, nan)), si(std::vector<float>(C, nan)), ddy(dy), dx(std::vector<float>(n, nan)),
       ddg(dg), ddb(db);
-  const dev::BatchNormDims d{s.batch, s.channels, s.spatial, static_cast<float>(s.eps), static_cast<float>(s.momentum),
-                             training};
-  const auto shape = config(shapes::batchnorm(s.channels, s.per_channel()), seed);
-  simt::launch(dev::batchnorm_forward_kernel, shape, dx_in.data(), dgamma.data(), dbeta.data(), drm.data(),
-               drv.data(), y.data(), sm.data(), si.data(), d);
-  simt::launch(dev::batchnorm_backward_kernel, shape, dx_in.data(), dgamma.data(), sm.data(), si.data(), ddy.data(),
-               need_dx ? dx.data() : nullptr, ddg.data(), ddb.data(), d);
+  const auto b = shapes::batchnorm(s.channels, s.per_channel());
+  const dev::BatchNormDims d{s.batch,  s.channels, s.spatial,  static_cast<float>(s.eps), static_cast<float>(s.momentum),
+                             training, b.chunks,   b.per_chunk};
+  const auto shape = config(b.pass, seed);
+  // Poisoned partials: a pass that read a partial no earlier pass wrote shows as NaN.
+  simt::DeviceBuffer<double> partial(std::vector<double>(b.partial_bytes / sizeof(double),
+                                                         std::numeric_limits<double>::quiet_NaN()));
+  double* sums = partial.data();
+  double* second = partial.data() + s.channels * b.chunks;
+  // The launch sequence of kernels/cuda/batchnorm.cu.
+  if (training) {
+    simt::launch(dev::batchnorm_sum_kernel, shape, dx_in.data(), sums, d);
+    simt::launch(dev::batchnorm_sqdev_kernel, shape, dx_in.data(), static_cast<const double*>(sums), second, d);
+  }
+  simt::launch(dev::batchnorm_normalize_kernel, shape, dx_in.data(), dgamma.data(), dbeta.data(), drm.data(),
+               drv.data(), y.data(), sm.data(), si.data(), static_cast<const double*>(training ? sums : nullptr),
+               static_cast<const double*>(training ? second : nullptr), d);
+  simt::launch(dev::batchnorm_backward_sums_kernel, shape, dx_in.data(), sm.data(), si.data(), ddy.data(), sums, d);
+  simt::launch(dev::batchnorm_backward_dx_kernel, shape, dx_in.data(), dgamma.data(), sm.data(), si.data(),
+               ddy.data(), need_dx ? dx.data() : nullptr, ddg.data(), ddb.data(), static_cast<const double*>(sums), d);
   return {y.download(), drm.download(), drv.download(), sm.download(), si.download(), dx.download(),
           ddg.download(), ddb.download()};
 }
@@ -113,9 +126,10 @@ kernels::BatchNormShape bn(std::int64_t b, std::int64_t c, std::int64_t s) {
 
 TEST_CASE("batchnorm kernels under the SIMT executor match the CPU reference", "[simt][batchnorm]") {
   // 1d (spatial 1), 2d, odd sizes; 2 values per channel (a block of one warp), 7 (fewer
-  // than a warp), 4096 (a block walks 16 values per thread).
-  const kernels::BatchNormShape shapes[] = {bn(2, 1, 1),  bn(7, 3, 1),  bn(64, 33, 1), bn(3, 5, 49),
-                                            bn(5, 7, 13), bn(1, 4, 7),  bn(16, 2, 256)};
+  // than a warp), 4096 (one chunk: a block walks 16 values per thread), 4097 and 9 x 1000
+  // (several chunks a channel, the last one short).
+  const kernels::BatchNormShape shapes[] = {bn(2, 1, 1),  bn(7, 3, 1),  bn(64, 33, 1),  bn(3, 5, 49),  bn(5, 7, 13),
+                                            bn(1, 4, 7),  bn(16, 2, 256), bn(17, 2, 241), bn(9, 3, 1000)};
   for (const auto& s : shapes)
     for (bool training : {true, false})
       for (bool need_dx : {true, false}) check(s, training, need_dx);
