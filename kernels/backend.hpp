@@ -29,6 +29,14 @@ namespace codistill::kernels {
 
 class Backend;
 
+// One teacher of Backend::linear_distill_head: its hidden states [N, H_k] and its head
+// ([V, H_k] weight, [V] bias or null); H_k is its own (a teacher may be another architecture).
+struct HeadTeacher {
+  const Tensor* hidden = nullptr;
+  const Tensor* weight = nullptr;
+  const Tensor* bias = nullptr;
+};
+
 // A point in a queue: everything queued before record() has run once it is reached.
 class Event {
  public:
@@ -133,6 +141,16 @@ class Backend {
   virtual DistillLossResult distill_loss(const Tensor& student, const std::vector<const Tensor*>& teachers,
                                          const Tensor& labels, Tensor* grad,
                                          const DistillLossParams& p, Queue& q) = 0;
+  // The fused linear + distillation head (DistillHeadParams in kernels/ops.hpp): hidden
+  // [N, H], weight [V, H], bias [V] (may be null), each teacher's hidden [N, H_k], weight
+  // [V, H_k] and bias [V] (may be null), labels int32 [N]. dhidden [N, H] is overwritten;
+  // dweight [V, H] and dbias [V] accumulate; each may be null, and with all three null only
+  // the loss is computed. Never holds the logits of all N rows. Returns on the host (waits
+  // for the queue). A bad label throws std::out_of_range before anything is written.
+  virtual DistillLossResult linear_distill_head(const Tensor& hidden, const Tensor& weight, const Tensor* bias,
+                                                const std::vector<HeadTeacher>& teachers, const Tensor& labels,
+                                                Tensor* dhidden, Tensor* dweight, Tensor* dbias,
+                                                const DistillHeadParams& p, Queue& q) = 0;
   // x, y: [batch, channels, spatial...]; gamma, beta, running_mean/var, save_mean/invstd:
   // [channels] (BatchNormShape in kernels/ops.hpp). Training updates the running
   // statistics; eval reads them. save_mean/save_invstd are for the backward.
@@ -171,6 +189,12 @@ inline Backend& backend_for(Device device) { return backend_for(device.kind); }
 // The CPU backend's shared queues (fast path, or the reference loops), for work that has
 // no queue of its own (a layer outside a model, tests). Synchronous like every CPU queue.
 Queue& default_cpu_queue(bool reference = false);
+
+// The shapes and dtypes of a linear_distill_head call (the backends call it first): throws
+// std::invalid_argument("linear_distill_head (<backend>): <what is wrong>").
+void check_distill_head(const Tensor& hidden, const Tensor& weight, const Tensor* bias,
+                        const std::vector<HeadTeacher>& teachers, const Tensor& labels, const Tensor* dhidden,
+                        const Tensor* dweight, const Tensor* dbias, const char* backend);
 
 // Throws std::invalid_argument("<what>: <op> is not supported for <dtype> on <backend>").
 void require_support(const Backend& b, Op op, DType dtype, const char* what);

@@ -21,6 +21,7 @@ const char* op_name(Op op) {
     case Op::batchnorm: return "batchnorm";
     case Op::global_avgpool: return "global_avgpool";
     case Op::layernorm: return "layernorm";
+    case Op::linear_distill_head: return "linear_distill_head";
   }
   return "?";
 }

@@ -2,6 +2,7 @@
 // Backend-neutral descriptions of the ops: the shapes and scalar parameters every backend
 // takes (kernels/backend.hpp), with no device type in sight. The CPU reference
 // (kernels/cpu/) defines the semantics; every other backend is tested against it.
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -24,11 +25,12 @@ enum class Op : std::uint8_t {
   batchnorm,       // per-channel batch normalization, train (batch statistics) and eval
   global_avgpool,  // the mean of each row of [rows, spatial] ([B*C, H*W]: each plane)
   layernorm,       // normalization of each row over its last dimension
+  linear_distill_head,  // hidden states -> logits -> the fused loss, in chunks of rows
 };
 inline constexpr Op kAllOps[] = {Op::linear,       Op::linear_activation, Op::activation,  Op::conv2d,
                                  Op::maxpool2d,    Op::softmax,           Op::multiply,    Op::add,
                                  Op::distill_loss, Op::sgd_update,        Op::adamw_update, Op::batchnorm,
-                                 Op::global_avgpool, Op::layernorm};
+                                 Op::global_avgpool, Op::layernorm, Op::linear_distill_head};
 const char* op_name(Op op);
 
 // relu: y = max(x, 0), backward from y; gelu: exact erf form, backward from x.
@@ -111,6 +113,34 @@ struct DistillLossResult {
   double distill = 0;     // mean T^2 * KL(q_T || softmax(z/T)); 0 when K = 0
   std::int64_t rows = 0;  // rows counted (not ignored)
 };
+
+// The fused linear + distillation head (Backend::linear_distill_head). With student hidden
+// states h [N, H], head weight W [V, H] and bias b [V], K teachers each with hidden states
+// h_k [N, H_k] and head weight W_k [V, H_k] (bias b_k), the student's logits are
+// z = h W^T + b, teacher k's t_k = h_k W_k^T + b_k, and the result is exactly that of
+// distill_loss(z, {t_k}, labels) over the whole batch (averaged over all N rows' non-ignored
+// ones, not per chunk), with its logits gradient dz carried on through the head:
+//   dh = dz W (overwritten), dW += dz^T h, db += column sums of dz (accumulated).
+// Teachers run forward only. The logits are never held for all N rows: rows go in chunks of
+// distill_head_chunk_rows(...) rows, and the chunk's student and teacher logits, (K + 1) x
+// chunk x V elements, live in a workspace of at most workspace_bytes (one row per chunk when
+// a single row does not fit). The default, 64 MiB, keeps the GEMMs of large vocabularies at
+// a few dozen rows (V = 131072, K = 1: 64 rows), enough to amortize reading W once per chunk
+// and per product, while staying far below one N x V float32 logits tensor for the batch
+// sizes the head is for (N = 4096, V = 32768: 512 MiB).
+struct DistillHeadParams {
+  DistillLossParams loss;
+  std::size_t workspace_bytes = std::size_t{64} << 20;
+};
+
+// Rows per chunk: the most whose (K + 1) x rows x V elements of elem_bytes fit in
+// workspace_bytes, at least 1 and at most N (N >= 1, V >= 1, K >= 0).
+inline std::int64_t distill_head_chunk_rows(std::int64_t N, std::int64_t V, int K,
+                                            std::size_t elem_bytes, std::size_t workspace_bytes) {
+  const auto per_row = static_cast<std::size_t>(K + 1) * static_cast<std::size_t>(V) * elem_bytes;
+  const auto fit = static_cast<std::int64_t>(workspace_bytes / per_row);
+  return fit < 1 ? 1 : fit > N ? N : fit;
+}
 
 // Optimizer updates, elementwise over flat parameter, gradient and slot arrays, with the
 // scalars computed on the host once (in double, then cast to the element type):

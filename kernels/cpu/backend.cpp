@@ -11,6 +11,7 @@
 #include "kernels/cpu/batchnorm.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/conv2d.hpp"
+#include "kernels/cpu/distill_head.hpp"
 #include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/linear.hpp"
@@ -85,7 +86,7 @@ class CpuBackend final : public Backend {
     if (op == Op::distill_loss || op == Op::sgd_update || op == Op::adamw_update || op == Op::softmax ||
         op == Op::linear || op == Op::linear_activation || op == Op::activation || op == Op::conv2d ||
         op == Op::maxpool2d || op == Op::multiply || op == Op::add || op == Op::batchnorm ||
-        op == Op::global_avgpool || op == Op::layernorm)
+        op == Op::global_avgpool || op == Op::layernorm || op == Op::linear_distill_head)
       return dtype == DType::f32 || dtype == DType::f64;
     return false;
   }
@@ -273,6 +274,24 @@ class CpuBackend final : public Backend {
       for (const Tensor* t : teachers) ts.push_back(t->data<T>());
       return cpu::distill_loss<T>(student.data<T>(), ts.data(), static_cast<int>(ts.size()),
                                   labels.data<std::int32_t>(), opt<T>(grad), N, V, p, impl_of(q));
+    });
+  }
+
+  DistillLossResult linear_distill_head(const Tensor& hidden, const Tensor& weight, const Tensor* bias,
+                                        const std::vector<HeadTeacher>& teachers, const Tensor& labels,
+                                        Tensor* dhidden, Tensor* dweight, Tensor* dbias, const DistillHeadParams& p,
+                                        Queue& q) override {
+    require_support(*this, Op::linear_distill_head, hidden.dtype(), "linear_distill_head");
+    check_distill_head(hidden, weight, bias, teachers, labels, dhidden, dweight, dbias, "cpu");
+    const std::int64_t N = hidden.dim(0), H = hidden.dim(1), V = weight.dim(0);
+    return dispatch_floating(hidden.dtype(), [&]<class T>() {
+      std::vector<cpu::HeadTeacherPtrs<T>> ts;
+      ts.reserve(teachers.size());
+      for (const HeadTeacher& t : teachers)
+        ts.push_back({t.hidden->data<T>(), t.weight->data<T>(), opt<T>(t.bias), t.hidden->dim(1)});
+      return cpu::linear_distill_head<T>(hidden.data<T>(), weight.data<T>(), opt<T>(bias), N, H, V, ts.data(),
+                                         static_cast<int>(ts.size()), labels.data<std::int32_t>(), opt<T>(dhidden),
+                                         opt<T>(dweight), opt<T>(dbias), p, impl_of(q));
     });
   }
 

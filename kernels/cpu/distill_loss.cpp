@@ -25,6 +25,22 @@
 namespace codistill::kernels::cpu {
 namespace {
 
+// Every label in [-1, V); returns the number of rows counted.
+std::int64_t check_labels(const std::int32_t* labels, std::int64_t N, std::int64_t V,
+                          const char* op) {
+  std::int64_t rows = 0;
+  for (std::int64_t r = 0; r < N; ++r) {
+    const std::int64_t y = labels[r];
+    if (y == -1) continue;
+    if (y < -1 || y >= V)
+      throw std::out_of_range(std::string(op) + ": row " + std::to_string(r) + " has label " +
+                              std::to_string(y) + ", expected -1 (ignore) or a class in [0, " +
+                              std::to_string(V) + ")");
+    ++rows;
+  }
+  return rows;
+}
+
 // Validates everything before any output is written; returns the number of rows counted.
 template <class T>
 std::int64_t check_args(const T* student, const T* const* teachers, int K,
@@ -41,21 +57,11 @@ std::int64_t check_args(const T* student, const T* const* teachers, int K,
   for (int k = 0; k < K; ++k)
     if (!teachers || !teachers[k])
       throw std::invalid_argument("distill_loss: teacher " + std::to_string(k) + " is null");
-  std::int64_t rows = 0;
-  for (std::int64_t r = 0; r < N; ++r) {
-    const std::int64_t y = labels[r];
-    if (y == -1) continue;
-    if (y < -1 || y >= V)
-      throw std::out_of_range("distill_loss: row " + std::to_string(r) + " has label " +
-                              std::to_string(y) + ", expected -1 (ignore) or a class in [0, " +
-                              std::to_string(V) + ")");
-    ++rows;
-  }
-  return rows;
+  return check_labels(labels, N, V, "distill_loss");
 }
 
-DistillLossResult finish(double ce_sum, double kl_sum, std::int64_t rows,
-                         const DistillLossParams& p) {
+DistillLossResult finish(DistillLossSums sums, std::int64_t rows, const DistillLossParams& p) {
+  const double ce_sum = sums.ce, kl_sum = sums.kl;
   DistillLossResult res;
   res.rows = rows;
   res.ce = ce_sum / static_cast<double>(rows);
@@ -78,7 +84,7 @@ void log_softmax(const T* x, std::int64_t V, double mul, std::vector<double>& ou
 }
 
 template <class T>
-DistillLossResult distill_reference(const T* student, const T* const* teachers, int K,
+DistillLossSums distill_reference(const T* student, const T* const* teachers, int K,
                                     const std::int32_t* labels, T* grad, std::int64_t N,
                                     std::int64_t V, const DistillLossParams& p,
                                     std::int64_t rows) {
@@ -113,7 +119,7 @@ DistillLossResult distill_reference(const T* student, const T* const* teachers, 
       g[j] = static_cast<T>(scale * d);
     }
   }
-  return finish(ce_sum, kl_sum, rows, p);
+  return {ce_sum, kl_sum};
 }
 
 // ---- fast path: ISA dispatch --------------------------------------------------------
@@ -189,7 +195,7 @@ constexpr std::int64_t kParallelMin = 1 << 15;
 constexpr std::int64_t kTaskLogits = 1 << 18;
 
 template <class T>
-DistillLossResult distill_fast(const T* student, const T* const* teachers, int K,
+DistillLossSums distill_fast(const T* student, const T* const* teachers, int K,
                                const std::int32_t* labels, T* grad, std::int64_t N,
                                std::int64_t V, const DistillLossParams& p, std::int64_t rows) {
   std::vector<double> row_ce(N), row_kl(N);
@@ -218,7 +224,7 @@ DistillLossResult distill_fast(const T* student, const T* const* teachers, int K
     ce_sum += row_ce[r];
     kl_sum += row_kl[r];
   }
-  return finish(ce_sum, kl_sum, rows, p);
+  return {ce_sum, kl_sum};
 }
 
 }  // namespace
@@ -233,8 +239,26 @@ DistillLossResult distill_loss(const T* student, const T* const* teachers, int K
     return DistillLossResult{};
   }
   if (impl == Impl::reference)
-    return distill_reference(student, teachers, K, labels, grad, N, V, p, rows);
-  return distill_fast(student, teachers, K, labels, grad, N, V, p, rows);
+    return finish(distill_reference(student, teachers, K, labels, grad, N, V, p, rows), rows, p);
+  return finish(distill_fast(student, teachers, K, labels, grad, N, V, p, rows), rows, p);
+}
+
+std::int64_t count_distill_rows(const std::int32_t* labels, std::int64_t N, std::int64_t V,
+                                const char* op) {
+  return check_labels(labels, N, V, op);
+}
+
+template <class T>
+DistillLossSums distill_loss_rows(const T* student, const T* const* teachers, int K,
+                                  const std::int32_t* labels, T* grad, std::int64_t N,
+                                  std::int64_t V, const DistillLossParams& p,
+                                  std::int64_t batch_rows, Impl impl) {
+  if (batch_rows <= 0 || N <= 0)
+    throw std::invalid_argument("distill_loss_rows: need N > 0 and batch_rows > 0, got N=" +
+                                std::to_string(N) + " batch_rows=" + std::to_string(batch_rows));
+  if (impl == Impl::reference)
+    return distill_reference(student, teachers, K, labels, grad, N, V, p, batch_rows);
+  return distill_fast(student, teachers, K, labels, grad, N, V, p, batch_rows);
 }
 
 template DistillLossResult distill_loss<float>(const float*, const float* const*, int,
@@ -243,5 +267,13 @@ template DistillLossResult distill_loss<float>(const float*, const float* const*
 template DistillLossResult distill_loss<double>(const double*, const double* const*, int,
                                                 const std::int32_t*, double*, std::int64_t,
                                                 std::int64_t, const DistillLossParams&, Impl);
+template DistillLossSums distill_loss_rows<float>(const float*, const float* const*, int,
+                                                  const std::int32_t*, float*, std::int64_t,
+                                                  std::int64_t, const DistillLossParams&,
+                                                  std::int64_t, Impl);
+template DistillLossSums distill_loss_rows<double>(const double*, const double* const*, int,
+                                                   const std::int32_t*, double*, std::int64_t,
+                                                   std::int64_t, const DistillLossParams&,
+                                                   std::int64_t, Impl);
 
 }  // namespace codistill::kernels::cpu

@@ -25,4 +25,27 @@ DistillLossResult distill_loss(const T* student, const T* const* teachers, int K
                                std::int64_t V, const DistillLossParams& p,
                                Impl impl = Impl::fast);
 
+// ---- for the fused linear + distillation head (distill_head.hpp), which runs the loss on
+// chunks of a batch ----
+
+// Checks every label of the batch (the same rule and message as distill_loss, under the
+// name `op`) and returns the number of rows counted (labels not -1).
+std::int64_t count_distill_rows(const std::int32_t* labels, std::int64_t N, std::int64_t V,
+                                const char* op);
+
+struct DistillLossSums {
+  double ce = 0;  // sum over the rows of their cross-entropy
+  double kl = 0;  // sum over the rows of T^2 KL
+};
+
+// distill_loss on rows [0, N) of a batch whose labels were checked already: the gradient is
+// scaled by 1 / batch_rows (the rows counted in the whole batch, > 0), and the per-row terms
+// come back as sums, so that chunks of a batch add up to the batch's loss exactly as
+// distill_loss over all of it (each row's terms and gradient are the same bits).
+template <class T>
+DistillLossSums distill_loss_rows(const T* student, const T* const* teachers, int K,
+                                  const std::int32_t* labels, T* grad, std::int64_t N,
+                                  std::int64_t V, const DistillLossParams& p,
+                                  std::int64_t batch_rows, Impl impl = Impl::fast);
+
 }  // namespace codistill::kernels::cpu

@@ -186,7 +186,8 @@ bool CudaBackend::supports(Op op, DType dtype) const {
     case Op::multiply:
     case Op::add:
     case Op::sgd_update:
-    case Op::adamw_update: return dtype == DType::f32;
+    case Op::adamw_update:
+    case Op::linear_distill_head: return dtype == DType::f32;
     case Op::distill_loss: return dtype == DType::f32 || dtype == DType::bf16;
     case Op::softmax: return false;  // no CUDA kernel (yet)
   }

@@ -108,6 +108,10 @@ class CudaBackend final : public kernels::Backend {
   DistillLossResult distill_loss(const Tensor& student, const std::vector<const Tensor*>& teachers,
                                  const Tensor& labels, Tensor* grad, const DistillLossParams& p,
                                  kernels::Queue& q) override;
+  DistillLossResult linear_distill_head(const Tensor& hidden, const Tensor& weight, const Tensor* bias,
+                                        const std::vector<HeadTeacher>& teachers, const Tensor& labels,
+                                        Tensor* dhidden, Tensor* dweight, Tensor* dbias,
+                                        const DistillHeadParams& p, kernels::Queue& q) override;
   void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const kernels::SgdScalars& s,
                   kernels::Queue& q) override;
   void adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v,

@@ -16,6 +16,7 @@
 #include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/conv2d.hpp"
+#include "kernels/cuda/distill_head.hpp"
 #include "kernels/cuda/distill_loss.hpp"
 #include "kernels/cuda/linear.hpp"
 #include "kernels/cuda/optimizer.hpp"
@@ -371,6 +372,36 @@ DistillLossResult CudaBackend::distill_loss(const Tensor& student,
   ts.reserve(teachers.size());
   for (const Tensor* t : teachers) ts.push_back(f32(*t));
   return cuda::distill_loss(f32(student), ts.data(), K, y, f32(grad), N, V, p, ctx);
+}
+
+// ---- the fused linear + distillation head ----------------------------------------------------
+
+DistillLossResult CudaBackend::linear_distill_head(const Tensor& hidden, const Tensor& weight, const Tensor* bias,
+                                                   const std::vector<HeadTeacher>& teachers, const Tensor& labels,
+                                                   Tensor* dhidden, Tensor* dweight, Tensor* dbias,
+                                                   const DistillHeadParams& p, kernels::Queue& q) {
+  const char* op = "linear_distill_head";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::linear_distill_head, hidden.dtype(), op);
+  check_distill_head(hidden, weight, bias, teachers, labels, dhidden, dweight, dbias, "cuda");
+  const Device dev = cq.device();
+  auto on_device = [&](const Tensor* t, const char* name) {
+    if (t) expect(*t, dev, DType::f32, t->numel(), op, name);
+  };
+  on_device(&hidden, "hidden"), on_device(&weight, "weight"), on_device(bias, "bias");
+  on_device(dhidden, "dhidden"), on_device(dweight, "dweight"), on_device(dbias, "dbias");
+  expect(labels, dev, DType::i32, hidden.dim(0), op, "labels");
+  std::vector<HeadTeacherOperands> ts;
+  for (const HeadTeacher& t : teachers) {
+    on_device(t.hidden, "teacher hidden"), on_device(t.weight, "teacher weight"), on_device(t.bias, "teacher bias");
+    ts.push_back({f32(*t.hidden), f32(*t.weight), f32(t.bias), t.hidden->dim(1)});
+  }
+  HeadOperands a;
+  a.hidden = f32(hidden), a.weight = f32(weight), a.bias = f32(bias);
+  a.N = hidden.dim(0), a.H = hidden.dim(1), a.V = weight.dim(0);
+  a.labels = static_cast<const std::int32_t*>(labels.raw());
+  a.dhidden = f32(dhidden), a.dweight = f32(dweight), a.dbias = f32(dbias);
+  return cuda::linear_distill_head(a, ts.data(), static_cast<int>(ts.size()), p, cq.context());
 }
 
 // ---- optimizers: one slice, one launch ---------------------------------------------------------

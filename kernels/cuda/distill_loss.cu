@@ -18,6 +18,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device/distill_loss.cuh"
 #include "kernels/cuda/distill_loss.hpp"
+#include "kernels/cuda/distill_loss_launch.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 #include "kernels/cuda/resources.cuh"
 
@@ -51,6 +52,47 @@ bool aligned(const void* p, std::size_t to) {
   return reinterpret_cast<std::uintptr_t>(p) % to == 0;
 }
 
+void queue_check_labels_t(const std::int32_t* labels, std::int64_t N, std::int64_t V,
+                          unsigned long long* header, cudaStream_t stream) {
+  const auto check = shapes::check_labels(N);
+  device::check_labels_kernel<<<check.grid.x, check.block.x, 0, stream>>>(labels, N, V, header);
+  CODISTILL_CUDA_LAUNCH_CHECK();
+}
+
+void queue_sum_rows_t(const float* terms, std::int64_t N, double* sums, cudaStream_t stream) {
+  const auto reduce = shapes::sum_rows();
+  device::sum_rows_kernel<<<reduce.grid.x, reduce.block.x, 0, stream>>>(terms, N, sums);
+  CODISTILL_CUDA_LAUNCH_CHECK();
+}
+
+// The loss kernel over rows [0, N): teachers on the host (alignment), ptrs on the device.
+template <class T>
+void launch_loss(const T* student, const T* const* teachers, const T* const* ptrs, int K,
+                 const std::int32_t* labels, T* grad, std::int64_t N, std::int64_t V,
+                 const cpu::DistillLossParams& p, const unsigned long long* header, float* terms,
+                 const Context& ctx, cudaStream_t stream) {
+  const bool shared = K == 0 || p.temperature == 1.0;
+  Args<T> args{student, ptrs, K, labels, grad, static_cast<int>(N), static_cast<int>(V), shared,
+               kLog2e, shared ? kLog2e : static_cast<float>(1.4426950408889634 / p.temperature),
+               static_cast<float>(p.temperature * p.temperature), p.hard_weight, p.weight,
+               p.temperature, header, terms};
+  bool teachers_aligned = true;
+  for (int k = 0; k < K; ++k) teachers_aligned = teachers_aligned && aligned(teachers[k], 4 * sizeof(T));
+  const bool vec = V % 4 == 0 && aligned(student, 4 * sizeof(T)) &&
+                   aligned(grad, 4 * sizeof(T)) && teachers_aligned;
+  const auto variant = shapes::distill_loss_variant(V, K, vec);
+  const auto kernel = device::distill_kernel_for<T>(variant);
+  const std::size_t smem = shapes::distill_loss_smem(variant, K);
+  int per_sm = 1;
+  CODISTILL_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, variant.threads, smem));
+  const auto& info = detail::device_info(ctx.device);
+  const auto shape = shapes::distill_loss(variant, N, V, K, sizeof(T),
+                                          shapes::DeviceProps{info.sms, info.l2_bytes}, per_sm);
+  kernel<<<shape.grid.x, shape.block.x, shape.smem, stream>>>(args);
+  CODISTILL_CUDA_LAUNCH_CHECK();
+}
+
 // Device scratch: 2 u64 header | 2 double sums | K teacher pointers | 2N float row terms.
 // Pinned host: the upload (header init, unused sums, pointers) then the download (header,
 // sums) at kDownload.
@@ -79,33 +121,9 @@ cpu::DistillLossResult run(const T* student, const T* const* teachers, int K,
   CODISTILL_CUDA_CHECK(
       cudaMemcpyAsync(base, host, off_terms, cudaMemcpyHostToDevice, stream));
 
-  const auto check = shapes::check_labels(N);
-  device::check_labels_kernel<<<check.grid.x, check.block.x, 0, stream>>>(labels, N, V, header);
-  CODISTILL_CUDA_LAUNCH_CHECK();
-
-  const bool shared = K == 0 || p.temperature == 1.0;
-  Args<T> args{student, ptrs, K, labels, grad, static_cast<int>(N), static_cast<int>(V), shared,
-               kLog2e, shared ? kLog2e : static_cast<float>(1.4426950408889634 / p.temperature),
-               static_cast<float>(p.temperature * p.temperature), p.hard_weight, p.weight,
-               p.temperature, header, terms};
-  bool teachers_aligned = true;
-  for (int k = 0; k < K; ++k) teachers_aligned = teachers_aligned && aligned(teachers[k], 4 * sizeof(T));
-  const bool vec = V % 4 == 0 && aligned(student, 4 * sizeof(T)) &&
-                   aligned(grad, 4 * sizeof(T)) && teachers_aligned;
-  const auto variant = shapes::distill_loss_variant(V, K, vec);
-  const auto kernel = device::distill_kernel_for<T>(variant);
-  const std::size_t smem = shapes::distill_loss_smem(variant, K);
-  int per_sm = 1;
-  CODISTILL_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, variant.threads, smem));
-  const auto& info = detail::device_info(ctx.device);
-  const auto shape = shapes::distill_loss(variant, N, V, K, sizeof(T),
-                                          shapes::DeviceProps{info.sms, info.l2_bytes}, per_sm);
-  kernel<<<shape.grid.x, shape.block.x, shape.smem, stream>>>(args);
-  CODISTILL_CUDA_LAUNCH_CHECK();
-  const auto reduce = shapes::sum_rows();
-  device::sum_rows_kernel<<<reduce.grid.x, reduce.block.x, 0, stream>>>(terms, N, sums);
-  CODISTILL_CUDA_LAUNCH_CHECK();
+  queue_check_labels_t(labels, N, V, header, stream);
+  launch_loss<T>(student, teachers, ptrs, K, labels, grad, N, V, p, header, terms, ctx, stream);
+  queue_sum_rows_t(terms, N, sums, stream);
   CODISTILL_CUDA_CHECK(
       cudaMemcpyAsync(host + download, base, 32, cudaMemcpyDeviceToHost, stream));
   CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -133,6 +151,29 @@ cpu::DistillLossResult run(const T* student, const T* const* teachers, int K,
 }
 
 }  // namespace
+
+namespace detail {
+
+void queue_check_labels(const std::int32_t* labels, std::int64_t N, std::int64_t V,
+                        unsigned long long* header, const Context& ctx) {
+  queue_check_labels_t(labels, N, V, header, stream_of(ctx));
+}
+
+void queue_distill_rows(const float* student, const float* const* teachers_host,
+                        const float* const* teachers_dev, int K, const std::int32_t* labels,
+                        float* grad, std::int64_t N, std::int64_t V,
+                        const cpu::DistillLossParams& p, const unsigned long long* header,
+                        float* row_terms, const Context& ctx) {
+  check_args(student, teachers_host, K, labels, N, V, p);
+  launch_loss<float>(student, teachers_host, teachers_dev, K, labels, grad, N, V, p, header,
+                     row_terms, ctx, stream_of(ctx));
+}
+
+void queue_sum_rows(const float* row_terms, std::int64_t N, double* sums, const Context& ctx) {
+  queue_sum_rows_t(row_terms, N, sums, stream_of(ctx));
+}
+
+}  // namespace detail
 
 cpu::DistillLossResult distill_loss(const float* student, const float* const* teachers, int K,
                                     const std::int32_t* labels, float* grad, std::int64_t N,

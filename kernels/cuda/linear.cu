@@ -39,27 +39,25 @@ cublasOperation_t op_of(plans::Trans t) {
   return t == plans::Trans::transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
 
-// The row-major operands of one layer call, by role.
-struct Operands {
-  const float *x = nullptr, *w = nullptr, *dy = nullptr;
-  float *y = nullptr, *dx = nullptr, *dw = nullptr;
-  const float* in(plans::Operand o) const {
-    switch (o) {
-      case plans::Operand::x: return x;
-      case plans::Operand::w: return w;
-      case plans::Operand::dy: return dy;
-      default: throw std::logic_error("linear (cuda): a plan reads an output operand");
-    }
+using Operands = GemmOperands;
+
+// The row-major operand of a role: a plan reads only inputs and writes only outputs.
+const float* in_of(const Operands& ops, plans::Operand o) {
+  switch (o) {
+    case plans::Operand::x: return ops.x;
+    case plans::Operand::w: return ops.w;
+    case plans::Operand::dy: return ops.dy;
+    default: throw std::logic_error("linear (cuda): a plan reads an output operand");
   }
-  float* out(plans::Operand o) const {
-    switch (o) {
-      case plans::Operand::y: return y;
-      case plans::Operand::dx: return dx;
-      case plans::Operand::dw: return dw;
-      default: throw std::logic_error("linear (cuda): a plan writes an input operand");
-    }
+}
+float* out_of(const Operands& ops, plans::Operand o) {
+  switch (o) {
+    case plans::Operand::y: return ops.y;
+    case plans::Operand::dx: return ops.dx;
+    case plans::Operand::dw: return ops.dw;
+    default: throw std::logic_error("linear (cuda): a plan writes an input operand");
   }
-};
+}
 
 // C = alpha op(A) op(B) + beta C (column-major), float32 in and out, exactly as planned.
 // TF32 tensor cores only when the context allows them: plain float32 keeps results within
@@ -70,12 +68,16 @@ void gemm(const Context& ctx, const plans::GemmPlan& p, const Operands& ops) {
       ctx.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   CODISTILL_CUBLAS_CHECK(cublasGemmEx(
       h, op_of(p.transa), op_of(p.transb), static_cast<int>(p.m), static_cast<int>(p.n),
-      static_cast<int>(p.k), &p.alpha, ops.in(p.a), CUDA_R_32F, static_cast<int>(p.lda),
-      ops.in(p.b), CUDA_R_32F, static_cast<int>(p.ldb), &p.beta, ops.out(p.c), CUDA_R_32F,
+      static_cast<int>(p.k), &p.alpha, in_of(ops, p.a), CUDA_R_32F, static_cast<int>(p.lda),
+      in_of(ops, p.b), CUDA_R_32F, static_cast<int>(p.ldb), &p.beta, out_of(ops, p.c), CUDA_R_32F,
       static_cast<int>(p.ldc), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
+
+void run_gemm_plan(const plans::GemmPlan& p, const GemmOperands& ops, const Context& ctx) {
+  gemm(ctx, p, ops);
+}
 
 void linear_forward(const float* x, const float* w, const float* b, float* y, std::int64_t M,
                     std::int64_t N, std::int64_t K, const Context& ctx) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/context.hpp"
+#include "kernels/cuda/plans/gemm_plan.hpp"
 
 namespace codistill::kernels::cuda {
 
@@ -20,5 +21,15 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, st
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                      float* db, std::int64_t M, std::int64_t N, std::int64_t K, bool accumulate,
                      const Context& ctx);
+
+// One planned product (plans/gemm_plan.hpp) on the queue's cuBLAS handle, exactly as
+// planned, with the row-major operands by role (a plan reads only inputs, writes only its
+// output; a role it names must not be null). For ops built from the linear layer's
+// products on views of their tensors (the fused distillation head's chunks).
+struct GemmOperands {
+  const float *x = nullptr, *w = nullptr, *dy = nullptr;
+  float *y = nullptr, *dx = nullptr, *dw = nullptr;
+};
+void run_gemm_plan(const plans::GemmPlan& p, const GemmOperands& ops, const Context& ctx);
 
 }  // namespace codistill::kernels::cuda

@@ -9,6 +9,7 @@
 #include "kernels/cuda/context.hpp"
 #include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/conv2d.hpp"
+#include "kernels/cuda/distill_head.hpp"
 #include "kernels/cuda/distill_loss.hpp"
 #include "kernels/cuda/linear.hpp"
 #include "kernels/cuda/memory.hpp"
@@ -121,6 +122,12 @@ cpu::DistillLossResult distill_loss_bf16(const std::uint16_t*, const std::uint16
   no_cuda();
 }
 
+// distill_head.hpp
+cpu::DistillLossResult linear_distill_head(const HeadOperands&, const HeadTeacherOperands*, int,
+                                           const cpu::DistillHeadParams&, const Context&) {
+  no_cuda();
+}
+
 }  // namespace codistill::kernels::cuda
 
 // backend.hpp: the registry's CUDA entry, with no device and the reason.
@@ -191,6 +198,11 @@ class NoCudaBackend final : public Backend {
   void add(const Tensor&, const Tensor&, Tensor&, Queue&) override { unavailable(); }
   DistillLossResult distill_loss(const Tensor&, const std::vector<const Tensor*>&, const Tensor&, Tensor*,
                                  const DistillLossParams&, Queue&) override {
+    unavailable();
+  }
+  DistillLossResult linear_distill_head(const Tensor&, const Tensor&, const Tensor*, const std::vector<HeadTeacher>&,
+                                        const Tensor&, Tensor*, Tensor*, Tensor*, const DistillHeadParams&,
+                                        Queue&) override {
     unavailable();
   }
   void sgd_update(Tensor&, const Tensor&, Tensor*, const SgdScalars&, Queue&) override { unavailable(); }

@@ -25,6 +25,7 @@
 #include "kernels/cuda/backend.hpp"
 #include "ops/cases_conv.hpp"
 #include "ops/cases_dense.hpp"
+#include "ops/cases_head.hpp"
 #include "ops/cases_loss.hpp"
 #include "ops/cases_norm.hpp"
 #include "ops/cases_optim.hpp"
@@ -299,6 +300,10 @@ TEST_CASE("backend ops: distill_loss matches the CPU reference", "[ops][distill_
   run_cases("distill_loss", distill_cases(), ordinary_targets());
 }
 
+TEST_CASE("backend ops: linear_distill_head matches the CPU reference", "[ops][distill_head]") {
+  run_cases("linear_distill_head", head_cases(), ordinary_targets());
+}
+
 TEST_CASE("backend ops: sgd_update and adamw_update match the CPU reference", "[ops][optimizer]") {
   run_cases("optimizer", optimizer_cases(), ordinary_targets());
 }
@@ -334,6 +339,7 @@ TEST_CASE("backend ops: every op case on the CUDA backend matches the CPU refere
   run_cases("maxpool2d", pool_cases(), ts);
   run_cases("batchnorm", norm_cases(), ts);
   run_cases("distill_loss", distill_cases(), ts);
+  run_cases("linear_distill_head", head_cases(), ts);
   run_cases("optimizer", optimizer_cases(), ts);
   check_bad_labels(ts);
   check_maxpool_nan(ts);
