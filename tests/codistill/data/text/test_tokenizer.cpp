@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -184,4 +185,46 @@ TEST_CASE("the vocabulary file round-trips and every damage is named with its li
           "xxh64 0000000000000000\n",
           "merge 0 (97, 257)");
   CHECK_THROWS_WITH(Tokenizer::load(dir.str("missing.bpe")), Catch::Contains("missing.bpe: cannot open"));
+}
+
+TEST_CASE("incremental BPE training equals recounting every pair at every merge", "[text][bpe]") {
+  // The reference: the textbook algorithm, all pair counts recomputed from the words
+  // before each merge, the same tie-break. Slow, obviously right.
+  ChunkCounts counts;
+  for (const auto& t : project_docs()) counts.add_text(t);
+  std::vector<std::pair<std::vector<std::int32_t>, std::int64_t>> words;
+  for (const auto& [chunk, n] : counts.counts()) {
+    std::vector<std::int32_t> w;
+    for (char c : chunk) w.push_back(static_cast<unsigned char>(c));
+    words.emplace_back(w, n);
+  }
+  std::vector<Merge> reference;
+  for (std::int32_t token = kFirstMergeToken; token < 700; ++token) {
+    std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> pairs;
+    for (const auto& [w, n] : words)
+      for (std::size_t i = 0; i + 1 < w.size(); ++i) pairs[{w[i], w[i + 1]}] += n;
+    std::pair<std::int32_t, std::int32_t> best{-1, -1};
+    std::int64_t best_n = 0;
+    for (const auto& [p, n] : pairs)  // ascending pairs: the first of the highest count wins
+      if (n > best_n) {
+        best = p;
+        best_n = n;
+      }
+    if (best_n < 2) break;
+    reference.push_back({best.first, best.second});
+    for (auto& [w, n] : words) {
+      std::vector<std::int32_t> merged;
+      for (std::size_t i = 0; i < w.size();) {
+        if (i + 1 < w.size() && w[i] == best.first && w[i + 1] == best.second) {
+          merged.push_back(token);
+          i += 2;
+        } else {
+          merged.push_back(w[i++]);
+        }
+      }
+      w = merged;
+    }
+  }
+  REQUIRE(reference.size() == 700 - 257);
+  CHECK(train_bpe(counts, {700, 2}).merges == reference);
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers of the text-data tests: real text (the project's own docs, always in the
 // source tree: prose, tables and code), random bytes, and files of bytes.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
