@@ -49,6 +49,9 @@ Tokenizer::Tokenizer(std::vector<Merge> merges) : merges_(std::move(merges)) {
 
 void Tokenizer::encode_chunk(std::string_view chunk, std::vector<std::int32_t>& out) const {
   // Chunks are at most kMaxChunkBytes long, so the quadratic search below is bounded.
+  if (chunk.size() > kMaxChunkBytes)
+    throw std::invalid_argument("tokenizer: a chunk of " + std::to_string(chunk.size()) + " bytes, the most is " +
+                                std::to_string(kMaxChunkBytes) + " (encode() splits text into chunks)");
   std::int32_t sym[kMaxChunkBytes];
   std::size_t n = 0;
   for (char c : chunk) sym[n++] = static_cast<unsigned char>(c);

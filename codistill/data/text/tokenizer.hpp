@@ -47,7 +47,8 @@ class Tokenizer {
   // fast way to encode much text.
   void encode(std::string_view text, std::vector<std::int32_t>& out) const;
   std::vector<std::int32_t> encode(std::string_view text) const;
-  // Appends the tokens of one chunk (no pre-splitting).
+  // Appends the tokens of one chunk (no pre-splitting); std::invalid_argument for a chunk
+  // longer than kMaxChunkBytes (pretokenize.hpp).
   void encode_chunk(std::string_view chunk, std::vector<std::int32_t>& out) const;
 
   // The bytes of each token concatenated; the end-of-document token contributes nothing.

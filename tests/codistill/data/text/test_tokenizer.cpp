@@ -146,6 +146,8 @@ TEST_CASE("the end-of-document token decodes to nothing; ids outside the vocabul
   CHECK(tok.decode(t) == "hi!");
   const std::vector<std::int32_t> bad{257};
   CHECK_THROWS_WITH(tok.decode(bad), Catch::Contains("outside the vocabulary [0, 257)"));
+  std::vector<std::int32_t> out;
+  CHECK_THROWS_WITH(tok.encode_chunk(std::string(kMaxChunkBytes + 1, 'x'), out), Catch::Contains("a chunk of 129 bytes"));
   CHECK_THROWS_WITH(Tokenizer(std::vector<Merge>{{'a', 300}}), Catch::Contains("merge 0"));
   CHECK_THROWS_WITH(Tokenizer(std::vector<Merge>{{'a', kEndOfDocument}}), Catch::Contains("not a byte"));
   CHECK_THROWS_WITH(Tokenizer(std::vector<Merge>{{'a', 'b'}, {'a', 'b'}}), Catch::Contains("repeats"));

@@ -158,10 +158,12 @@ TEST_CASE("the sampler refuses shards shorter than a window and wrong buffers", 
   CHECK_THROWS_WITH(s.starts(-1), Catch::Contains("step must be >= 0"));
   o.context = 11;
   CHECK_THROWS_WITH(WindowSampler(f, o), Catch::Contains("fewer than one window of context + 1 = 12"));
+  // Two workers: worker 0 has document 0 (5 + 1 tokens), worker 1 document 1 (4 + 1).
   o.workers = 2;
+  o.context = 5;
+  CHECK_NOTHROW(WindowSampler(f, o));
   o.worker = 1;
-  o.context = 4;
-  CHECK_THROWS_WITH(WindowSampler(f, o), Catch::Contains("worker 1's shard"));
+  CHECK_THROWS_WITH(WindowSampler(f, o), Catch::Contains("worker 1's shard") && Catch::Contains("holds 5 tokens"));
 }
 
 TEST_CASE("held-out windows predict every token of the split once", "[text][sampler]") {
