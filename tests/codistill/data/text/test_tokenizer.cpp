@@ -139,7 +139,7 @@ TEST_CASE("decode(encode(s)) == s on random bytes and on real text", "[text][tok
   CHECK(static_cast<double>(bytes) / static_cast<double>(tokens) > 2.5);
 }
 
-TEST_CASE("the end-of-document token decodes to nothing; ids outside the vocabulary throw", "[text][tokenizer]") {
+TEST_CASE("the end-of-document token decodes to nothing, ids outside the vocabulary throw", "[text][tokenizer]") {
   const Tokenizer tok;
   CHECK(tok.vocab_size() == 257);
   const std::vector<std::int32_t> t{'h', 'i', kEndOfDocument, '!'};
