@@ -179,6 +179,7 @@ std::int64_t TokenFile::document_begin(std::int64_t d) const {
 
 void TokenFile::copy_tokens(std::int64_t begin, std::int64_t n, std::int32_t* out) const {
   assert(begin >= 0 && n >= 0 && begin + n <= tokens());
+  if (n == 0) return;  // an empty document: `out` may be null, which memcpy must not see
   if (info_.token_bytes == 2) {
     const std::uint8_t* src = tokens_ + 2 * static_cast<std::size_t>(begin);
     for (std::int64_t i = 0; i < n; ++i) out[i] = load<std::uint16_t>(src + 2 * i);
