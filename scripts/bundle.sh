@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Makes a relocatable bundle of codistill for a machine that lacks this project's build
 # dependencies (HDF5, yaml-cpp, Boost, OpenBLAS...), e.g. the GPU machine: the programs
-# (codistill-train, codistill-inspect, the bench programs, the test executables) in
-# OUT/bin and the shared libraries they need in OUT/lib, found through an rpath
+# (codistill-train, codistill-inspect, codistill-prepare-text, the bench programs, the test
+# executables) in OUT/bin and the shared libraries they need in OUT/lib, found through an rpath
 # ($ORIGIN/../lib, patchelf), so that they run from any folder with no LD_LIBRARY_PATH.
 #   scripts/bundle.sh [--build-dir DIR] [--no-build] [--out DIR] [--no-tests] [--no-data]
 #                     [--no-strip] [--tar]
@@ -63,7 +63,7 @@ fi
 
 # ---- the programs ----------------------------------------------------------------------
 progs=()
-for p in "$build/trainer/codistill-train" "$build/trainer/codistill-inspect"; do
+for p in "$build/trainer/codistill-train" "$build/trainer/codistill-inspect" "$build/trainer/codistill-prepare-text"; do
   [ -x "$p" ] || { echo "bundle.sh: $p is not built" >&2; exit 1; }
   progs+=("$p")
 done

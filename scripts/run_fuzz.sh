@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# Fuzzes the checkpoint reader and the IDX readers with libFuzzer (clang from Debian) for a
-# bounded time each, under AddressSanitizer + UBSan, starting from the committed seed
-# corpora in fuzz/corpus/ (new interesting inputs accumulate in BUILD_DIR/corpus/, which is
-# not committed). Prints each target's executions; exits non-zero when a target crashed,
-# hung (over FUZZ_TIMEOUT seconds on one input) or left an HDF5 object open; the input is
-# saved in BUILD_DIR/artifacts/. Leaks inside libhdf5 itself are not reported
-# (-detect_leaks=0): it loses memory on some malformed files, which this project cannot fix.
+# Fuzzes the checkpoint reader, the IDX readers and the token file reader with libFuzzer
+# (clang from Debian) for a bounded time each, under AddressSanitizer + UBSan, starting
+# from the committed seed corpora in fuzz/corpus/ (new interesting inputs accumulate in
+# BUILD_DIR/corpus/, which is not committed). Prints each target's executions; exits
+# non-zero when a target crashed, hung (over FUZZ_TIMEOUT seconds on one input) or left an
+# HDF5 object open; the input is saved in BUILD_DIR/artifacts/. Leaks inside libhdf5
+# itself are not reported (-detect_leaks=0): it loses memory on some malformed files,
+# which this project cannot fix.
 #   FUZZ_SECONDS (default 60) per target, FUZZ_TIMEOUT (default 10), FUZZ_TARGETS
-#   (default "idx checkpoint"), FUZZ_BUILD_DIR (default build-fuzz), JOBS.
+#   (default "idx token_file checkpoint"), FUZZ_BUILD_DIR (default build-fuzz), JOBS.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${FUZZ_SECONDS:-60}"
 timeout_s="${FUZZ_TIMEOUT:-10}"
-targets="${FUZZ_TARGETS:-idx checkpoint}"
+targets="${FUZZ_TARGETS:-idx token_file checkpoint}"
 jobs="${JOBS:-$(nproc)}"
 command -v clang++ >/dev/null || { echo "run_fuzz.sh: clang++ is needed (apt-get install clang)" >&2; exit 1; }
 mkdir -p "$build"

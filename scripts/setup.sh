@@ -28,6 +28,7 @@ packages=(
   catch2
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   dataset-fashion-mnist
+  python3.11-doc  # the text corpus: its reStructuredText sources (docs/text-data.md)
   python3 gnuplot-nox
   python3-matplotlib  # scripts/plot_run.py (run_demo.sh ends with its picture)
   patchelf  # scripts/bundle.sh (relocatable bundle)

@@ -1,0 +1,143 @@
+#include "codistill/data/text/prepare.hpp"
+
+#include <chrono>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "codistill/data/text/atomic_write.hpp"
+#include "codistill/data/text/bpe_trainer.hpp"
+#include "codistill/data/text/corpus.hpp"
+#include "codistill/data/text/token_file.hpp"
+#include "codistill/data/text/tokenizer.hpp"
+
+namespace codistill::data::text {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+nlohmann::json split_json(const SplitSummary& s) {
+  return {{"documents", s.documents}, {"bytes", s.bytes}, {"tokens", s.tokens}, {"file_bytes", s.file_bytes}};
+}
+
+void check_options(const PrepareOptions& o) {
+  if (o.out.empty()) throw PrepareUsageError("--out: an output folder is required");
+  if (o.vocab_size < kFirstMergeToken)
+    throw PrepareUsageError("--vocab-size must be at least 257 (256 bytes + end-of-document), got " +
+                            std::to_string(o.vocab_size));
+  if (!(o.heldout_fraction >= 0.0 && o.heldout_fraction < 1.0))
+    throw PrepareUsageError("--heldout-fraction must be in [0, 1), got " + std::to_string(o.heldout_fraction));
+  if (o.force) return;
+  std::string found;
+  for (const char* name : {kTokenizerFile, kTrainFile, kValidFile, kManifestFile})
+    if (fs::exists(fs::path(o.out) / name)) found += (found.empty() ? "" : ", ") + std::string(name);
+  if (!found.empty())
+    throw PrepareUsageError(o.out + " already holds a prepared corpus (" + found +
+                            "): choose another --out or pass --force to replace it");
+}
+
+}  // namespace
+
+std::string PrepareSummary::json() const {
+  nlohmann::json j = {{"documents", documents}, {"empty_skipped", empty_skipped},
+                      {"vocab_size", vocab_size}, {"vocab_stopped_early", vocab_stopped_early},
+                      {"tokenizer_file_bytes", tokenizer_file_bytes}, {"train", split_json(train)},
+                      {"valid", split_json(valid)},
+                      {"seconds", {{"read", read_s}, {"bpe", bpe_s}, {"encode", encode_s}, {"write", write_s}, {"total", total_s}}}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+PrepareSummary prepare_text(const PrepareOptions& o) {
+  const auto start = Clock::now();
+  check_options(o);
+  std::vector<CorpusDocument> listed;
+  try {
+    listed = list_corpus(o.corpus, o.suffix);
+  } catch (const std::invalid_argument& e) {
+    throw PrepareUsageError(e.what());
+  }
+  PrepareSummary sum;
+  std::vector<CorpusDocument> docs;
+  for (auto& d : listed) {
+    if (d.bytes == 0) {
+      ++sum.empty_skipped;  // nothing to learn from, and a window could not tell it apart
+    } else {
+      docs.push_back(d);
+      ++sum.documents;
+    }
+  }
+  SplitAssignment split;
+  try {
+    split = split_heldout(docs, o.heldout_fraction, o.seed);
+  } catch (const std::invalid_argument& e) {
+    throw PrepareUsageError(e.what());
+  }
+
+  auto t = Clock::now();
+  std::vector<std::string> text(docs.size());
+  for (std::size_t i = 0; i < docs.size(); ++i) text[i] = read_document(docs[i]);
+  sum.read_s = since(t);
+
+  // The vocabulary sees the training documents only: nothing of the held-out text leaks
+  // into it.
+  t = Clock::now();
+  ChunkCounts counts;
+  for (std::size_t i : split.train) counts.add_text(text[i]);
+  BpeResult bpe = train_bpe(counts, {o.vocab_size, 2});
+  const Tokenizer tok(std::move(bpe.merges));
+  sum.bpe_s = since(t);
+  sum.vocab_size = tok.vocab_size();
+  sum.vocab_stopped_early = bpe.stopped_early;
+
+  t = Clock::now();
+  Encoder enc(tok);
+  std::vector<std::int32_t> scratch;
+  auto encode_split = [&](const std::vector<std::size_t>& which, SplitSummary& s) {
+    TokenDocuments out;
+    for (std::size_t i : which) {
+      scratch.clear();
+      enc.encode(text[i], scratch);
+      out.add(scratch);
+      s.bytes += static_cast<std::int64_t>(text[i].size());
+    }
+    s.documents = static_cast<std::int64_t>(which.size());
+    s.tokens = static_cast<std::int64_t>(out.tokens.size());
+    return out;
+  };
+  TokenDocuments train = encode_split(split.train, sum.train);
+  TokenDocuments valid = encode_split(split.valid, sum.valid);
+  sum.encode_s = since(t);
+
+  t = Clock::now();
+  fs::create_directories(o.out);
+  const fs::path dir(o.out);
+  tok.save((dir / kTokenizerFile).string());
+  write_token_file((dir / kTrainFile).string(), train, static_cast<std::uint32_t>(tok.vocab_size()), tok.digest());
+  write_token_file((dir / kValidFile).string(), valid, static_cast<std::uint32_t>(tok.vocab_size()), tok.digest());
+  sum.tokenizer_file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kTokenizerFile));
+  sum.train.file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kTrainFile));
+  sum.valid.file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kValidFile));
+  sum.write_s = since(t);
+  sum.total_s = since(start);
+
+  nlohmann::json manifest = nlohmann::json::parse(sum.json());
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const auto& c : o.corpus) inputs.push_back(fs::absolute(c).string());
+  manifest["options"] = {{"corpus", inputs}, {"suffix", o.suffix}, {"vocab_size", o.vocab_size},
+                         {"heldout_fraction", o.heldout_fraction}, {"seed", o.seed}};
+  for (auto [key, which] : {std::pair{"train_documents", &split.train}, std::pair{"valid_documents", &split.valid}}) {
+    nlohmann::json names = nlohmann::json::array();
+    for (std::size_t i : *which) names.push_back(docs[i].name);
+    manifest[key] = names;
+  }
+  // File names need not be UTF-8: such bytes are written as U+FFFD rather than failing.
+  const std::string body = manifest.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  write_file_atomically((dir / kManifestFile).string(), [&](const ByteSink& sink) { sink(body.data(), body.size()); });
+  return sum;
+}
+
+}  // namespace codistill::data::text

@@ -1,0 +1,93 @@
+// codistill-prepare-text: turns a folder of text documents into the tokenizer and the
+// token files a language model trains on (docs/text-data.md).
+// Exit codes: 0 done; 2 usage error (bad option, no documents, output already prepared
+// without --force); 1 runtime failure (unreadable file, full disk, ...).
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "codistill/data/text/prepare.hpp"
+
+namespace po = boost::program_options;
+namespace text = codistill::data::text;
+
+namespace {
+
+constexpr int kExitOk = 0, kExitRuntime = 1, kExitUsage = 2;
+
+const char* kUsage =
+    "usage: codistill-prepare-text --corpus DIR|FILE [--corpus ...] --out DIR [--vocab-size N]\n"
+    "                              [--heldout-fraction F] [--seed S] [--suffix SUFFIX] [--force] [--json]\n";
+
+// Returns false after printing help. Throws po::error on bad usage.
+bool parse_args(int argc, char** argv, text::PrepareOptions& o, bool& json) {
+  po::options_description opts("options");
+  opts.add_options()
+      ("help,h", "show this help")
+      ("corpus", po::value<std::vector<std::string>>(&o.corpus)->required()->composing(),
+       "a folder (searched recursively for files ending in --suffix) or a file; repeatable")
+      ("suffix", po::value<std::string>(&o.suffix)->default_value(o.suffix),
+       "take the files of a folder whose names end with this (\"\": every file)")
+      ("out", po::value<std::string>(&o.out)->required(),
+       "output folder: tokenizer.bpe, train.tokens, valid.tokens, prepare.json")
+      ("vocab-size", po::value<std::int32_t>(&o.vocab_size)->default_value(o.vocab_size),
+       "BPE vocabulary size, including the 256 bytes and the end-of-document token")
+      ("heldout-fraction", po::value<double>(&o.heldout_fraction)->default_value(o.heldout_fraction, "0.05"),
+       "fraction of the documents held out for validation, in [0, 1)")
+      ("seed", po::value<std::uint64_t>(&o.seed)->default_value(o.seed), "seed of the held-out split")
+      ("force", "replace the files of an earlier preparation in --out")
+      ("json", "print the summary as one JSON object");
+  po::variables_map vm;
+  po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+  if (vm.count("help")) {
+    std::cout << kUsage << "\n" << opts << "\n";
+    return false;
+  }
+  po::notify(vm);
+  o.force = vm.count("force") > 0;
+  json = vm.count("json") > 0;
+  return true;
+}
+
+void print_summary(const text::PrepareSummary& s) {
+  auto ratio = [](const text::SplitSummary& x) { return x.tokens > 0 ? double(x.bytes) / double(x.tokens) : 0.0; };
+  std::printf("documents   %lld (%lld empty files skipped)\n", (long long)s.documents, (long long)s.empty_skipped);
+  std::printf("vocabulary  %d tokens%s\n", s.vocab_size, s.vocab_stopped_early ? " (stopped early: no pair left twice)" : "");
+  for (auto [name, x] : {std::pair{"train", &s.train}, std::pair{"valid", &s.valid}})
+    std::printf("%-6s      %lld documents, %lld bytes, %lld tokens, %.3f bytes/token, file %lld bytes\n", name,
+                (long long)x->documents, (long long)x->bytes, (long long)x->tokens, ratio(*x), (long long)x->file_bytes);
+  const double mb = double(s.train.bytes + s.valid.bytes) / 1e6;
+  std::printf("seconds     read %.2f, bpe %.2f, encode %.2f (%.1f MB/s), write %.2f, total %.2f\n", s.read_s, s.bpe_s,
+              s.encode_s, s.encode_s > 0 ? mb / s.encode_s : 0.0, s.write_s, s.total_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  text::PrepareOptions opts;
+  bool json = false;
+  try {
+    if (!parse_args(argc, argv, opts, json)) return kExitOk;
+  } catch (const po::error& e) {
+    std::cerr << "codistill-prepare-text: " << e.what() << "\n" << kUsage;
+    return kExitUsage;
+  }
+  try {
+    const text::PrepareSummary s = text::prepare_text(opts);
+    if (json)
+      std::cout << s.json() << "\n";
+    else
+      print_summary(s);
+    return kExitOk;
+  } catch (const text::PrepareUsageError& e) {
+    std::cerr << "codistill-prepare-text: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "codistill-prepare-text: error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+}
