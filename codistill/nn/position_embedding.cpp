@@ -45,12 +45,12 @@ Tensor PositionEmbedding::do_forward(const Tensor& x, bool /*training*/) {
   return y_;
 }
 
-Tensor PositionEmbedding::do_backward(const Tensor& dy, bool /*need_dx*/) {
+Tensor PositionEmbedding::do_backward(const Tensor& dy, bool need_dx) {
   if (!forwarded_) throw std::logic_error("position_embedding: backward before forward");
   if (!dw_.defined()) throw std::logic_error("position_embedding: backward on a forward-only copy (no grads)");
   kernels::check_shape(dy, {ids_.numel(), dim_}, "position_embedding backward: dy");
   backend().embedding_backward(ids_, dy, dw_, {ids_.numel(), seq_len_, dim_}, queue());
-  return dy;  // y = x + pos: dx = dy
+  return need_dx ? dy : Tensor{};  // y = x + pos: dx = dy
 }
 
 }  // namespace codistill
