@@ -385,6 +385,11 @@ std::string model_yaml(const ModelConfig& model) {
   // exporters that predate the key read.
   std::vector<std::string> skip;
   if (model.layers.empty()) skip.emplace_back("model.layers");
+  // The gpt keys only for a gpt, likewise.
+  if (model.kind != "gpt")
+    for (const char* k : {"model.vocab_size", "model.seq_len", "model.d_model", "model.heads", "model.mlp_ratio",
+                          "model.tie_embeddings"})
+      skip.emplace_back(k);
   return emit(config_detail::model_fields(), config, "model.", skip);
 }
 
