@@ -89,7 +89,7 @@ TEST_CASE("gpt: modules, parameter paths, int32 input and [B*T, V] logits", "[mo
   CHECK_THROWS_WITH(m.forward(tokens(ids, 3, 16), false), Catch::Contains("row 5 has id 64"));
 }
 
-TEST_CASE("gpt: config checks name the key; tied embeddings are refused", "[models][gpt]") {
+TEST_CASE("gpt: config checks name the key, tied embeddings are refused", "[models][gpt]") {
   Rng rng(1);
   ModelConfig c = tiny();
   c.heads = 3;

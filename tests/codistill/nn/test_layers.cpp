@@ -371,7 +371,7 @@ TEST_CASE("PositionEmbedding, CausalSelfAttention and the transformer block matc
   }
 }
 
-TEST_CASE("Embedding's weight gradient matches finite differences; bad ids throw", "[nn][gradcheck]") {
+TEST_CASE("Embedding's weight gradient matches finite differences, bad ids throw", "[nn][gradcheck]") {
   for (Impl impl : kImpls) {
     const auto seed = fresh_seed();
     INFO("seed " << seed << ", impl " << (impl == Impl::fast ? "fast" : "reference"));
