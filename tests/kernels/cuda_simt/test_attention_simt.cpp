@@ -37,12 +37,12 @@ Result run_simt(const AttentionShape& s, const std::vector<float>& qkv_v, const 
   const ap::Buffers buf{qkv.data(), y.data(), dy.data(), probs.data(), scratch.data(), dqkv.data()};
   const auto shape = config(shapes::attention_rows(rows), seed);
   // attention_forward
-  const auto f = plans::attention_forward_plans(s);
+  const auto f = ap::plans::attention_forward_plans(s);
   ap::execute(f.scores, buf);
   simt::launch(dev::causal_softmax_kernel, shape, probs.data(), rows, s.seq);
   ap::execute(f.values, buf);
   // attention_backward
-  const auto b = plans::attention_backward_plans(s);
+  const auto b = ap::plans::attention_backward_plans(s);
   ap::execute(b.dprobs, buf);
   simt::launch(dev::causal_softmax_backward_kernel, shape, static_cast<const float*>(probs.data()), scratch.data(),
                rows, s.seq);
