@@ -1,0 +1,125 @@
+// The CUDA backend's op entry points (kernels/backend.hpp), normalization and global pooling (batch norm, layer norm, global average pooling): each checks what keeps
+// a bad call from handing a kernel memory it cannot address (the queue is this backend's,
+// every tensor is on the queue's device, in the dtype and with the element count the kernel
+// reads: backend_ops_util.cuh), then queues the kernels of kernels/cuda/*.hpp on the queue's
+// stream with the queue's context (stream, TF32, resources). Shapes beyond element counts
+// are the layers' to validate. Gradients accumulate (accumulate = true): zeroing is the
+// caller's Queue::zero.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/backend_impl.cuh"
+#include "kernels/cuda/backend_ops_util.cuh"
+#include "kernels/cuda/avgpool.hpp"
+#include "kernels/cuda/batchnorm.hpp"
+#include "kernels/cuda/layernorm.hpp"
+
+namespace codistill::kernels::cuda {
+
+using ops::expect;
+using ops::f32;
+void CudaBackend::batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                    Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                    bool training, const BatchNormShape& s, kernels::Queue& q) {
+  const char* op = "batchnorm";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::batchnorm, x.dtype(), op);
+  s.validate(training);
+  const std::int64_t n = s.batch * s.channels * s.spatial, C = s.channels;
+  expect(x, cq.device(), DType::f32, n, op, "x");
+  expect(y, cq.device(), DType::f32, n, op, "y");
+  expect(gamma, cq.device(), DType::f32, C, op, "gamma");
+  expect(beta, cq.device(), DType::f32, C, op, "beta");
+  expect(running_mean, cq.device(), DType::f32, C, op, "running_mean");
+  expect(running_var, cq.device(), DType::f32, C, op, "running_var");
+  expect(save_mean, cq.device(), DType::f32, C, op, "save_mean");
+  expect(save_invstd, cq.device(), DType::f32, C, op, "save_invstd");
+  cuda::batchnorm_forward(f32(x), f32(gamma), f32(beta), f32(running_mean), f32(running_var), f32(y),
+                          f32(save_mean), f32(save_invstd), training, s, cq.context());
+}
+
+void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                     const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                     Tensor& dbeta, bool training, const BatchNormShape& s, kernels::Queue& q) {
+  const char* op = "batchnorm backward";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::batchnorm, dy.dtype(), op);
+  s.validate(training);
+  const std::int64_t n = s.batch * s.channels * s.spatial, C = s.channels;
+  expect(x, cq.device(), DType::f32, n, op, "x");
+  expect(dy, cq.device(), DType::f32, n, op, "dy");
+  if (dx) expect(*dx, cq.device(), DType::f32, n, op, "dx");
+  expect(gamma, cq.device(), DType::f32, C, op, "gamma");
+  expect(save_mean, cq.device(), DType::f32, C, op, "save_mean");
+  expect(save_invstd, cq.device(), DType::f32, C, op, "save_invstd");
+  expect(dgamma, cq.device(), DType::f32, C, op, "dgamma");
+  expect(dbeta, cq.device(), DType::f32, C, op, "dbeta");
+  cuda::batchnorm_backward(f32(x), f32(gamma), f32(save_mean), f32(save_invstd), f32(dy), f32(dx), f32(dgamma),
+                           f32(dbeta), training, s, cq.context());
+}
+
+// ---- global average pooling --------------------------------------------------------------------
+
+void CudaBackend::global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
+                                         kernels::Queue& q) {
+  const char* op = "global_avgpool";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::global_avgpool, x.dtype(), op);
+  expect(x, cq.device(), DType::f32, rows * spatial, op, "x");
+  expect(y, cq.device(), DType::f32, rows, op, "y");
+  cuda::global_avgpool_forward(f32(x), f32(y), rows, spatial, cq.context());
+}
+
+void CudaBackend::global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
+                                          kernels::Queue& q) {
+  const char* op = "global_avgpool backward";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::global_avgpool, dy.dtype(), op);
+  expect(dy, cq.device(), DType::f32, rows, op, "dy");
+  expect(dx, cq.device(), DType::f32, rows * spatial, op, "dx");
+  cuda::global_avgpool_backward(f32(dy), f32(dx), rows, spatial, cq.context());
+}
+
+// ---- layer normalization -----------------------------------------------------------------------
+
+void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                    Tensor& save_mean, Tensor& save_invstd, const LayerNormShape& s,
+                                    kernels::Queue& q) {
+  const char* op = "layernorm";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::layernorm, x.dtype(), op);
+  s.validate();
+  expect(x, cq.device(), DType::f32, s.rows * s.features, op, "x");
+  expect(y, cq.device(), DType::f32, s.rows * s.features, op, "y");
+  expect(gamma, cq.device(), DType::f32, s.features, op, "gamma");
+  expect(beta, cq.device(), DType::f32, s.features, op, "beta");
+  expect(save_mean, cq.device(), DType::f32, s.rows, op, "save_mean");
+  expect(save_invstd, cq.device(), DType::f32, s.rows, op, "save_invstd");
+  cuda::layernorm_forward(f32(x), f32(gamma), f32(beta), f32(y), f32(save_mean), f32(save_invstd), s,
+                          cq.context());
+}
+
+void CudaBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                     const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                     Tensor& dbeta, const LayerNormShape& s, kernels::Queue& q) {
+  const char* op = "layernorm backward";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::layernorm, dy.dtype(), op);
+  s.validate();
+  expect(x, cq.device(), DType::f32, s.rows * s.features, op, "x");
+  expect(dy, cq.device(), DType::f32, s.rows * s.features, op, "dy");
+  if (dx) expect(*dx, cq.device(), DType::f32, s.rows * s.features, op, "dx");
+  expect(gamma, cq.device(), DType::f32, s.features, op, "gamma");
+  expect(save_mean, cq.device(), DType::f32, s.rows, op, "save_mean");
+  expect(save_invstd, cq.device(), DType::f32, s.rows, op, "save_invstd");
+  expect(dgamma, cq.device(), DType::f32, s.features, op, "dgamma");
+  expect(dbeta, cq.device(), DType::f32, s.features, op, "dbeta");
+  cuda::layernorm_backward(f32(x), f32(gamma), f32(save_mean), f32(save_invstd), f32(dy), f32(dx), f32(dgamma),
+                           f32(dbeta), s, cq.context());
+}
+
+// ---- embedding and causal attention ----------------------------------------------------------
+
+}  // namespace codistill::kernels::cuda

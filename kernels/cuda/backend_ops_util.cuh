@@ -1,0 +1,29 @@
+#pragma once
+// What the CUDA backend's op entry points (backend_ops*.cu) share: the argument check that
+// keeps a bad call from handing a kernel memory it cannot address, and float32 views.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/backend_impl.cuh"
+
+namespace codistill::kernels::cuda::ops {
+
+// Throws std::invalid_argument("<op> (cuda): <name> is <shape dtype device>, expected ...")
+// unless t holds `numel` elements of `dtype` on `device`.
+inline void expect(const Tensor& t, Device device, DType dtype, std::int64_t numel, const char* op,
+                   const char* name) {
+  if (t.device() == device && t.dtype() == dtype && t.numel() == numel && (numel == 0 || t.raw()))
+    return;
+  throw std::invalid_argument(std::string(op) + " (cuda): " + name + " is " +
+                              shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " +
+                              t.device().str() + ", expected " + std::to_string(numel) + " " +
+                              dtype_name(dtype) + " elements on " + device.str());
+}
+
+inline const float* f32(const Tensor& t) { return static_cast<const float*>(t.raw()); }
+inline float* f32(Tensor& t) { return static_cast<float*>(t.raw()); }
+inline const float* f32(const Tensor* t) { return t ? f32(*t) : nullptr; }
+inline float* f32(Tensor* t) { return t ? f32(*t) : nullptr; }
+
+}  // namespace codistill::kernels::cuda::ops
