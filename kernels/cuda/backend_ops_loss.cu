@@ -1,10 +1,11 @@
-// The CUDA backend's op entry points (kernels/backend.hpp), the losses and the optimizer updates (fused distillation loss, fused linear + distillation head, SGD, AdamW): each checks what keeps
-// a bad call from handing a kernel memory it cannot address (the queue is this backend's,
+// The CUDA backend's op entry points (kernels/backend.hpp), the losses and the optimizer updates
+// (fused distillation loss, fused linear + distillation head, SGD, AdamW): each checks what
+// keeps a bad call from handing a kernel memory it cannot address (the queue is this backend's,
 // every tensor is on the queue's device, in the dtype and with the element count the kernel
 // reads: backend_ops_util.cuh), then queues the kernels of kernels/cuda/*.hpp on the queue's
-// stream with the queue's context (stream, TF32, resources). Shapes beyond element counts
-// are the layers' to validate. Gradients accumulate (accumulate = true): zeroing is the
-// caller's Queue::zero.
+// stream with the queue's context (stream, TF32, resources). Shapes beyond element counts are
+// the layers' to validate. Gradients accumulate (accumulate = true): zeroing is the caller's
+// Queue::zero.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -20,6 +21,7 @@ namespace codistill::kernels::cuda {
 
 using ops::expect;
 using ops::f32;
+
 DistillLossResult CudaBackend::distill_loss(const Tensor& student,
                                             const std::vector<const Tensor*>& teachers,
                                             const Tensor& labels, Tensor* grad,

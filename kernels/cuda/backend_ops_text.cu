@@ -1,10 +1,10 @@
-// The CUDA backend's op entry points (kernels/backend.hpp), the language-model ops (embedding, causal attention): each checks what keeps
-// a bad call from handing a kernel memory it cannot address (the queue is this backend's,
-// every tensor is on the queue's device, in the dtype and with the element count the kernel
-// reads: backend_ops_util.cuh), then queues the kernels of kernels/cuda/*.hpp on the queue's
-// stream with the queue's context (stream, TF32, resources). Shapes beyond element counts
-// are the layers' to validate. Gradients accumulate (accumulate = true): zeroing is the
-// caller's Queue::zero.
+// The CUDA backend's op entry points (kernels/backend.hpp), the language-model ops (embedding,
+// causal attention): each checks what keeps a bad call from handing a kernel memory it cannot
+// address (the queue is this backend's, every tensor is on the queue's device, in the dtype and
+// with the element count the kernel reads: backend_ops_util.cuh), then queues the kernels of
+// kernels/cuda/*.hpp on the queue's stream with the queue's context (stream, TF32, resources).
+// Shapes beyond element counts are the layers' to validate. Gradients accumulate (accumulate =
+// true): zeroing is the caller's Queue::zero.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -19,6 +19,7 @@ namespace codistill::kernels::cuda {
 
 using ops::expect;
 using ops::f32;
+
 void CudaBackend::embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y, const EmbeddingShape& s,
                                     kernels::Queue& q) {
   const char* op = "embedding";
