@@ -27,7 +27,9 @@ struct AugmentConfig {
 };
 
 struct DataConfig {
-  std::string kind = "fashion-mnist";  // fashion-mnist | idx | synthetic
+  std::string kind = "fashion-mnist";  // fashion-mnist | idx | synthetic | text
+  // The dataset's folder; kind text: a folder made by codistill-prepare-text
+  // (tokenizer.bpe, train.tokens, valid.tokens; docs/text-data.md).
   std::string path = "/usr/share/datasets/fashion-mnist";
   // kind idx: the four files (gzip or raw IDX), relative to path unless absolute.
   std::string train_images = "train-images-idx3-ubyte.gz";
@@ -38,7 +40,10 @@ struct DataConfig {
   std::string shard = "disjoint";  // disjoint | full | same
   std::string normalize = "standard";  // standard (dataset mean/std) | unit ([0,1]) | none
   std::int64_t train_limit = 0;  // use only the first N training examples (0 = all)
-  std::int64_t test_limit = 0;   // likewise for the test split
+  std::int64_t test_limit = 0;   // likewise for the test split (kind text: held-out windows)
+  // kind text: T, the tokens of context of each training and evaluation window (a window
+  // holds T + 1 tokens: T inputs, T next-token targets). At most model.seq_len.
+  std::int64_t context = 128;
   // kind synthetic: a Gaussian mixture, one component per class.
   std::int64_t synthetic_train = 8192;
   std::int64_t synthetic_test = 2048;
@@ -64,6 +69,11 @@ struct ModelConfig {
   double dropout = 0.0;                            // before each hidden linear layer's output
   std::string init = "kaiming_uniform";            // kaiming_uniform | kaiming_normal | xavier_uniform
   std::vector<LayerSpec> layers;                   // layers: the whole model, layer by layer
+  // Language models (data.kind text): the vocabulary the model predicts and the most
+  // positions it accepts. 0 = not set: the vocabulary is then taken from the token file;
+  // when set, it must equal the token file's and data.context must be <= seq_len.
+  std::int64_t vocab_size = 0;
+  std::int64_t seq_len = 0;
   // Fine-tuning: a checkpoint file, or a worker or run directory (its freshest valid
   // checkpoint), whose parameters and buffers replace the initialization at step 0. Not
   // part of the architecture: not in model_fields(), so not in a checkpoint's `model`.

@@ -67,6 +67,8 @@ std::vector<Field> make_model_keys() {
       CODISTILL_KEY(model.dropout, in_co(0, 1)),
       CODISTILL_KEY(model.init, one_of({"kaiming_uniform", "kaiming_normal", "xavier_uniform"})),
       CODISTILL_KEY(model.layers, any()),  // checked entry by entry by the layer schema
+      CODISTILL_KEY(model.vocab_size, ge(0)),  // 0: from the token file (data.kind text)
+      CODISTILL_KEY(model.seq_len, ge(0)),     // 0: no limit on data.context
   };
 }
 
@@ -83,7 +85,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(group.bucket_mb, gt(0)),
       CODISTILL_KEY(group.sync_batchnorm, any()),  // true refused in cross_check: not built
       CODISTILL_KEY(device, device_name()),
-      CODISTILL_KEY(data.kind, one_of({"fashion-mnist", "idx", "synthetic"})),
+      CODISTILL_KEY(data.kind, one_of({"fashion-mnist", "idx", "synthetic", "text"})),
       CODISTILL_KEY(data.path, text()),
       CODISTILL_KEY(data.train_images, text()),
       CODISTILL_KEY(data.train_labels, text()),
@@ -94,6 +96,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(data.normalize, one_of({"standard", "unit", "none"})),
       CODISTILL_KEY(data.train_limit, ge(0)),
       CODISTILL_KEY(data.test_limit, ge(0)),
+      CODISTILL_KEY(data.context, ge(1)),  // kind text; <= model.seq_len: checked at start
       CODISTILL_KEY(data.synthetic_train, ge(1)),
       CODISTILL_KEY(data.synthetic_test, ge(1)),
       CODISTILL_KEY(data.synthetic_classes, in_cc(2, 1000)),
