@@ -87,6 +87,12 @@ EvalData load_data(const std::string& first_path, const checkpoint::CheckpointMe
                                                "the checkpoint's embedded config, which does not load: " + e.what());
     ed.warnings.push_back(std::string("embedded config does not load (") + e.what() + "): default batch and threads");
   }
+  // Language models (data.kind text) are scored by their runs' eval events for now: the
+  // held-out windows need the prepared folder and a per-token pass (engine/evaluate_text.hpp).
+  if (ed.config && ed.config->data.kind == "text")
+    throw InspectError(first_path + " is a language model trained on text (data.kind text): eval and churn take "
+                       "image checkpoints only for now; its run's eval events (metrics.jsonl) hold its held-out "
+                       "loss, perplexity, next-token accuracy and churn");
   ed.batch = opt.batch > 0 ? opt.batch : ed.config ? ed.config->train.eval_batch_size : 1000;
   kernels::cpu::set_num_threads(opt.threads > 0 ? opt.threads : ed.config ? ed.config->run.threads : 1);
   if (spec.kind == "idx") {
