@@ -120,7 +120,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   }
   const double load_s = seconds_since(t0);
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
-  s.model = build_model(mc, init_rng);
+  s.model = opts.model_factory ? opts.model_factory(mc, init_rng) : build_model(mc, init_rng);
 
   // Rank 0 picks the checkpoint to resume from (cleaning up dead writers' temp files); the
   // others read that very file, so every rank starts from the same state.

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "codistill/data/text/tokenizer.hpp"
 #include "codistill/engine/evaluate_text.hpp"
 #include "codistill/engine/step.hpp"
+#include "codistill/engine/training.hpp"
 #include "codistill/engine/text_source.hpp"
 #include "codistill/engine/worker_state.hpp"
 #include "codistill/models/model.hpp"
@@ -28,6 +30,8 @@
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/process.hpp"
+
+#include <nlohmann/json.hpp>
 
 using namespace codistill;
 namespace text = codistill::data::text;
@@ -62,15 +66,19 @@ class OneHot final : public Layer {
   Tensor out_;
 };
 
-Model bigram(std::uint64_t seed) {
+Model bigram(Rng& rng) {
   Model m;
   m.add("one_hot", std::make_unique<OneHot>(kVocab));
   auto fc = std::make_unique<Linear>(kVocab, kVocab);
-  Rng rng(seed);
   fc->init_params(rng, "xavier_uniform");
   m.add("table", std::move(fc));
   m.finalize();
   return m;
+}
+
+Model bigram(std::uint64_t seed) {
+  Rng rng(seed);
+  return bigram(rng);
 }
 
 // A prepared folder: the byte tokenizer, training documents drawn from a noisy cycle over
@@ -365,4 +373,74 @@ TEST_CASE("text data against the model and the config: clear errors naming the k
   CHECK_THROWS_WITH(parse_config("data: {kind: text, augment: {flip: true}}\n"),
                     Catch::Matchers::Contains("data.augment"));
   CHECK_NOTHROW(parse_config("data: {kind: text, context: 32, path: x}\nmodel: {seq_len: 32, vocab_size: 8192}\n"));
+}
+
+TEST_CASE("a text run through the Trainer: per-token eval events, a bit-exact resume", "[engine][text][trainer]") {
+  Folder f;
+  codistill::test::TempDir dir;
+  Config c;
+  c.run.dir = dir.str("run");
+  c.run.seed = 3;
+  c.run.threads = 1;
+  c.data.kind = "text";
+  c.data.path = f.path;
+  c.data.context = 16;
+  c.data.batch_size = 8;
+  c.optimizer.kind = "adamw";
+  c.optimizer.lr = 0.01;
+  c.train.steps = 6;
+  c.train.eval_every = 3;
+  c.train.log_every = 3;
+  c.train.micro_batches = 2;
+  c.train.eval_batch_size = 64;  // 4 windows of 16 per evaluation batch
+  c.checkpoint.every = 3;
+  TrainOptions o;
+  o.console = false;
+  o.model_factory = [](const ModelConfig& mc, Rng& rng) {
+    // The data decides the model's input and output: [T] token ids, the vocabulary.
+    CHECK(mc.input_shape == std::vector<std::int64_t>{16});
+    CHECK(mc.classes == kVocab);
+    CHECK(mc.vocab_size == kVocab);  // 0 in the config: taken from the token file
+    return bigram(rng);
+  };
+  const std::string last = c.run.dir + "/worker-000/ckpt-000000006.h5";
+  {
+    Trainer t(c, o);
+    t.run();
+  }
+  const std::string digest = checkpoint::read(last).meta.content_digest;
+  // As if the run had stopped after step 3: resuming from that checkpoint ends the same.
+  std::filesystem::remove(last);
+  {
+    Trainer t(c, o);
+    t.run();
+  }
+  CHECK(checkpoint::read(last).meta.content_digest == digest);
+
+  std::ifstream in(c.run.dir + "/worker-000/metrics.jsonl");
+  std::map<std::string, int> seen;
+  std::vector<std::int64_t> data_steps;
+  const text::TokenFile valid(f.path + "/valid.tokens");
+  const std::int64_t windows_held_out = text::EvalWindows(valid, 16).count();
+  for (std::string line; std::getline(in, line);) {
+    const auto e = nlohmann::json::parse(line);
+    const std::string event = e["event"];
+    ++seen[event];
+    if (event == "data") {
+      data_steps.push_back(e["step"].get<std::int64_t>());
+      CHECK(e["kind"] == "text");
+      CHECK(e["vocab_size"] == kVocab);
+      CHECK(e["unigram_ce"].get<double>() > 0);
+      CHECK(e["unigram_ce"].get<double>() < std::log(static_cast<double>(kVocab)));
+    }
+    if (event == "eval") {
+      CHECK(e["perplexity"].get<double>() == Approx(std::exp(e["loss"].get<double>())));
+      CHECK(e["tokens"] == windows_held_out * 16);
+    }
+    if (event == "done") CHECK(e["perplexity"].get<double>() == Approx(std::exp(e["loss"].get<double>())));
+  }
+  CHECK(seen["data"] == 2);  // the first event of each start
+  CHECK(data_steps == std::vector<std::int64_t>{0, 3});  // the second start resumed at step 3
+  CHECK(seen["eval"] >= 3);
+  CHECK(seen["done"] == 2);
 }
