@@ -8,12 +8,14 @@
 // logits are [B*T, V] in b-major, t-minor order as the gpt contract says.
 #include <catch2/catch.hpp>
 
+#include <barrier>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
@@ -151,26 +153,28 @@ struct TextWorker {
   std::unique_ptr<Optimizer> opt;
   std::unique_ptr<TrainStep> step;
   WorkerState w;
-  TextWorker(const text::TokenFile& train, std::int64_t micro_batches) : model(bigram(3)) {
+  std::int64_t rows;
+  TextWorker(const text::TokenFile& train, std::int64_t micro_batches, std::int64_t rows_ = 8, RankSlice slice = {})
+      : model(bigram(3)), rows(rows_) {
     OptimizerConfig oc;
     oc.kind = "adamw";
     oc.lr = 0.01;
     oc.weight_decay = 0.01;
     opt = make_optimizer(oc, model);
     kernels::DistillLossParams loss;
-    step = std::make_unique<TrainStep>(model, std::make_unique<TextBatchSource>(train, windows(8)), 8, loss,
-                                       micro_batches);
+    step = std::make_unique<TrainStep>(model, std::make_unique<TextBatchSource>(train, windows(rows), slice), rows,
+                                       loss, micro_batches);
     w.model = &model;
     w.optimizer = opt.get();
     w.source = &step->source();
     w.model_yaml = "kind: test-bigram\n";
     w.config_yaml = "{}\n";
   }
-  void train(int steps) {
+  void train(int steps, const StepHooks& hooks = {}) {
     for (int i = 0; i < steps; ++i) {
-      step->run(w.step + 1, {}, *opt, 0.01);
+      step->run(w.step + 1, {}, *opt, 0.01, hooks);
       ++w.step;
-      w.examples_seen += 8;
+      w.examples_seen += rows;
     }
   }
   std::vector<float> params() {
@@ -253,6 +257,40 @@ TEST_CASE("a text step in micro-batches is the step of the whole batch", "[engin
     moved = std::max(moved, static_cast<double>(std::abs(a[i] - start[i])));
   }
   CHECK(moved > 1e-3);  // the steps did train
+  CHECK(diff < 1e-6);
+}
+
+// A worker group of two ranks in one process: each rank a thread with its own model and
+// step, the gradient sum of phase 6 through shared memory (in rank order on both, so the
+// ranks stay identical). Two ranks of 4 windows train as one process of 8.
+TEST_CASE("a text group of 2 ranks with batch 4 trains as one process with batch 8", "[engine][text][group]") {
+  Folder f;
+  const text::TokenFile train(f.path + "/train.tokens");
+  TextWorker whole(train, 1);
+  whole.train(3);
+  std::vector<std::unique_ptr<TextWorker>> ranks;
+  for (int r = 0; r < 2; ++r) ranks.push_back(std::make_unique<TextWorker>(train, 2, 4, RankSlice{r, 2}));
+  std::barrier sync(2);
+  std::vector<std::vector<float>> grads(2);
+  auto run_rank = [&](int r) {
+    StepHooks hooks;
+    hooks.reduce_gradients = [&, r](Tensor& g, kernels::Queue&) {
+      float* p = g.data<float>();
+      grads[static_cast<std::size_t>(r)].assign(p, p + g.numel());
+      sync.arrive_and_wait();
+      for (std::int64_t i = 0; i < g.numel(); ++i) p[i] = grads[0][static_cast<std::size_t>(i)] + grads[1][static_cast<std::size_t>(i)];
+      sync.arrive_and_wait();  // both have read before the next step writes
+    };
+    ranks[static_cast<std::size_t>(r)]->train(3, hooks);
+  };
+  std::thread other(run_rank, 1);
+  run_rank(0);
+  other.join();
+  const std::vector<float> a = whole.params(), b = ranks[0]->params();
+  CHECK(ranks[1]->params() == b);
+  REQUIRE(a.size() == b.size());
+  double diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
   CHECK(diff < 1e-6);
 }
 
