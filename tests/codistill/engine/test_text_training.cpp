@@ -24,6 +24,7 @@
 #include "codistill/data/text/tokenizer.hpp"
 #include "codistill/engine/evaluate_text.hpp"
 #include "codistill/engine/step.hpp"
+#include "codistill/engine/teachers.hpp"
 #include "codistill/engine/training.hpp"
 #include "codistill/engine/text_source.hpp"
 #include "codistill/engine/worker_state.hpp"
@@ -481,4 +482,22 @@ TEST_CASE("a text run through the Trainer: per-token eval events, a bit-exact re
   CHECK(data_steps == std::vector<std::int64_t>{0, 3});  // the second start resumed at step 3
   CHECK(seen["eval"] >= 3);
   CHECK(seen["done"] == 2);
+}
+
+TEST_CASE("a language-model teacher must take the student's windows and vocabulary", "[engine][text][teachers]") {
+  auto lm = [](std::int64_t context, std::int64_t vocab, std::int64_t seq_len) {
+    ModelConfig mc;
+    mc.input_shape = {context};
+    mc.classes = vocab;
+    mc.vocab_size = vocab;
+    mc.seq_len = seq_len;
+    return mc;
+  };
+  const ModelConfig student = lm(32, kVocab, 0);
+  CHECK_NOTHROW(check_teacher_fits(model_yaml(lm(32, kVocab, 0)), student, "peer 1"));
+  CHECK_NOTHROW(check_teacher_fits(model_yaml(lm(16, kVocab, 64)), student, "peer 1"));  // seq_len covers 32
+  CHECK_THROWS_WITH(check_teacher_fits(model_yaml(lm(16, kVocab, 0)), student, "peer 1"),
+                    Catch::Matchers::Contains("accepts 16 positions") && Catch::Matchers::Contains("data.context = 32"));
+  CHECK_THROWS_WITH(check_teacher_fits(model_yaml(lm(32, 300, 0)), student, "peer 1"),
+                    Catch::Matchers::Contains("vocabulary of 300"));
 }
