@@ -116,10 +116,11 @@ TrainSummary Trainer::run() {
          nlohmann::json staleness = nullptr;
          if (s.teachers && window.teachers > 0)
            if (auto st = s.teachers->staleness(step)) staleness = *st;
-         s.metrics->emit("train", step,
-                         {{"loss", window.loss / n}, {"ce", window.ce / n}, {"distill", window.distill / n},
-                          {"lr", lr}, {"examples_per_s", rate}, {"teachers", window.teachers},
-                          {"staleness", staleness}});
+         nlohmann::json fields = {{"loss", window.loss / n}, {"ce", window.ce / n}, {"distill", window.distill / n},
+                                  {"lr", lr}, {"examples_per_s", rate}, {"teachers", window.teachers},
+                                  {"staleness", staleness}};
+         if (text) fields["tokens_per_s"] = rate * static_cast<double>(c.data.context);  // examples are windows
+         s.metrics->emit("train", step, fields);
          if (!s.opts.interactive)
            info("train step {:>7}/{}  loss {:.4f}  distill {:.4f}  teachers {}  lr {:.4g}  {:.0f} ex/s", step, last,
                 window.loss / n, window.distill / n, window.teachers, lr, rate);
