@@ -81,8 +81,8 @@ const kernels::Tensor& Teacher::forward(const kernels::Tensor& x, kernels::Event
 }
 
 TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log,
-                         bool follower)
-    : cfg_(cfg), model_cfg_(std::move(model_cfg)), log_(std::move(log)),
+                         bool follower, ModelFactory factory)
+    : cfg_(cfg), model_cfg_(std::move(model_cfg)), factory_(std::move(factory)), log_(std::move(log)),
       store_(cfg.run.dir), device_(kernels::Device::parse(cfg.device)) {
   queue_options_.allow_tf32 = cfg.train.allow_tf32;
   for (int p = 0; p < cfg.run.workers; ++p) {
@@ -129,7 +129,7 @@ std::unique_ptr<Teacher> TeacherPool::make_teacher(int peer, const checkpoint::C
   t->peer = peer;
   t->step = data.meta.step;
   t->path = path;
-  t->model = model_from_checkpoint(data);
+  t->model = model_from_checkpoint(data, factory_);
   upload(*t);
   t->load_ms = load_ms;
   return t;

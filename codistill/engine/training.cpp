@@ -306,7 +306,8 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
                      {"train_tokens", s.text->train->tokens()}, {"eval_windows", s.eval_windows->count()},
                      {"unigram_ce", unigram}});
   if (s.checkpoints) s.checkpoints->prepare(w);
-  if (distills) s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.log, /*follower=*/!s.lead);
+  if (distills)
+    s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.log, /*follower=*/!s.lead, opts.model_factory);
   if (!c.codistill.fixed_teachers.empty()) {
     // Chosen once per worker (recorded beside its checkpoints); a resumed worker takes the
     // recorded files again, even where a teacher run has published newer ones since. In a

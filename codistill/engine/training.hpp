@@ -35,7 +35,7 @@ struct TrainOptions {
   std::shared_ptr<dist::ProcessGroup> group;
   // Builds the worker's model from its (resolved) model section; unset: build_model
   // (codistill/models). For in-process tests of a model the factory does not have (a
-  // language model before its kind is built); teachers are still rebuilt by build_model.
+  // language model before its kind is built); teachers are rebuilt with it too.
   std::function<Model(const ModelConfig&, Rng&)> model_factory;
 };
 

@@ -16,6 +16,7 @@
 // The learning-rate schedule is a pure function of the step, so it needs no state.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "codistill/engine/batch_source.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
+#include "codistill/util/rng.hpp"
 
 namespace codistill {
 
@@ -70,9 +72,13 @@ void restore_state(WorkerState& w, const checkpoint::CheckpointData& data);
 // Throws std::runtime_error naming the entry that is missing or has the wrong shape.
 void copy_model_state(Model& model, const checkpoint::CheckpointData& data);
 
+// Builds a model from a model section (build_model's signature); TrainOptions::model_factory.
+using ModelFactory = std::function<Model(const ModelConfig&, Rng&)>;
+
 // Offline use (codistill-inspect, teachers): the model rebuilt from the checkpoint's own
-// `model` attribute, with its parameters and buffers loaded (on the CPU).
-Model model_from_checkpoint(const checkpoint::CheckpointData& data);
+// `model` attribute, with its parameters and buffers loaded (on the CPU). `factory` unset:
+// build_model.
+Model model_from_checkpoint(const checkpoint::CheckpointData& data, const ModelFactory& factory = {});
 // The input normalization stored with a checkpoint ("none" when absent).
 data::Normalization normalization_from_checkpoint(const checkpoint::CheckpointData& data);
 
