@@ -174,6 +174,20 @@ class Backend {
   virtual void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                   const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
                                   Tensor& dbeta, const LayerNormShape& s, Queue& q) = 0;
+  // ids int32 [rows], table [vocab, dim], y [rows, dim] (EmbeddingShape in kernels/ops.hpp).
+  // Backward: dtable += scatter of dy by ids, deterministic (no atomics). An id out of range
+  // throws std::out_of_range naming the row and the id.
+  virtual void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y, const EmbeddingShape& s,
+                                 Queue& q) = 0;
+  virtual void embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dtable, const EmbeddingShape& s,
+                                  Queue& q) = 0;
+  // Causal self-attention core (AttentionShape in kernels/ops.hpp): qkv [B*T, 3D] -> y [B*T, D],
+  // probs [B, H, T, T] saved for the backward. Backward: dqkv [B*T, 3D] overwritten;
+  // scratch [B, H, T, T] is the backend's to use.
+  virtual void attention_forward(const Tensor& qkv, Tensor& y, Tensor& probs, const AttentionShape& s,
+                                 Queue& q) = 0;
+  virtual void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, Tensor& dqkv,
+                                  Tensor& scratch, const AttentionShape& s, Queue& q) = 0;
   // Flat tensors of equal numel; momentum may be null when SgdScalars::momentum == 0.
   virtual void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s,
                           Queue& q) = 0;

@@ -1,5 +1,7 @@
 #include "kernels/ops.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -22,6 +24,8 @@ const char* op_name(Op op) {
     case Op::global_avgpool: return "global_avgpool";
     case Op::layernorm: return "layernorm";
     case Op::linear_distill_head: return "linear_distill_head";
+    case Op::embedding: return "embedding";
+    case Op::causal_attention: return "causal_attention";
   }
   return "?";
 }
@@ -94,6 +98,34 @@ void LayerNormShape::validate() const {
     throw std::invalid_argument("layernorm: rows must be >= 0, features >= 1 and eps > 0 (rows " +
                                 std::to_string(rows) + ", features " + std::to_string(features) + ", eps " +
                                 std::to_string(eps) + ")");
+}
+
+void EmbeddingShape::validate() const {
+  if (rows < 0 || vocab < 1 || dim < 1 || vocab > std::numeric_limits<std::int32_t>::max())
+    throw std::invalid_argument("embedding: rows must be >= 0, vocab in [1, 2^31) and dim >= 1 (rows " +
+                                std::to_string(rows) + ", vocab " + std::to_string(vocab) + ", dim " +
+                                std::to_string(dim) + ")");
+}
+
+void check_embedding_ids(const std::int32_t* ids, const EmbeddingShape& s, const char* backend) {
+  for (std::int64_t n = 0; n < s.rows; ++n)
+    if (ids[n] < 0 || ids[n] >= s.vocab)
+      throw std::out_of_range(std::string("embedding (") + backend + "): row " + std::to_string(n) + " has id " +
+                              std::to_string(ids[n]) + ", outside [0, " + std::to_string(s.vocab) + ")");
+}
+
+double AttentionShape::scale() const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
+
+void AttentionShape::validate() const {
+  if (batch < 0 || seq < 1 || heads < 1 || head_dim < 1)
+    throw std::invalid_argument("causal_attention: batch must be >= 0, seq, heads and head_dim >= 1 (batch " +
+                                std::to_string(batch) + ", seq " + std::to_string(seq) + ", heads " +
+                                std::to_string(heads) + ", head_dim " + std::to_string(head_dim) + ")");
+  // 32-bit BLAS indices (lda = 3*D, the T x T blocks).
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  if (3 * d_model() > kMax || seq * seq > kMax)
+    throw std::invalid_argument("causal_attention: sizes too large for 32-bit BLAS indices (seq " +
+                                std::to_string(seq) + ", d_model " + std::to_string(d_model()) + ")");
 }
 
 }  // namespace codistill::kernels

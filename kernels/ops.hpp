@@ -26,11 +26,14 @@ enum class Op : std::uint8_t {
   global_avgpool,  // the mean of each row of [rows, spatial] ([B*C, H*W]: each plane)
   layernorm,       // normalization of each row over its last dimension
   linear_distill_head,  // hidden states -> logits -> the fused loss, in chunks of rows
+  embedding,            // rows of a table gathered by int32 ids; backward scatters them back
+  causal_attention,     // softmax(q k^T / sqrt(d) + causal mask) v per (sequence, head)
 };
 inline constexpr Op kAllOps[] = {Op::linear,       Op::linear_activation, Op::activation,  Op::conv2d,
                                  Op::maxpool2d,    Op::softmax,           Op::multiply,    Op::add,
                                  Op::distill_loss, Op::sgd_update,        Op::adamw_update, Op::batchnorm,
-                                 Op::global_avgpool, Op::layernorm, Op::linear_distill_head};
+                                 Op::global_avgpool, Op::layernorm, Op::linear_distill_head,
+                                 Op::embedding, Op::causal_attention};
 const char* op_name(Op op);
 
 // relu: y = max(x, 0), backward from y; gelu: exact erf form, backward from x.
@@ -90,6 +93,38 @@ struct BatchNormShape {
 struct LayerNormShape {
   std::int64_t rows = 1, features = 1;
   double eps = 1e-5;
+  void validate() const;  // throws std::invalid_argument
+};
+
+// Embedding lookup: ids int32 [rows], table [vocab, dim], y [rows, dim]:
+//   y[n, :] = table[ids[n], :]
+// Backward: dtable[ids[n], :] += dy[n, :] for every n, summed in the order of n (every
+// backend: deterministic, no atomics). An id outside [0, vocab) throws std::out_of_range
+// naming the row and the id, before anything is written.
+struct EmbeddingShape {
+  std::int64_t rows = 0, vocab = 1, dim = 1;
+  void validate() const;  // throws std::invalid_argument
+};
+// "embedding: row 3 has id 70, outside [0, 64)" when an id is out of range, else nothing.
+void check_embedding_ids(const std::int32_t* ids, const EmbeddingShape& s, const char* backend);
+
+// Causal multi-head self-attention core (GPT-2's), for `batch` sequences of `seq` tokens:
+//   qkv [batch*seq, 3*D] (D = heads*head_dim): row b*seq + t holds q | k | v of token t of
+//       sequence b, head h at columns h*head_dim .. (h+1)*head_dim of each third (what one
+//       Linear(D, 3D) gives, no transpose needed);
+//   y   [batch*seq, D]: head h's output at columns h*head_dim.., the layout of q;
+//   probs [batch, heads, seq, seq]: P = softmax(q k^T * scale + mask) per (b, h), row i
+//       over columns j <= i, exactly 0 above the diagonal (saved for the backward; memory
+//       batch*heads*seq^2 values per layer); scale = 1/sqrt(head_dim).
+//   y_bh = P_bh v_bh.
+// Backward (dqkv overwritten, an input gradient): dP = dy v^T, dS = P * (dP - rowsum(dP*P)),
+//   dq = scale dS k, dk = scale dS^T q, dv = P^T dy. scratch [batch, heads, seq, seq] holds
+//   dP/dS (a backend may ignore it: the CPU keeps one T x T block per thread).
+struct AttentionShape {
+  std::int64_t batch = 1, seq = 1, heads = 1, head_dim = 1;
+  std::int64_t d_model() const { return heads * head_dim; }
+  std::int64_t rows() const { return batch * seq; }
+  double scale() const;  // 1 / sqrt(head_dim)
   void validate() const;  // throws std::invalid_argument
 };
 

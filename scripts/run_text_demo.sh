@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two workers codistilling a small GPT (configs/text_gpt.yaml) on the Python 3.11
 # documentation, each on its own disjoint half of the documents. Prepares the token files
-# (data/python-docs) first when they are missing. Needs the `gpt` model kind.
+# (data/python-docs) first when they are missing.
 # Extra arguments go to every worker, e.g. --set train.steps=500.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

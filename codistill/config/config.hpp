@@ -42,7 +42,7 @@ struct DataConfig {
   std::int64_t train_limit = 0;  // use only the first N training examples (0 = all)
   std::int64_t test_limit = 0;   // likewise for the test split (kind text: held-out windows)
   // kind text: T, the tokens of context of each training and evaluation window (a window
-  // holds T + 1 tokens: T inputs, T next-token targets). At most model.seq_len.
+  // holds T + 1 tokens: T inputs, T next-token targets). model.seq_len for a gpt.
   std::int64_t context = 128;
   // kind synthetic: a Gaussian mixture, one component per class.
   std::int64_t synthetic_train = 8192;
@@ -58,22 +58,24 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string kind = "mlp";  // mlp | cnn | resnet | layers
+  std::string kind = "mlp";  // mlp | cnn | resnet | layers | gpt
   std::vector<std::int64_t> hidden = {256, 256};  // fully connected widths
   std::vector<std::int64_t> channels = {32, 64};  // cnn: conv output channels, one per block;
                                                   // resnet: the width of each stage
-  std::int64_t blocks = 1;                         // resnet: basic blocks per stage
+  std::int64_t blocks = 1;                         // resnet: basic blocks per stage; gpt: transformer blocks
   std::int64_t kernel_size = 5;                    // cnn: square kernel, 'same' padding
   std::int64_t pool = 2;                           // cnn: max-pool window and stride
   std::string activation = "relu";                 // relu | gelu
   double dropout = 0.0;                            // before each hidden linear layer's output
   std::string init = "kaiming_uniform";            // kaiming_uniform | kaiming_normal | xavier_uniform
   std::vector<LayerSpec> layers;                   // layers: the whole model, layer by layer
-  // Language models (data.kind text): the vocabulary the model predicts and the most
-  // positions it accepts. 0 = not set: the vocabulary is then taken from the token file;
-  // when set, it must equal the token file's and data.context must be <= seq_len.
-  std::int64_t vocab_size = 0;
-  std::int64_t seq_len = 0;
+  // gpt (codistill/models/gpt_model.hpp):
+  std::int64_t vocab_size = 0;      // tokens; 0 = from the data (classes)
+  std::int64_t seq_len = 128;       // T: the model takes int32 [B, T]
+  std::int64_t d_model = 128;       // width of the token rows
+  std::int64_t heads = 4;           // attention heads (divide d_model)
+  std::int64_t mlp_ratio = 4;       // MLP hidden width = mlp_ratio * d_model
+  bool tie_embeddings = false;      // true is refused for now (untied head only)
   // Fine-tuning: a checkpoint file, or a worker or run directory (its freshest valid
   // checkpoint), whose parameters and buffers replace the initialization at step 0. Not
   // part of the architecture: not in model_fields(), so not in a checkpoint's `model`.

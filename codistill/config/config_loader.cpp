@@ -136,15 +136,12 @@ class Binder {
                 "image augmentation has no meaning for data.kind text (set crop_padding 0 and flip false)");
       if (c.data.train_limit != 0)
         fail_at({"data.train_limit"}, "is not used by data.kind text (windows are drawn from the whole shard); set 0");
-      for (const auto& [id, m] : c.worker_models)
-        if (m.seq_len > 0 && c.data.context > m.seq_len)
-          fail_at({"data.context"}, "expected at most worker_models." + std::to_string(id) +
-                                        ".seq_len = " + std::to_string(m.seq_len) + ", got '" +
-                                        std::to_string(c.data.context) + "'");
-      if (c.model.seq_len > 0 && c.data.context > c.model.seq_len)
-        fail_at({"data.context", "model.seq_len"}, "expected at most model.seq_len = " +
-                                                       std::to_string(c.model.seq_len) + " (the most positions the "
-                                                       "model accepts), got '" + std::to_string(c.data.context) + "'");
+      // A gpt takes windows of exactly model.seq_len tokens (worker_models entries are
+      // checked at start, engine/text_source.cpp).
+      if (c.model.kind == "gpt" && c.data.context != c.model.seq_len)
+        fail_at({"data.context", "model.seq_len"}, "expected model.seq_len = " + std::to_string(c.model.seq_len) +
+                                                       " (a gpt model takes windows of exactly seq_len tokens), got '" +
+                                                       std::to_string(c.data.context) + "'");
     }
     // A layer list with another kind would be ignored without a word (and the model trained
     // would not be the one written down).
@@ -404,6 +401,11 @@ std::string model_yaml(const ModelConfig& model) {
   // exporters that predate the key read.
   std::vector<std::string> skip;
   if (model.layers.empty()) skip.emplace_back("model.layers");
+  // The gpt keys only for a gpt, likewise.
+  if (model.kind != "gpt")
+    for (const char* k : {"model.vocab_size", "model.seq_len", "model.d_model", "model.heads", "model.mlp_ratio",
+                          "model.tie_embeddings"})
+      skip.emplace_back(k);
   return emit(config_detail::model_fields(), config, "model.", skip);
 }
 

@@ -57,7 +57,7 @@ Check device_name() {
 
 std::vector<Field> make_model_keys() {
   return {
-      CODISTILL_KEY(model.kind, one_of({"mlp", "cnn", "resnet", "layers"})),
+      CODISTILL_KEY(model.kind, one_of({"mlp", "cnn", "resnet", "layers", "gpt"})),
       CODISTILL_KEY(model.hidden, ge(1)),
       CODISTILL_KEY(model.channels, ge(1).length(1)),
       CODISTILL_KEY(model.kernel_size, ge(1)),
@@ -67,8 +67,12 @@ std::vector<Field> make_model_keys() {
       CODISTILL_KEY(model.dropout, in_co(0, 1)),
       CODISTILL_KEY(model.init, one_of({"kaiming_uniform", "kaiming_normal", "xavier_uniform"})),
       CODISTILL_KEY(model.layers, any()),  // checked entry by entry by the layer schema
-      CODISTILL_KEY(model.vocab_size, ge(0)),  // 0: from the token file (data.kind text)
-      CODISTILL_KEY(model.seq_len, ge(0)),     // 0: no limit on data.context
+      CODISTILL_KEY(model.vocab_size, ge(0)),
+      CODISTILL_KEY(model.seq_len, ge(1)),
+      CODISTILL_KEY(model.d_model, ge(1)),
+      CODISTILL_KEY(model.heads, ge(1)),  // divides model.d_model (checked by build_model)
+      CODISTILL_KEY(model.mlp_ratio, ge(1)),
+      CODISTILL_KEY(model.tie_embeddings, any()),
   };
 }
 

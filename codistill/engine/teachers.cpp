@@ -43,16 +43,15 @@ void check_teacher_fits(const std::string& teacher_model_yaml, const ModelConfig
     throw TrainingError(fmt::format("{}: its model attribute cannot be read: {}", who, e.what()));
   }
   // Language models (data.kind text: inputs are [T] token windows): the teacher reads the
-  // student's [B, T] batch, so it must accept T positions (its model.seq_len, or the
-  // context it was trained with when it has none) and predict the same vocabulary.
+  // student's [B, T] batch, so it must take windows of T tokens (a gpt takes exactly its
+  // model.seq_len) and predict the same vocabulary. Said in those words.
   if (t.input_shape.size() == 1 && student.input_shape.size() == 1 && student.vocab_size > 0) {
-    const std::int64_t context = student.input_shape[0];
-    const std::int64_t accepts = t.seq_len > 0 ? t.seq_len : t.input_shape[0];
-    if (t.classes != student.classes || context > accepts)
-      throw TrainingError(fmt::format("{} cannot teach this worker: its model ({}) predicts a vocabulary of {} and "
-                                      "accepts {} positions; this worker's model ({}) predicts {} over windows of "
+    const std::int64_t context = student.input_shape[0], takes = t.input_shape[0];
+    if (t.classes != student.classes || context != takes)
+      throw TrainingError(fmt::format("{} cannot teach this worker: its model ({}) predicts a vocabulary of {} from "
+                                      "windows of {} tokens; this worker's model ({}) predicts {} from windows of "
                                       "data.context = {} tokens",
-                                      who, t.kind, t.classes, accepts, student.kind, student.classes, context));
+                                      who, t.kind, t.classes, takes, student.kind, student.classes, context));
     return;
   }
   // What the student's loss consumes is the teacher's logits of the student's batch: the

@@ -60,10 +60,10 @@ void check_text_model(const ModelConfig& mc, std::int64_t vocab, std::int64_t co
                       fmt::format("is {} but the token files of data.path have a vocabulary of {} (set {} or 0, "
                                   "which takes the data's)",
                                   mc.vocab_size, vocab, vocab));
-  if (mc.seq_len > 0 && context > mc.seq_len)
+  if (mc.kind == "gpt" && context != mc.seq_len)
     throw ConfigError("data.context", "", 0,
-                      fmt::format("is {} but {}.seq_len is {}: the model accepts at most {} positions", context,
-                                  section, mc.seq_len, mc.seq_len));
+                      fmt::format("is {} but {}.seq_len is {}: a gpt model takes windows of exactly seq_len tokens",
+                                  context, section, mc.seq_len));
 }
 
 namespace {

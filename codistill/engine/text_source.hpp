@@ -33,7 +33,7 @@ TextData load_text_data(const DataConfig& cfg);
 double unigram_cross_entropy(const data::text::TokenFile& train);
 
 // Model section `mc` against the data: model.vocab_size (when set) must equal `vocab`, and
-// data.context must not exceed model.seq_len (when set). Throws ConfigError naming the key
+// a gpt's model.seq_len must be data.context (it takes exactly that). Throws ConfigError naming the key
 // (`section` is "model" or "worker_models.N") and both values.
 void check_text_model(const ModelConfig& mc, std::int64_t vocab, std::int64_t context, const std::string& section);
 

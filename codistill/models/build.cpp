@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "codistill/models/gpt_model.hpp"
 #include "codistill/models/layers_model.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/nn/avgpool.hpp"
@@ -177,7 +178,7 @@ using BuildFn = void (*)(const ModelConfig&, Rng&, Model&);
 
 const std::map<std::string, BuildFn>& builders() {
   static const std::map<std::string, BuildFn> kBuilders = {
-      {"cnn", build_cnn}, {"layers", build_layers}, {"mlp", build_mlp}, {"resnet", build_resnet}};
+      {"cnn", build_cnn}, {"gpt", build_gpt}, {"layers", build_layers}, {"mlp", build_mlp}, {"resnet", build_resnet}};
   return kBuilders;
 }
 
@@ -189,7 +190,9 @@ std::vector<std::string> model_kinds() {
   return out;
 }
 
-Model build_model(const ModelConfig& cfg, Rng& rng) {
+Model build_model(const ModelConfig& given, Rng& rng) {
+  // A gpt derives input_shape ([seq_len]) and classes (the vocabulary) from its own keys.
+  const ModelConfig cfg = resolve_gpt(given);
   auto it = builders().find(cfg.kind);
   if (it == builders().end())
     throw std::invalid_argument("unknown model kind '" + cfg.kind + "' (valid: " + join(model_kinds()) + ")");

@@ -76,6 +76,11 @@ class Model {
   // Input shape without the batch dimension (set by build_model; summary() uses it).
   void set_input_shape(kernels::Shape shape) { input_shape_ = std::move(shape); }
   const kernels::Shape& input_shape() const { return input_shape_; }
+  // The dtype of the model's input: float32 (images, features), or int32 (gpt: token ids
+  // [B, T], logits [B*T, vocab], row b*T + t predicting token t+1 of sequence b). Set by
+  // build_model; to_dtype does not change it.
+  void set_input_dtype(kernels::DType dtype) { input_dtype_ = dtype; }
+  kernels::DType input_dtype() const { return input_dtype_; }
   // Modules with their own random stream (dropout), by module path. A checkpoint saves
   // rng->state() of each and a resume calls rng->set_state(...).
   std::vector<std::pair<std::string, Rng*>> rngs();
@@ -89,9 +94,10 @@ class Model {
   bool finalized_ = false;
   bool fingerprint_modules_ = false;
   kernels::Shape input_shape_;
+  kernels::DType input_dtype_ = kernels::DType::f32;
 };
 
-// Builds the model of cfg.kind ("mlp" | "cnn" | "resnet" | "layers"), initialized from rng. cfg.input_shape and
+// Builds the model of cfg.kind ("mlp" | "cnn" | "resnet" | "layers" | "gpt"), initialized from rng. cfg.input_shape and
 // cfg.classes must be filled (from the data). Unknown kinds throw std::invalid_argument
 // listing the valid ones; impossible shapes throw with the layer that cannot be built
 // (kind layers: a ConfigError naming model.layers[i], see models/layers_model.hpp).

@@ -55,4 +55,6 @@ void init_weight_bias(kernels::Tensor& weight, kernels::Tensor* bias, std::int64
   }
 }
 
+void init_normal(kernels::Tensor& weight, double std, Rng& rng) { fill(weight, Dist::normal, std, rng); }
+
 }  // namespace codistill::nn

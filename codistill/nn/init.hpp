@@ -26,4 +26,7 @@ void check_init_kind(const std::string& init);
 void init_weight_bias(kernels::Tensor& weight, kernels::Tensor* bias, std::int64_t fan_in,
                       std::int64_t fan_out, Rng& rng, const std::string& init);
 
+// weight ~ N(0, std^2), drawn in element order (GPT-2's initialization: std 0.02).
+void init_normal(kernels::Tensor& weight, double std, Rng& rng);
+
 }  // namespace codistill::nn

@@ -17,6 +17,12 @@ void check_input(Module& m, const Tensor& x, const char* pass) {
   if (x.device() != m.device())
     throw std::invalid_argument(m.kind() + pass + ": input is on " + x.device().str() + " but the module runs on " +
                                 m.device().str() + " (Model::to_device moves a model)");
+  if (const auto fixed = m.input_dtype(); fixed && pass[0] == '\0') {
+    if (x.dtype() != *fixed)
+      throw std::invalid_argument(m.kind() + ": input is " + kernels::dtype_name(x.dtype()) + " but the module takes " +
+                                  kernels::dtype_name(*fixed));
+    return;
+  }
   const auto params = m.params();
   if (!params.empty() && x.dtype() != params.front().value->dtype())
     throw std::invalid_argument(m.kind() + pass + ": input is " + kernels::dtype_name(x.dtype()) +

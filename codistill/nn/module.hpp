@@ -19,6 +19,7 @@
 // (codistill/nn/arena.hpp), bound once the tree is complete.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,9 @@ class Module {
   kernels::Tensor forward(const kernels::Tensor& x, bool training);
   // need_dx = false lets the first module with parameters skip the input gradient.
   kernels::Tensor backward(const kernels::Tensor& dy, bool need_dx = true);
+  // The dtype forward takes when it is not the parameters' (token ids: int32); nullopt (the
+  // default) means the parameters' dtype. Backward always takes dy in the parameters' dtype.
+  virtual std::optional<kernels::DType> input_dtype() const { return std::nullopt; }
   // Output shape for an input shape without the batch dimension ([C,H,W] or [F]).
   virtual kernels::Shape output_shape(const kernels::Shape& input) const = 0;
 

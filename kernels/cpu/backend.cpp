@@ -10,6 +10,8 @@
 #include "kernels/cpu/avgpool.hpp"
 #include "kernels/cpu/batchnorm.hpp"
 #include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/conv2d.hpp"
 #include "kernels/cpu/distill_head.hpp"
 #include "kernels/cpu/distill_loss.hpp"
@@ -76,6 +78,14 @@ void activate_backward(const T* saved, const T* dy, T* dx, std::int64_t n, Activ
   else if (dx != dy) std::memcpy(dx, dy, static_cast<std::size_t>(n) * sizeof(T));
 }
 
+// The ids of an embedding call: int32, one per row (shapes are the layer's to check; a
+// wrong dtype here would read garbage, so it is checked where it is read).
+void check_ids(const Tensor& ids, const EmbeddingShape& s, const char* op) {
+  if (ids.dtype() != DType::i32 || ids.numel() != s.rows)
+    throw std::invalid_argument(std::string(op) + " (cpu): ids must be int32 [" + std::to_string(s.rows) + "], got " +
+                                dtype_name(ids.dtype()) + " " + shape_str(ids.shape()));
+}
+
 class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
@@ -86,7 +96,8 @@ class CpuBackend final : public Backend {
     if (op == Op::distill_loss || op == Op::sgd_update || op == Op::adamw_update || op == Op::softmax ||
         op == Op::linear || op == Op::linear_activation || op == Op::activation || op == Op::conv2d ||
         op == Op::maxpool2d || op == Op::multiply || op == Op::add || op == Op::batchnorm ||
-        op == Op::global_avgpool || op == Op::layernorm || op == Op::linear_distill_head)
+        op == Op::global_avgpool || op == Op::layernorm || op == Op::linear_distill_head || op == Op::embedding ||
+        op == Op::causal_attention)
       return dtype == DType::f32 || dtype == DType::f64;
     return false;
   }
@@ -219,6 +230,36 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y, const EmbeddingShape& s,
+                         Queue& q) override {
+    require_support(*this, Op::embedding, table.dtype(), "embedding");
+    check_ids(ids, s, "embedding");
+    dispatch_floating(table.dtype(), [&]<class T>() {
+      cpu::embedding_forward<T>(ids.data<std::int32_t>(), table.data<T>(), y.data<T>(), s, impl_of(q));
+    });
+  }
+  void embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dtable, const EmbeddingShape& s,
+                          Queue& q) override {
+    require_support(*this, Op::embedding, dy.dtype(), "embedding backward");
+    check_ids(ids, s, "embedding backward");
+    dispatch_floating(dy.dtype(), [&]<class T>() {
+      cpu::embedding_backward<T>(ids.data<std::int32_t>(), dy.data<T>(), dtable.data<T>(), s, impl_of(q));
+    });
+  }
+  void attention_forward(const Tensor& qkv, Tensor& y, Tensor& probs, const AttentionShape& s, Queue& q) override {
+    require_support(*this, Op::causal_attention, qkv.dtype(), "causal_attention");
+    dispatch_floating(qkv.dtype(), [&]<class T>() {
+      cpu::attention_forward<T>(qkv.data<T>(), y.data<T>(), probs.data<T>(), s, impl_of(q));
+    });
+  }
+  void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, Tensor& dqkv, Tensor& scratch,
+                          const AttentionShape& s, Queue& q) override {
+    require_support(*this, Op::causal_attention, dy.dtype(), "causal_attention backward");
+    dispatch_floating(dy.dtype(), [&]<class T>() {
+      cpu::attention_backward<T>(qkv.data<T>(), probs.data<T>(), dy.data<T>(), dqkv.data<T>(), scratch.data<T>(), s,
+                                 impl_of(q));
+    });
+  }
   void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& save_mean,
                          Tensor& save_invstd, const LayerNormShape& s, Queue& q) override {
     require_support(*this, Op::layernorm, x.dtype(), "layernorm");

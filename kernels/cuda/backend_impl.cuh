@@ -101,6 +101,14 @@ class CudaBackend final : public kernels::Backend {
   void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,
                           const Tensor& dy, Tensor* dx, Tensor& dgamma, Tensor& dbeta, const LayerNormShape& s,
                           kernels::Queue& q) override;
+  void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y, const EmbeddingShape& s,
+                         kernels::Queue& q) override;
+  void embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dtable, const EmbeddingShape& s,
+                          kernels::Queue& q) override;
+  void attention_forward(const Tensor& qkv, Tensor& y, Tensor& probs, const AttentionShape& s,
+                         kernels::Queue& q) override;
+  void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, Tensor& dqkv, Tensor& scratch,
+                          const AttentionShape& s, kernels::Queue& q) override;
   void softmax_forward(const Tensor& x, Tensor& y, kernels::Queue& q) override;
   void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, kernels::Queue& q) override;
   void multiply(const Tensor& x, const Tensor& m, Tensor& y, kernels::Queue& q) override;

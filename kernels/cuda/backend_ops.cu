@@ -297,6 +297,33 @@ void CudaBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const
                            f32(dbeta), s, cq.context());
 }
 
+// ---- embedding and causal attention: no CUDA kernels yet (supports() is false) -------------
+
+void CudaBackend::embedding_forward(const Tensor& /*ids*/, const Tensor& table, Tensor& /*y*/,
+                                    const EmbeddingShape& /*s*/, kernels::Queue& /*q*/) {
+  require_support(*this, Op::embedding, table.dtype(), "embedding");  // throws
+  throw std::logic_error("embedding (cuda): supports() claims a kernel that does not exist");
+}
+
+void CudaBackend::embedding_backward(const Tensor& /*ids*/, const Tensor& dy, Tensor& /*dtable*/,
+                                     const EmbeddingShape& /*s*/, kernels::Queue& /*q*/) {
+  require_support(*this, Op::embedding, dy.dtype(), "embedding backward");  // throws
+  throw std::logic_error("embedding backward (cuda): supports() claims a kernel that does not exist");
+}
+
+void CudaBackend::attention_forward(const Tensor& qkv, Tensor& /*y*/, Tensor& /*probs*/,
+                                    const AttentionShape& /*s*/, kernels::Queue& /*q*/) {
+  require_support(*this, Op::causal_attention, qkv.dtype(), "causal_attention");  // throws
+  throw std::logic_error("causal_attention (cuda): supports() claims a kernel that does not exist");
+}
+
+void CudaBackend::attention_backward(const Tensor& /*qkv*/, const Tensor& /*probs*/, const Tensor& dy,
+                                     Tensor& /*dqkv*/, Tensor& /*scratch*/, const AttentionShape& /*s*/,
+                                     kernels::Queue& /*q*/) {
+  require_support(*this, Op::causal_attention, dy.dtype(), "causal_attention backward");  // throws
+  throw std::logic_error("causal_attention backward (cuda): supports() claims a kernel that does not exist");
+}
+
 // ---- softmax: no CUDA kernel ---------------------------------------------------------------
 
 void CudaBackend::softmax_forward(const Tensor& x, Tensor& /*y*/, kernels::Queue& /*q*/) {

@@ -192,6 +192,17 @@ class NoCudaBackend final : public Backend {
                           Tensor&, Tensor&, const LayerNormShape&, Queue&) override {
     unavailable();
   }
+  void embedding_forward(const Tensor&, const Tensor&, Tensor&, const EmbeddingShape&, Queue&) override {
+    unavailable();
+  }
+  void embedding_backward(const Tensor&, const Tensor&, Tensor&, const EmbeddingShape&, Queue&) override {
+    unavailable();
+  }
+  void attention_forward(const Tensor&, Tensor&, Tensor&, const AttentionShape&, Queue&) override { unavailable(); }
+  void attention_backward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, const AttentionShape&,
+                          Queue&) override {
+    unavailable();
+  }
   void softmax_forward(const Tensor&, Tensor&, Queue&) override { unavailable(); }
   void softmax_backward(const Tensor&, const Tensor&, Tensor&, Queue&) override { unavailable(); }
   void multiply(const Tensor&, const Tensor&, Tensor&, Queue&) override { unavailable(); }

@@ -115,8 +115,12 @@ model:
   layers:
     - flatten: {}
     - linear: {out: 5}
-  vocab_size: 512
-  seq_len: 256
+  vocab_size: 100
+  seq_len: 32
+  d_model: 64
+  heads: 8
+  mlp_ratio: 2
+  tie_embeddings: true
   init_from: runs/pretrained/worker-000
 optimizer:
   kind: adamw

@@ -147,10 +147,10 @@ TEST_CASE("fingerprint: FNV-1a of paths and shapes, stable, architecture-specifi
 }
 
 TEST_CASE("unknown kinds and impossible shapes are rejected naming the culprit", "[models]") {
-  CHECK(model_kinds() == std::vector<std::string>{"cnn", "layers", "mlp", "resnet"});
+  CHECK(model_kinds() == std::vector<std::string>{"cnn", "gpt", "layers", "mlp", "resnet"});
   ModelConfig cfg = mlp_config();
   cfg.kind = "transformer";
-  CHECK_THROWS_WITH(build(cfg), "unknown model kind 'transformer' (valid: cnn, layers, mlp, resnet)");
+  CHECK_THROWS_WITH(build(cfg), "unknown model kind 'transformer' (valid: cnn, gpt, layers, mlp, resnet)");
 
   ModelConfig deep = cnn_config();
   deep.input_shape = {1, 4, 4};

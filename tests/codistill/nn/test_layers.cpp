@@ -4,8 +4,13 @@
 // still yields the parameter gradients.
 #include <cstring>
 #include <functional>
+#include <tuple>
 
+#include "codistill/nn/attention.hpp"
 #include "codistill/nn/conv2d.hpp"
+#include "codistill/nn/embedding.hpp"
+#include "codistill/nn/position_embedding.hpp"
+#include "codistill/nn/transformer_block.hpp"
 #include "codistill/nn/dropout.hpp"
 #include "codistill/nn/flatten.hpp"
 #include "codistill/nn/activation.hpp"
@@ -339,4 +344,65 @@ TEST_CASE("Residual refuses a body and shortcut of different shapes", "[nn]") {
   body->add("fc", linear(6, 4, rng));
   Residual bad(std::move(body));
   CHECK_THROWS_WITH(bad.output_shape({6}), Catch::Matchers::Contains("identity shortcut"));
+}
+
+// ---- the gpt layers (token rows [B*T, D]) ----
+
+TEST_CASE("PositionEmbedding, CausalSelfAttention and the transformer block match finite differences",
+          "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed);
+    Rng rng(seed);
+    PositionEmbedding pos(5, 3);
+    pos.init_params(rng, "");
+    check_gradients(pos, random_tensor({2 * 5, 3}, seed + 1), seed, impl);
+    // T = 1 (one token attends to itself), T = 7 with head_dim 3 (not a multiple of 4).
+    for (auto [T, D, H] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 4, 2}, {7, 6, 2}, {4, 8, 1}}) {
+      INFO("T " << T << " D " << D << " heads " << H);
+      CausalSelfAttention attn(D, H, T);
+      attn.qkv().init_params(rng, "kaiming_uniform");
+      attn.proj().init_params(rng, "kaiming_uniform");
+      check_gradients(attn, random_tensor({2 * T, D}, seed + 2, -2, 2), seed, impl);
+    }
+    auto block = transformer_block({4, 2, 3, 2, 0.0});
+    visit_modules(*block, [&](const std::string&, Module& m) { m.init_params(rng, "kaiming_uniform"); });
+    check_gradients(*block, random_tensor({2 * 3, 4}, seed + 3), seed, impl);
+  }
+}
+
+TEST_CASE("Embedding's weight gradient matches finite differences, bad ids throw", "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed << ", impl " << (impl == Impl::fast ? "fast" : "reference"));
+    Rng rng(seed);
+    Embedding emb(6, 3, 4);
+    emb.init_params(rng, "");
+    emb.to_dtype(DType::f64);
+    emb.set_reference(impl == Impl::reference);
+    // Repeated ids (0 three times): their gradients must add up.
+    const std::vector<std::int32_t> idv{0, 5, 0, 2, 1, 0, 3, 5};
+    Tensor ids = Tensor::empty({2, 4}, DType::i32);
+    std::memcpy(ids.raw(), idv.data(), idv.size() * sizeof(std::int32_t));
+    Tensor y0 = emb.forward(ids, true);
+    REQUIRE(y0.shape() == Shape{8, 3});
+    Tensor r = random_tensor(y0.shape(), seed + 1);
+    auto objective = [&] {
+      Tensor y = emb.forward(ids, true);
+      double s = 0;
+      for (std::int64_t i = 0; i < y.numel(); ++i) s += y.data<double>()[i] * r.data<double>()[i];
+      return s;
+    };
+    auto params = collect_params(emb);
+    params[0].grad->zero();
+    emb.forward(ids, true);
+    CHECK_FALSE(emb.backward(r, true).defined());  // ids have no gradient
+    CHECK(max_rel_error(values(*params[0].grad), numeric_gradient(objective, pointers(*params[0].value))) < kTol);
+    // Float input, a wrong T and an id out of range are refused, naming the problem.
+    CHECK_THROWS_WITH(emb.forward(random_tensor({2, 4}, seed), true), Catch::Contains("int32"));
+    CHECK_THROWS_AS(emb.forward(Tensor::zeros({2, 3}, DType::i32), true), std::invalid_argument);
+    std::int32_t* p = ids.data<std::int32_t>();
+    p[6] = 6;
+    CHECK_THROWS_WITH(emb.forward(ids, true), Catch::Contains("row 6 has id 6"));
+  }
 }

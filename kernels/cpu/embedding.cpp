@@ -1,0 +1,65 @@
+#include "kernels/cpu/embedding.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace codistill::kernels::cpu {
+namespace {
+
+constexpr std::int64_t kParallelMin = 1 << 14;  // elements below which threads cost more
+
+}  // namespace
+
+template <class T>
+void embedding_forward(const std::int32_t* ids, const T* table, T* y, const EmbeddingShape& s, Impl impl) {
+  s.validate();
+  check_embedding_ids(ids, s, "cpu");
+  const std::int64_t N = s.rows, D = s.dim;
+  if (impl == Impl::reference) {
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t d = 0; d < D; ++d) y[n * D + d] = table[static_cast<std::int64_t>(ids[n]) * D + d];
+    return;
+  }
+  const bool par = N * D >= kParallelMin && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+  for (std::int64_t n = 0; n < N; ++n)
+    std::memcpy(y + n * D, table + static_cast<std::int64_t>(ids[n]) * D, sizeof(T) * static_cast<std::size_t>(D));
+}
+
+template <class T>
+void embedding_backward(const std::int32_t* ids, const T* dy, T* dtable, const EmbeddingShape& s, Impl impl) {
+  s.validate();
+  check_embedding_ids(ids, s, "cpu");
+  const std::int64_t N = s.rows, D = s.dim;
+  if (impl == Impl::reference) {
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t d = 0; d < D; ++d) dtable[static_cast<std::int64_t>(ids[n]) * D + d] += dy[n * D + d];
+    return;
+  }
+  // Each thread owns a band of columns and adds the rows in order: no two threads touch
+  // one element, and every element sees its additions in row order (as the reference).
+  const bool par = N * D >= kParallelMin && !omp_in_parallel();
+#pragma omp parallel if (par)
+  {
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const std::int64_t band = (D + threads - 1) / threads;
+    const std::int64_t lo = std::min(D, t * band), hi = std::min(D, lo + band);
+    for (std::int64_t n = 0; n < N; ++n) {
+      T* dst = dtable + static_cast<std::int64_t>(ids[n]) * D;
+      const T* src = dy + n * D;
+#pragma omp simd
+      for (std::int64_t d = lo; d < hi; ++d) dst[d] += src[d];
+    }
+  }
+}
+
+#define CODISTILL_EMBEDDING(T)                                                                                 \
+  template void embedding_forward<T>(const std::int32_t*, const T*, T*, const EmbeddingShape&, Impl);          \
+  template void embedding_backward<T>(const std::int32_t*, const T*, T*, const EmbeddingShape&, Impl);
+CODISTILL_EMBEDDING(float)
+CODISTILL_EMBEDDING(double)
+#undef CODISTILL_EMBEDDING
+
+}  // namespace codistill::kernels::cpu

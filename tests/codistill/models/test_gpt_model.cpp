@@ -1,0 +1,210 @@
+// Model kind gpt (codistill/models/gpt_model.hpp): its modules and contract (int32 [B, T] in,
+// [B*T, V] logits out), the config checks, the rebuild from the checkpoint `model`
+// attribute, whole-model gradients in double, and that a tiny gpt learns a repeating token
+// stream on the CPU through the model/optimizer API.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "codistill/config/config_loader.hpp"
+#include "codistill/models/gpt_model.hpp"
+#include "codistill/models/model.hpp"
+#include "codistill/optim/optimizer.hpp"
+#include "codistill/util/rng.hpp"
+#include "support/test_util.hpp"
+
+using namespace codistill;
+using kernels::DType;
+using kernels::Shape;
+using kernels::Tensor;
+
+namespace {
+
+ModelConfig tiny(std::int64_t blocks = 2, std::int64_t d = 32, std::int64_t heads = 2, std::int64_t T = 16,
+                 std::int64_t V = 64) {
+  ModelConfig c;
+  c.kind = "gpt";
+  c.blocks = blocks, c.d_model = d, c.heads = heads, c.seq_len = T, c.vocab_size = V;
+  return c;
+}
+
+Tensor tokens(const std::vector<std::int32_t>& v, std::int64_t B, std::int64_t T) {
+  Tensor t = Tensor::empty({B, T}, DType::i32);
+  std::memcpy(t.raw(), v.data(), v.size() * sizeof(std::int32_t));
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("gpt: modules, parameter paths, int32 input and [B*T, V] logits", "[models][gpt]") {
+  Rng rng(7);
+  Model m = build_model(tiny(), rng);
+  CHECK(m.input_dtype() == DType::i32);
+  CHECK(m.input_shape() == Shape{16});
+  std::vector<std::string> paths;
+  for (auto& p : m.params()) paths.push_back(p.path);
+  CHECK(paths.front() == "wte/weight");
+  CHECK(paths[1] == "wpe/weight");
+  CHECK(std::find(paths.begin(), paths.end(), "h1/attn/body/attn/qkv/weight") != paths.end());
+  CHECK(std::find(paths.begin(), paths.end(), "h0/mlp/body/fc2/bias") != paths.end());
+  CHECK(paths.back() == "head/weight");
+  const std::string summary = m.summary();
+  CHECK_THAT(summary, Catch::Contains("causal_self_attention"));
+  CHECK_THAT(summary, Catch::Contains("ln_f"));
+  // 64*32 + 16*32 + 2 * (2*32 [ln] + 32*96+96 + 32*32+32 + 2*32 [ln] + 32*128+128 + 128*32+32) + 2*32 + 32*64
+  CHECK(m.num_params() == 64 * 32 + 16 * 32 + 2 * (64 + 3168 + 1056 + 64 + 4224 + 4128) + 64 + 2048);
+  // GPT-2 init: residual projections have the smaller spread.
+  auto stddev = [&](const std::string& path) {
+    for (auto& p : m.params())
+      if (p.path == path) {
+        double ss = 0;
+        for (std::int64_t i = 0; i < p.value->numel(); ++i) ss += std::pow(p.value->data<float>()[i], 2);
+        return std::sqrt(ss / static_cast<double>(p.value->numel()));
+      }
+    return -1.0;
+  };
+  CHECK(stddev("h0/attn/body/attn/qkv/weight") == Approx(0.02).epsilon(0.1));
+  CHECK(stddev("h0/mlp/body/fc2/weight") == Approx(0.01).epsilon(0.1));  // 0.02 / sqrt(2*2)
+
+  std::vector<std::int32_t> ids(3 * 16);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7) % 64);
+  const Tensor logits = m.forward(tokens(ids, 3, 16), false);
+  CHECK(logits.shape() == Shape{48, 64});
+  // Causality: changing the last token of sequence 1 changes only its own row's logits.
+  const Tensor before = logits.clone();
+  ids[16 + 15] = 3;
+  const Tensor after = m.forward(tokens(ids, 3, 16), false);
+  for (std::int64_t r = 0; r < 48; ++r) {
+    bool same = true;
+    for (std::int64_t j = 0; j < 64; ++j) same = same && before.data<float>()[r * 64 + j] == after.data<float>()[r * 64 + j];
+    CHECK(same == (r != 31));
+  }
+  // A float input, a wrong T and an out-of-range id are refused.
+  CHECK_THROWS_AS(m.forward(Tensor::zeros({3, 16}), false), std::invalid_argument);
+  CHECK_THROWS_AS(m.forward(Tensor::zeros({3, 8}, DType::i32), false), std::invalid_argument);
+  ids[5] = 64;
+  CHECK_THROWS_WITH(m.forward(tokens(ids, 3, 16), false), Catch::Contains("row 5 has id 64"));
+}
+
+TEST_CASE("gpt: config checks name the key, tied embeddings are refused", "[models][gpt]") {
+  Rng rng(1);
+  ModelConfig c = tiny();
+  c.heads = 3;
+  CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("model.heads"));
+  c = tiny();
+  c.tie_embeddings = true;
+  CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("tie_embeddings"));
+  c = tiny();
+  c.vocab_size = 0;
+  CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("vocab_size"));
+  c.classes = 50;  // from the data
+  CHECK(build_model(c, rng).params().back().value->dim(0) == 50);
+  c = tiny();
+  c.classes = 50;
+  CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("differs"));
+}
+
+TEST_CASE("gpt: the model attribute rebuilds the same model", "[models][gpt]") {
+  Rng rng(3);
+  ModelConfig c = tiny(1, 16, 4, 8, 20);
+  c.dropout = 0.1;
+  Model a = build_model(c, rng);
+  const std::string yaml = model_yaml(resolve_gpt(c));
+  CHECK_THAT(yaml, Catch::Contains("d_model: 16"));
+  const ModelConfig back = model_from_yaml(yaml);
+  CHECK(back.kind == "gpt");
+  CHECK(back.heads == 4);
+  Rng other(99);
+  Model b = build_model(back, other);
+  CHECK(a.fingerprint() == b.fingerprint());
+  b.arena().values().copy_from(a.arena().values());
+  std::vector<std::int32_t> ids(2 * 8);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 3) % 20);
+  const Tensor ya = a.forward(tokens(ids, 2, 8), false).clone(), yb = b.forward(tokens(ids, 2, 8), false);
+  CHECK(std::memcmp(ya.raw(), yb.raw(), ya.nbytes()) == 0);
+  // Other kinds' attributes do not grow the gpt keys.
+  ModelConfig mlp;
+  mlp.input_shape = {4};
+  mlp.classes = 3;
+  CHECK_THAT(model_yaml(mlp), !Catch::Contains("d_model"));
+}
+
+TEST_CASE("gpt: whole-model gradients match finite differences (double)", "[models][gpt][gradcheck]") {
+  Rng rng(11);
+  Model m = build_model(tiny(1, 4, 2, 3, 5), rng);
+  m.to_dtype(DType::f64);
+  const std::vector<std::int32_t> ids{1, 4, 0, 2, 2, 3};
+  const std::vector<std::int32_t> labels{4, 0, 2, 2, 3, 1};
+  const Tensor x = tokens(ids, 2, 3);
+  auto loss = [&](Tensor* grad) {
+    const Tensor z = m.forward(x, true);
+    double total = 0;
+    for (std::int64_t r = 0; r < 6; ++r) {
+      const double* row = z.data<double>() + r * 5;
+      double mx = row[0], sum = 0;
+      for (int j = 1; j < 5; ++j) mx = std::max(mx, row[j]);
+      for (int j = 0; j < 5; ++j) sum += std::exp(row[j] - mx);
+      total += std::log(sum) + mx - row[labels[static_cast<std::size_t>(r)]];
+      if (grad)
+        for (int j = 0; j < 5; ++j)
+          grad->data<double>()[r * 5 + j] = (std::exp(row[j] - mx) / sum - (j == labels[static_cast<std::size_t>(r)])) / 6;
+    }
+    return total / 6;
+  };
+  for (bool reference : {true, false}) {
+    INFO((reference ? "reference" : "fast"));
+    m.set_reference(reference);
+    m.zero_grad();
+    Tensor dz = Tensor::empty({6, 5}, DType::f64);
+    loss(&dz);
+    m.backward(dz);
+    for (auto& p : m.params()) {
+      INFO("param " << p.path);
+      std::vector<double*> ptrs;
+      for (std::int64_t i = 0; i < p.value->numel(); ++i) ptrs.push_back(p.value->data<double>() + i);
+      const auto numeric = test::numeric_gradient([&] { return loss(nullptr); }, ptrs);
+      std::vector<double> analytic(p.grad->data<double>(), p.grad->data<double>() + p.grad->numel());
+      CHECK(test::max_rel_error(analytic, numeric) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("gpt: a tiny model learns a repeating token stream on the CPU", "[models][gpt][train]") {
+  const std::int64_t B = 8, T = 16, V = 64;
+  Rng rng(5);
+  Model m = build_model(tiny(2, 32, 2, T, V), rng);
+  OptimizerConfig oc;
+  oc.kind = "adamw";
+  oc.lr = 3e-3;
+  auto opt = make_optimizer(oc, m);
+  // A period-11 stream over 11 distinct tokens: each token determines the next one.
+  std::vector<std::int32_t> period;
+  for (int i = 0; i < 11; ++i) period.push_back(static_cast<std::int32_t>((i * 37 + 5) % V));
+  kernels::Backend& be = m.queue().backend();
+  Tensor labels = Tensor::empty({B * T}, DType::i32), dz = Tensor::empty({B * T, V});
+  Rng data(17);
+  double first = 0, last = 0;
+  for (int step = 0; step < 150; ++step) {
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(B * T));
+    for (std::int64_t b = 0; b < B; ++b) {
+      const auto off = static_cast<std::int64_t>(data.below(11));
+      for (std::int64_t t = 0; t < T; ++t) {
+        ids[static_cast<std::size_t>(b * T + t)] = period[static_cast<std::size_t>((off + t) % 11)];
+        labels.data<std::int32_t>()[b * T + t] = period[static_cast<std::size_t>((off + t + 1) % 11)];
+      }
+    }
+    m.zero_grad();
+    const Tensor z = m.forward(tokens(ids, B, T), true);
+    const auto r = be.distill_loss(z, {}, labels, &dz, {}, m.queue());
+    m.backward(dz);
+    opt->step(oc.lr);
+    if (step == 0) first = r.ce;
+    last = r.ce;
+  }
+  INFO("first loss " << first << ", last " << last << ", log(V) " << std::log(64.0));
+  CHECK(first > 0.8 * std::log(64.0));
+  CHECK(last < 0.1 * std::log(64.0));
+}

@@ -1,0 +1,72 @@
+#pragma once
+// Op cases of the gpt ops: embedding (gather forward, scatter-add backward, repeated ids)
+// and the causal self-attention core (forward: y and the probabilities; backward: dqkv),
+// odd sizes included: T = 1, T = 7, head_dim not a multiple of 4, one head. See op_case.hpp.
+#include <tuple>
+
+#include "op_case.hpp"
+
+namespace codistill::test::ops {
+
+class EmbeddingCase final : public OpCase {
+ public:
+  EmbeddingCase(std::int64_t rows, std::int64_t vocab, std::int64_t dim) : s_{rows, vocab, dim} {}
+  std::string name() const override {
+    return "embedding_forward+backward " + sizes({{"rows", s_.rows}, {"V", s_.vocab}, {"D", s_.dim}});
+  }
+  std::vector<Op> ops() const override { return {Op::embedding}; }
+  bool reproducible() const override { return true; }
+  std::vector<Output> run(Ctx& c) const override {
+    // Ids drawn from the seed over the whole vocabulary: repeats when rows > vocab.
+    std::vector<std::int32_t> idv(static_cast<std::size_t>(s_.rows));
+    const auto u = uniform(idv.size(), seed, 0, static_cast<double>(s_.vocab));
+    for (std::size_t i = 0; i < idv.size(); ++i) idv[i] = static_cast<std::int32_t>(u[i]);
+    Tensor ids = c.labels(idv);
+    Tensor table = c.random({s_.vocab, s_.dim}, seed + 1), y = c.poison({s_.rows, s_.dim});
+    c.backend().embedding_forward(ids, table, y, s_, c.q);
+    Tensor dy = c.random({s_.rows, s_.dim}, seed + 2), dtable = c.random({s_.vocab, s_.dim}, seed + 3);
+    c.backend().embedding_backward(ids, dy, dtable, s_, c.q);
+    return {c.out("y", y, c.bound()), c.out("dtable", dtable, c.bound(static_cast<double>(s_.rows)))};
+  }
+
+ private:
+  k::EmbeddingShape s_;
+};
+
+class AttentionCase final : public OpCase {
+ public:
+  AttentionCase(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim)
+      : s_{batch, seq, heads, head_dim} {}
+  std::string name() const override {
+    return "causal_attention_forward+backward " +
+           sizes({{"B", s_.batch}, {"T", s_.seq}, {"H", s_.heads}, {"hd", s_.head_dim}});
+  }
+  std::vector<Op> ops() const override { return {Op::causal_attention}; }
+  std::vector<Output> run(Ctx& c) const override {
+    const std::int64_t rows = s_.rows(), D = s_.d_model();
+    const Shape ps{s_.batch, s_.heads, s_.seq, s_.seq};
+    Tensor qkv = c.random({rows, 3 * D}, seed, -2, 2), y = c.poison({rows, D}), probs = c.poison(ps);
+    c.backend().attention_forward(qkv, y, probs, s_, c.q);
+    Tensor dy = c.random({rows, D}, seed + 1), dqkv = c.poison({rows, 3 * D}), scratch = c.poison(ps);
+    c.backend().attention_backward(qkv, probs, dy, dqkv, scratch, s_, c.q);
+    const double terms = static_cast<double>(s_.seq * s_.head_dim);
+    return {c.out("y", y, c.bound(terms)), c.out("probs", probs, c.bound(terms)),
+            c.out("dqkv", dqkv, c.bound(2 * terms))};
+  }
+
+ private:
+  k::AttentionShape s_;
+};
+
+inline Cases attention_cases() {
+  Cases out;
+  for (auto [rows, vocab, dim] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1}, {7, 3, 5},
+                                  {64, 50, 33}, {300, 17, 128}, {2048, 1000, 16}})
+    add<EmbeddingCase>(out, {DType::f32, DType::f64}, rows, vocab, dim);
+  for (auto [b, t, h, hd] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{1, 1, 1, 1},
+                             {2, 1, 2, 4}, {2, 7, 2, 3}, {3, 7, 1, 5}, {1, 16, 4, 8}, {2, 33, 3, 17}, {4, 64, 4, 32}})
+    add<AttentionCase>(out, {DType::f32, DType::f64}, b, t, h, hd);
+  return out;
+}
+
+}  // namespace codistill::test::ops
