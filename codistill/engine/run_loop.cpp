@@ -202,8 +202,14 @@ TrainSummary Trainer::run() {
                          {"train_examples_per_s", sum.examples_per_s}, {"interrupted", interrupted}};
   if (text) done["perplexity"] = std::exp(sum.test_loss);
   s.metrics->emit("done", s.worker.step, done);
-  info("done: {} steps in {} ({:.0f} training ex/s), test accuracy {:.2f}%, test loss {:.4f}", s.worker.step,
-       format_duration(sum.wall_s), sum.examples_per_s, 100 * sum.test_accuracy, sum.test_loss);
+  if (text)
+    info("done: {} steps in {} ({:.0f} training windows/s), held-out loss {:.4f} nats/token, perplexity {:.2f}, "
+         "next-token accuracy {:.2f}%",
+         s.worker.step, format_duration(sum.wall_s), sum.examples_per_s, sum.test_loss, std::exp(sum.test_loss),
+         100 * sum.test_accuracy);
+  else
+    info("done: {} steps in {} ({:.0f} training ex/s), test accuracy {:.2f}%, test loss {:.4f}", s.worker.step,
+         format_duration(sum.wall_s), sum.examples_per_s, 100 * sum.test_accuracy, sum.test_loss);
   return sum;
 }
 
