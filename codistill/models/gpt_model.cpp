@@ -12,6 +12,7 @@
 #include "codistill/nn/layernorm.hpp"
 #include "codistill/nn/linear.hpp"
 #include "codistill/nn/position_embedding.hpp"
+#include "codistill/nn/tied_linear.hpp"
 #include "codistill/nn/transformer_block.hpp"
 
 namespace codistill {
@@ -49,9 +50,6 @@ ModelConfig resolve_gpt(const ModelConfig& cfg) {
          ")");
   if (c.blocks < 1) fail("model.blocks must be >= 1, got " + std::to_string(c.blocks));
   if (c.mlp_ratio < 1) fail("model.mlp_ratio must be >= 1, got " + std::to_string(c.mlp_ratio));
-  if (c.tie_embeddings)
-    fail("model.tie_embeddings: true is not supported yet (the head would share wte/weight, which the "
-         "parameter arena cannot alias); use false (an untied head)");
   return c;
 }
 
@@ -61,6 +59,7 @@ void build_gpt(const ModelConfig& raw, Rng& rng, Model& model) {
   model.set_input_dtype(kernels::DType::i32);
 
   auto wte = std::make_unique<Embedding>(V, D, T);
+  Embedding& token_embedding = *wte;  // owned by the model below; a tied head reads its weight
   auto wpe = std::make_unique<PositionEmbedding>(T, D);
   wte->init_params(rng, cfg.init);
   wpe->init_params(rng, cfg.init);
@@ -86,9 +85,14 @@ void build_gpt(const ModelConfig& raw, Rng& rng, Model& model) {
     model.add("h" + std::to_string(l), std::move(block));
   }
   model.add("ln_f", std::make_unique<LayerNorm>(D));
-  auto head = std::make_unique<Linear>(D, V, /*bias=*/false);
-  init_linear(*head, 0.02, rng);
-  model.add("head", std::move(head));
+  if (cfg.tie_embeddings) {
+    // The head is the token embedding's matrix (no head/weight in the arena or checkpoints).
+    model.add("head", std::make_unique<TiedLinear>(token_embedding));
+  } else {
+    auto head = std::make_unique<Linear>(D, V, /*bias=*/false);
+    init_linear(*head, 0.02, rng);
+    model.add("head", std::move(head));
+  }
 }
 
 }  // namespace codistill

@@ -13,7 +13,7 @@
 //   drop Dropout (when model.dropout > 0)
 //   h0 .. h{L-1}  pre-LN transformer blocks (codistill/nn/transformer_block.hpp), L = model.blocks
 //   ln_f LayerNorm(D)
-//   head Linear(D, V, no bias)      untied (model.tie_embeddings: true is refused for now)
+//   head Linear(D, V, no bias)      or, tie_embeddings: true, TiedLinear through wte's weight
 // Initialization (GPT-2): every linear and embedding weight ~ N(0, 0.02^2), biases 0,
 // LayerNorm 1/0, and the residual projections (attn/proj, mlp/fc2) ~ N(0, (0.02/sqrt(2L))^2).
 #include "codistill/config/config.hpp"

@@ -30,6 +30,10 @@ class Embedding : public Layer {
 
   std::int64_t vocab() const { return vocab_; }
   std::int64_t dim() const { return dim_; }
+  // The table and its gradient (views into the model's arena once the model is built), for
+  // a head tied to this embedding (tied_linear.hpp).
+  const kernels::Tensor& weight() const { return w_; }
+  kernels::Tensor& weight_grad() { return dw_; }
 
  protected:
   kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;

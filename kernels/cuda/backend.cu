@@ -187,11 +187,11 @@ bool CudaBackend::supports(Op op, DType dtype) const {
     case Op::add:
     case Op::sgd_update:
     case Op::adamw_update:
-    case Op::linear_distill_head: return dtype == DType::f32;
+    case Op::linear_distill_head:
+    case Op::embedding:
+    case Op::causal_attention: return dtype == DType::f32;
     case Op::distill_loss: return dtype == DType::f32 || dtype == DType::bf16;
     case Op::softmax: return false;  // no CUDA kernel (yet)
-    case Op::embedding:
-    case Op::causal_attention: return false;  // no CUDA kernels yet (issue 13): require_support says so
   }
   return false;
 }

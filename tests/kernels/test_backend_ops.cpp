@@ -208,6 +208,38 @@ void check_bad_labels(const std::vector<Target>& ts) {
     }
 }
 
+// An embedding id outside [0, vocab) throws std::out_of_range naming the first bad row and
+// its id, before anything is written: not y, not dtable.
+void check_bad_ids(const std::vector<Target>& ts) {
+  const std::uint64_t seed = base_seed();
+  INFO("seed " << seed);
+  const k::EmbeddingShape s{300, 50, 7};
+  for (const Target& t : ts)
+    for (DType dtype : {DType::f32, DType::f64}) {
+      if (!supported(*t.backend, {Op::embedding}, dtype)) continue;
+      for (auto [row, id] : {std::pair{217, 50}, std::pair{0, -1}, std::pair{299, 1 << 30}}) {
+        INFO(t.label << (t.reference ? " (reference)" : "") << " " << k::dtype_name(dtype) << ": row " << row
+                     << " id " << id);
+        const auto q = make_queue(t);
+        Ctx c(*q, dtype);
+        std::vector<std::int32_t> idv(static_cast<std::size_t>(s.rows));
+        for (std::size_t n = 0; n < idv.size(); ++n) idv[n] = static_cast<std::int32_t>(n * 7 % 50);
+        idv[static_cast<std::size_t>(row)] = id;
+        if (row != 299) idv[299] = -5;  // a later bad row: the first is named
+        Tensor ids = c.labels(idv), table = c.random({s.vocab, s.dim}, seed), y = c.random({s.rows, s.dim}, seed + 1);
+        Tensor dy = c.random({s.rows, s.dim}, seed + 2), dtable = c.random({s.vocab, s.dim}, seed + 3);
+        const auto y_before = c.values(y), dtable_before = c.values(dtable);
+        const auto names = Catch::Matchers::Contains("row " + std::to_string(row) + " has id " + std::to_string(id));
+        CHECK_THROWS_AS(t.backend->embedding_forward(ids, table, y, s, *q), std::out_of_range);
+        CHECK_THROWS_WITH(t.backend->embedding_forward(ids, table, y, s, *q), names);
+        CHECK_THROWS_AS(t.backend->embedding_backward(ids, dy, dtable, s, *q), std::out_of_range);
+        CHECK_THROWS_WITH(t.backend->embedding_backward(ids, dy, dtable, s, *q), names);
+        CHECK(c.values(y) == y_before);
+        CHECK(c.values(dtable) == dtable_before);
+      }
+    }
+}
+
 // max |got - want| / max(|want|, floor) over elements where both are numbers; infinite where
 // exactly one is NaN.
 double nan_aware_error(const std::vector<double>& got, const std::vector<double>& want, double floor) {
@@ -320,6 +352,12 @@ TEST_CASE("backend ops: distill_loss rejects a label out of range before writing
   check_bad_labels(ts);
 }
 
+TEST_CASE("backend ops: embedding rejects an id out of range before writing anything", "[ops][attention]") {
+  auto ts = ordinary_targets();
+  ts.push_back({"cpu", &k::backend_for(k::DeviceKind::cpu), k::Device::cpu(), true});
+  check_bad_ids(ts);
+}
+
 // kernels/ops.hpp: a NaN in a window is its maximum (the first NaN wins), on every backend.
 TEST_CASE("backend ops: a NaN in a maxpool2d window is the window's maximum", "[ops][maxpool2d]") {
   auto ts = ordinary_targets();
@@ -343,10 +381,11 @@ TEST_CASE("backend ops: every op case on the CUDA backend matches the CPU refere
   run_cases("conv2d", conv_cases(), ts);
   run_cases("maxpool2d", pool_cases(), ts);
   run_cases("batchnorm", norm_cases(), ts);
-  run_cases("attention", attention_cases(), ts);  // not supported on CUDA yet: tallied as such
+  run_cases("attention", attention_cases(), ts);
   run_cases("distill_loss", distill_cases(), ts);
   run_cases("linear_distill_head", head_cases(), ts);
   run_cases("optimizer", optimizer_cases(), ts);
   check_bad_labels(ts);
+  check_bad_ids(ts);
   check_maxpool_nan(ts);
 }

@@ -31,6 +31,12 @@ ModelConfig tiny(std::int64_t blocks = 2, std::int64_t d = 32, std::int64_t head
   return c;
 }
 
+ModelConfig tied_config() {
+  ModelConfig c = tiny();
+  c.tie_embeddings = true;
+  return c;
+}
+
 Tensor tokens(const std::vector<std::int32_t>& v, std::int64_t B, std::int64_t T) {
   Tensor t = Tensor::empty({B, T}, DType::i32);
   std::memcpy(t.raw(), v.data(), v.size() * sizeof(std::int32_t));
@@ -89,14 +95,11 @@ TEST_CASE("gpt: modules, parameter paths, int32 input and [B*T, V] logits", "[mo
   CHECK_THROWS_WITH(m.forward(tokens(ids, 3, 16), false), Catch::Contains("row 5 has id 64"));
 }
 
-TEST_CASE("gpt: config checks name the key, tied embeddings are refused", "[models][gpt]") {
+TEST_CASE("gpt: config checks name the key", "[models][gpt]") {
   Rng rng(1);
   ModelConfig c = tiny();
   c.heads = 3;
   CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("model.heads"));
-  c = tiny();
-  c.tie_embeddings = true;
-  CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("tie_embeddings"));
   c = tiny();
   c.vocab_size = 0;
   CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("vocab_size"));
@@ -132,9 +135,14 @@ TEST_CASE("gpt: the model attribute rebuilds the same model", "[models][gpt]") {
   CHECK_THAT(model_yaml(mlp), !Catch::Contains("d_model"));
 }
 
-TEST_CASE("gpt: whole-model gradients match finite differences (double)", "[models][gpt][gradcheck]") {
+TEST_CASE("gpt: whole-model gradients match finite differences (double), tied head or not",
+          "[models][gpt][gradcheck]") {
+  const bool tied = GENERATE(false, true);
+  INFO((tied ? "tied head" : "untied head"));
   Rng rng(11);
-  Model m = build_model(tiny(1, 4, 2, 3, 5), rng);
+  ModelConfig cfg = tiny(1, 4, 2, 3, 5);
+  cfg.tie_embeddings = tied;
+  Model m = build_model(cfg, rng);
   m.to_dtype(DType::f64);
   const std::vector<std::int32_t> ids{1, 4, 0, 2, 2, 3};
   const std::vector<std::int32_t> labels{4, 0, 2, 2, 3, 1};
@@ -207,4 +215,37 @@ TEST_CASE("gpt: a tiny model learns a repeating token stream on the CPU", "[mode
   INFO("first loss " << first << ", last " << last << ", log(V) " << std::log(64.0));
   CHECK(first > 0.8 * std::log(64.0));
   CHECK(last < 0.1 * std::log(64.0));
+}
+
+TEST_CASE("gpt: a tied head reads and trains the token embedding's weight", "[models][gpt]") {
+  Rng rng(5), rng2(5);
+  ModelConfig c = tiny();
+  c.tie_embeddings = true;
+  Model tied = build_model(c, rng);
+  c.tie_embeddings = false;
+  Model untied = build_model(c, rng2);
+  // One vocabulary matrix fewer, and no head/weight anywhere (arena, checkpoints).
+  CHECK(tied.num_params() == untied.num_params() - 64 * 32);
+  for (auto& p : tied.params()) CHECK(p.path != "head/weight");
+  CHECK(tied.fingerprint() != untied.fingerprint());
+  CHECK_THAT(model_yaml(resolve_gpt(tied_config())), Catch::Contains("tie_embeddings: true"));
+
+  // The logits are the final hidden states times wte/weight^T: doubling the embedding
+  // matrix's rows that no input uses changes those vocabulary entries' logits only.
+  std::vector<std::int32_t> ids(2 * 16);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i % 8);  // ids 0..7
+  const Tensor before = tied.forward(tokens(ids, 2, 16), false).clone();
+  Tensor* wte = nullptr;
+  for (auto& p : tied.params())
+    if (p.path == "wte/weight") wte = p.value;
+  REQUIRE(wte != nullptr);
+  for (std::int64_t v = 8; v < 64; ++v)
+    for (std::int64_t j = 0; j < 32; ++j) wte->data<float>()[v * 32 + j] *= 2.0f;
+  const Tensor after = tied.forward(tokens(ids, 2, 16), false);
+  for (std::int64_t r = 0; r < 32; ++r)
+    for (std::int64_t v = 0; v < 64; ++v) {
+      const float b = before.data<float>()[r * 64 + v], a = after.data<float>()[r * 64 + v];
+      if (v < 8) CHECK(a == b);
+      else CHECK(a == Approx(2.0f * b).margin(1e-6));
+    }
 }

@@ -1,0 +1,129 @@
+// One training step of a `gpt` model on the CPU (the model kind of codistill/models/
+// gpt_model.hpp), for bench/run_gpt_step_bench.sh, which runs the same model in PyTorch
+// (bench/torch_gpt_step.py) and JAX (bench/jax_gpt_step.py) beside it.
+//   bench_gpt_step [--B 8] [--T 128] [--D 128] [--heads 4] [--layers 4] [--V 8192]
+//                  [--threads 2] [--steps 10] [--warmup 2] [--tied] [--reference]
+// A step: forward of int32 tokens [B, T] to logits [B*T, V], the mean next-token
+// cross-entropy over the B*T rows with its logits gradient (the fused loss with no
+// teacher), backward into the zeroed gradient arena, one AdamW update (lr 3e-4, weight
+// decay 0.1). No dropout. The batch is random tokens drawn once (the timing does not depend
+// on the values). Prints one JSON line: the median and best step milliseconds over `steps`
+// timed steps after `warmup` untimed ones, tokens/s at the median, the parameter count and
+// the model FLOPs per step (6 x parameters x tokens + the attention's 12 x layers x B x T^2 x D,
+// for a rate to set against the sgemm peak of bench_sgemm).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "codistill/config/config.hpp"
+#include "codistill/models/model.hpp"
+#include "codistill/optim/optimizer.hpp"
+#include "codistill/util/rng.hpp"
+#include "kernels/backend.hpp"
+#include "kernels/cpu/gemm.hpp"
+
+using namespace codistill;
+using kernels::DType;
+using kernels::Tensor;
+
+namespace {
+
+struct Args {
+  std::int64_t B = 8, T = 128, D = 128, heads = 4, layers = 4, V = 8192;
+  int threads = 2, steps = 10, warmup = 2;
+  bool tied = false, reference = false;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto next = [&]() -> std::int64_t {
+      if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
+      return std::stoll(argv[++i]);
+    };
+    if (k == "--B") a.B = next();
+    else if (k == "--T") a.T = next();
+    else if (k == "--D") a.D = next();
+    else if (k == "--heads") a.heads = next();
+    else if (k == "--layers") a.layers = next();
+    else if (k == "--V") a.V = next();
+    else if (k == "--threads") a.threads = static_cast<int>(next());
+    else if (k == "--steps") a.steps = static_cast<int>(next());
+    else if (k == "--warmup") a.warmup = static_cast<int>(next());
+    else if (k == "--tied") a.tied = true;
+    else if (k == "--reference") a.reference = true;
+    else throw std::invalid_argument("unknown argument " + k);
+  }
+  if (a.steps < 1) throw std::invalid_argument("--steps must be >= 1");
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Args a = parse(argc, argv);
+  kernels::cpu::set_num_threads(a.threads);
+  ModelConfig mc;
+  mc.kind = "gpt";
+  mc.vocab_size = a.V, mc.seq_len = a.T, mc.d_model = a.D, mc.heads = a.heads, mc.blocks = a.layers;
+  mc.tie_embeddings = a.tied;
+  Rng rng(1);
+  Model model = build_model(mc, rng);
+  if (a.reference) model.set_reference(true);
+  OptimizerConfig oc;
+  oc.kind = "adamw", oc.lr = 3e-4, oc.weight_decay = 0.1;
+  auto opt = make_optimizer(oc, model);
+
+  const std::int64_t N = a.B * a.T;
+  Tensor x = Tensor::empty({a.B, a.T}, DType::i32), labels = Tensor::empty({N}, DType::i32);
+  std::mt19937_64 gen(7);
+  std::uniform_int_distribution<std::int32_t> tok(0, static_cast<std::int32_t>(a.V - 1));
+  for (std::int64_t i = 0; i < N; ++i) {
+    x.data<std::int32_t>()[i] = tok(gen);
+    labels.data<std::int32_t>()[i] = tok(gen);
+  }
+  Tensor dlogits = Tensor::empty({N, a.V}, DType::f32);
+  kernels::Queue& q = model.queue();
+  kernels::DistillLossParams lp;  // no teacher: hard cross-entropy alone
+  double loss = 0;
+  auto step = [&] {
+    const Tensor logits = model.forward(x, /*training=*/true);
+    loss = q.backend().distill_loss(logits, {}, labels, &dlogits, lp, q).loss;
+    model.zero_grad();
+    model.backward(dlogits);
+    opt->step(oc.lr);
+  };
+  for (int i = 0; i < a.warmup; ++i) step();
+  std::vector<double> ms;
+  for (int i = 0; i < a.steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2], best = sorted.front();
+  const double params = static_cast<double>(model.num_params());
+  const double flops = 6.0 * params * static_cast<double>(N) +
+                       12.0 * static_cast<double>(a.layers * a.B * a.T * a.T * a.D);
+  std::printf(
+      "{\"contender\": \"codistill\", \"B\": %lld, \"T\": %lld, \"D\": %lld, \"heads\": %lld, \"layers\": %lld, "
+      "\"V\": %lld, \"tied\": %s, \"threads\": %d, \"path\": \"%s\", \"params\": %.0f, \"step_ms_median\": %.3f, "
+      "\"step_ms_best\": %.3f, \"tokens_per_s\": %.1f, \"gflop_per_step\": %.3f, \"gflops_at_median\": %.1f, "
+      "\"final_loss\": %.5f, \"steps\": %d, \"warmup\": %d}\n",
+      static_cast<long long>(a.B), static_cast<long long>(a.T), static_cast<long long>(a.D),
+      static_cast<long long>(a.heads), static_cast<long long>(a.layers), static_cast<long long>(a.V),
+      a.tied ? "true" : "false", a.threads, a.reference ? "reference" : "fast", params, median, best,
+      static_cast<double>(N) / (median / 1e3), flops / 1e9, flops / 1e9 / (median / 1e3), loss, a.steps, a.warmup);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_gpt_step: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""JAX/XLA (CPU) side of bench/run_gpt_step_bench.sh: one training step of the model of
+codistill's `gpt` kind, the same as bench/torch_gpt_step.py (architecture, init spread, loss,
+AdamW with lr 3e-4 and decoupled weight decay 0.1 on every parameter, as torch.optim.AdamW
+with its defaults), written in plain jax.numpy. The whole step (forward, loss, gradient,
+update) is one jitted function whose parameter and optimizer-state buffers are donated; it
+is compiled ahead of time, run `warmup` times untimed, then each timed step is synchronized
+(block_until_ready). Threads as bench/jax_train.py: the process's CPU affinity restricted to
+--threads CPUs before JAX starts (XLA's CPU client sizes its pool from it).
+Prints one JSON line with the fields of bench_gpt_step (contender "jax").
+    .venv-bench/bin/python bench/jax_gpt_step.py [--B 8] [--T 128] ... [--threads 2]
+"""
+import argparse
+import json
+import math
+import os
+import time
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for k, v in dict(B=8, T=128, D=128, heads=4, layers=4, V=8192, threads=2, steps=10, warmup=2).items():
+        p.add_argument("--" + k, type=int, default=v)
+    p.add_argument("--tied", action="store_true")
+    a = p.parse_args()
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: a.threads])
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=true").strip()
+    import jax
+    import jax.numpy as jnp
+
+    B, T, D, H, L, V = a.B, a.T, a.D, a.heads, a.layers, a.V
+    hd = D // H
+    key = jax.random.PRNGKey(1)
+
+    def normal(shape):
+        nonlocal key
+        key, sub = jax.random.split(key)
+        return 0.02 * jax.random.normal(sub, shape, jnp.float32)
+
+    def linear(i, o, bias=True):
+        return {"w": normal((o, i)), "b": jnp.zeros((o,), jnp.float32)} if bias else {"w": normal((o, i))}
+
+    def ln():
+        return {"g": jnp.ones((D,), jnp.float32), "b": jnp.zeros((D,), jnp.float32)}
+
+    params = {"wte": normal((V, D)), "wpe": normal((T, D)), "ln_f": ln(),
+              "blocks": [{"ln1": ln(), "qkv": linear(D, 3 * D), "proj": linear(D, D), "ln2": ln(),
+                          "fc1": linear(D, 4 * D), "fc2": linear(4 * D, D)} for _ in range(L)]}
+    if not a.tied:
+        params["head"] = normal((V, D))
+    mask = jnp.tril(jnp.ones((T, T), bool))
+
+    def layernorm(x, p):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / jnp.sqrt(v + 1e-5) * p["g"] + p["b"]
+
+    def dense(x, p):
+        y = x @ p["w"].T
+        return y + p["b"] if "b" in p else y
+
+    def forward(params, idx):
+        x = params["wte"][idx] + params["wpe"][None, :, :]
+        for blk in params["blocks"]:
+            q, k, v = jnp.split(dense(layernorm(x, blk["ln1"]), blk["qkv"]), 3, axis=-1)
+            q, k, v = (t.reshape(B, T, H, hd).transpose(0, 2, 1, 3) for t in (q, k, v))
+            s = (q @ k.transpose(0, 1, 3, 2)) / math.sqrt(hd)
+            pr = jax.nn.softmax(jnp.where(mask, s, -jnp.inf), axis=-1)
+            y = (pr @ v).transpose(0, 2, 1, 3).reshape(B, T, D)
+            x = x + dense(y, blk["proj"])
+            x = x + dense(jax.nn.gelu(dense(layernorm(x, blk["ln2"]), blk["fc1"]), approximate=False), blk["fc2"])
+        head = params["wte"] if a.tied else params["head"]
+        return (layernorm(x, params["ln_f"]) @ head.T).reshape(B * T, V)
+
+    def loss_fn(params, idx, labels):
+        logits = forward(params, idx)
+        logz = jax.nn.logsumexp(logits, axis=-1)
+        return jnp.mean(logz - jnp.take_along_axis(logits, labels[:, None], axis=-1)[:, 0])
+
+    lr, wd, b1, b2, eps = 3e-4, 0.1, 0.9, 0.999, 1e-8
+
+    def step(params, m, v, t, idx, labels):
+        loss, g = jax.value_and_grad(loss_fn)(params, idx, labels)
+        t = t + 1
+        m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
+        v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
+        c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+        params = jax.tree_util.tree_map(
+            lambda p, m, v: p * (1 - lr * wd) - lr * (m / c1) / (jnp.sqrt(v / c2) + eps), params, m, v)
+        return params, m, v, t, loss
+
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    m, v, t = zeros, jax.tree_util.tree_map(jnp.zeros_like, params), jnp.zeros((), jnp.float32)
+    k1, k2 = jax.random.split(jax.random.PRNGKey(7))
+    idx = jax.random.randint(k1, (B, T), 0, V, jnp.int32)
+    labels = jax.random.randint(k2, (B * T,), 0, V, jnp.int32)
+    t0 = time.perf_counter()
+    compiled = jax.jit(step, donate_argnums=(0, 1, 2)).lower(params, m, v, t, idx, labels).compile()
+    compile_s = time.perf_counter() - t0
+    loss = None
+    for _ in range(a.warmup):
+        params, m, v, t, loss = compiled(params, m, v, t, idx, labels)
+    jax.block_until_ready(params)
+    ms = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        params, m, v, t, loss = compiled(params, m, v, t, idx, labels)
+        jax.block_until_ready((params, loss))
+        ms.append((time.perf_counter() - t0) * 1e3)
+    ms_sorted = sorted(ms)
+    median, best = ms_sorted[len(ms) // 2], ms_sorted[0]
+    nparams = sum(x.size for x in jax.tree_util.tree_leaves(params))
+    N = B * T
+    flops = 6.0 * nparams * N + 12.0 * L * B * T * T * D
+    print(json.dumps({"contender": "jax", "jax": jax.__version__, "B": B, "T": T, "D": D, "heads": H, "layers": L,
+                      "V": V, "tied": a.tied, "threads": a.threads, "params": int(nparams),
+                      "step_ms_median": round(median, 3), "step_ms_best": round(best, 3),
+                      "tokens_per_s": round(N / (median / 1e3), 1), "gflop_per_step": round(flops / 1e9, 3),
+                      "gflops_at_median": round(flops / 1e9 / (median / 1e3), 1), "final_loss": round(float(loss), 5),
+                      "compile_s": round(compile_s, 2), "steps": a.steps, "warmup": a.warmup}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""PyTorch (CPU) side of bench/run_gpt_step_bench.sh: one training step of the model of
+codistill's `gpt` kind (codistill/models/gpt_model.hpp), written out in plain torch.nn.
+
+Same architecture: learned token and position embeddings, `layers` pre-LayerNorm blocks
+(x + proj(attn(qkv(LN(x)))), x + fc2(GELU(fc1(LN(x)))) with exact-erf GELU, LayerNorm eps
+1e-5, biases on every Linear but the head), a final LayerNorm and a head Linear(D, V) without
+bias (tied to the token embedding with --tied). Causal attention is written out (scores,
+mask, softmax, weighted sum): torch 1.13 has no scaled_dot_product_attention. No dropout.
+Same step: forward of int32 tokens [B, T], mean cross-entropy over the B*T rows, backward,
+AdamW (lr 3e-4, weight decay 0.1, betas 0.9/0.999, eps 1e-8). Random tokens drawn once.
+Prints one JSON line with the fields of bench_gpt_step (contender "pytorch").
+    /usr/bin/python3 bench/torch_gpt_step.py [--B 8] [--T 128] ... [--threads 2]
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x, mask):
+        B, T, D = x.shape
+        hd = D // self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(D, dim=2)
+        q, k, v = (t.view(B, T, self.heads, hd).transpose(1, 2) for t in (q, k, v))
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
+        y = (p @ v).transpose(1, 2).reshape(B, T, D)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, V, T, D, heads, layers, tied):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, D), nn.Embedding(T, D)
+        self.blocks = nn.ModuleList(Block(D, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(D)
+        self.head = nn.Linear(D, V, bias=False)
+        if tied:
+            self.head.weight = self.wte.weight
+        self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+
+    def forward(self, idx):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for b in self.blocks:
+            x = b(x, self.mask)
+        return self.head(self.ln_f(x)).view(B * T, -1)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for k, v in dict(B=8, T=128, D=128, heads=4, layers=4, V=8192, threads=2, steps=10, warmup=2).items():
+        p.add_argument("--" + k, type=int, default=v)
+    p.add_argument("--tied", action="store_true")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    model = GPT(a.V, a.T, a.D, a.heads, a.layers, a.tied)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randint(0, a.V, (a.B, a.T), generator=g)
+    y = torch.randint(0, a.V, (a.B * a.T,), generator=g)
+    loss = None
+
+    def step():
+        nonlocal loss
+        opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(a.warmup):
+        step()
+    ms = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        step()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    ms_sorted = sorted(ms)
+    median, best = ms_sorted[len(ms) // 2], ms_sorted[0]
+    params = sum(p.numel() for p in model.parameters())
+    N = a.B * a.T
+    flops = 6.0 * params * N + 12.0 * a.layers * a.B * a.T * a.T * a.D
+    print(json.dumps({"contender": "pytorch", "torch": torch.__version__, "B": a.B, "T": a.T, "D": a.D,
+                      "heads": a.heads, "layers": a.layers, "V": a.V, "tied": a.tied, "threads": a.threads,
+                      "params": params, "step_ms_median": round(median, 3), "step_ms_best": round(best, 3),
+                      "tokens_per_s": round(N / (median / 1e3), 1), "gflop_per_step": round(flops / 1e9, 3),
+                      "gflops_at_median": round(flops / 1e9 / (median / 1e3), 1), "final_loss": round(loss.item(), 5),
+                      "steps": a.steps, "warmup": a.warmup}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+#pragma once
+// Embedding kernels (float32), semantics of EmbeddingShape in kernels/ops.hpp and of the CPU
+// twin kernels/cpu/embedding.cpp: ids int32 [N], table/dtable [V, D], y/dy [N, D].
+//   check_ids: *verdict = min(*verdict, n) over the rows n whose id is outside [0, V) (the
+//              host sets it to kNoBadRow first), so the first bad row whatever the schedule.
+//   gather:    y[n, d] = table[ids[n], d], a thread per element (grid-stride).
+//   scatter:   dtable[ids[n], d] += dy[n, d] for n = 0, 1, ... in order, with no atomics:
+//              a warp owns 32 columns of one band of vocabulary rows and walks every row n
+//              of dy in order, adding the rows whose id falls in its band. No two threads
+//              touch one element of dtable, and each element receives its additions in the
+//              order of n, exactly as the CPU reference and fast path add them: the result
+//              is bit-identical to the CPU's, whatever the launch shape or schedule.
+// gather and scatter read the verdict first and write nothing when an id was bad: the host
+// throws after one synchronization, with y and dtable untouched (embedding.cu).
+// Launch: shapes::embedding_check, shapes::elementwise(N * D), shapes::embedding_scatter.
+#include <cstdint>
+
+#include "kernels/cuda/device/reduce.cuh"
+
+namespace codistill::kernels::cuda::device {
+inline namespace CODISTILL_DEVICE_ABI {
+
+constexpr unsigned long long kNoBadRow = ~0ull;
+
+__global__ void embedding_check_ids_kernel(const std::int32_t* __restrict__ ids, std::int64_t N, std::int64_t V,
+                                           unsigned long long* verdict) {
+  for (std::int64_t n = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; n < N;
+       n += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t id = ids[n];
+    if (id < 0 || id >= V) atomicMin(verdict, static_cast<unsigned long long>(n));
+  }
+}
+
+__global__ void embedding_gather_kernel(const std::int32_t* __restrict__ ids, const float* __restrict__ table,
+                                        float* __restrict__ y, std::int64_t N, std::int64_t D,
+                                        const unsigned long long* verdict) {
+  if (*verdict != kNoBadRow) return;
+  const std::int64_t total = N * D;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t n = e / D, d = e - n * D;
+    y[e] = table[static_cast<std::int64_t>(ids[n]) * D + d];
+  }
+}
+
+// Block (32, rows of bands): threadIdx.x a column of the block's tile, threadIdx.y a band;
+// band b covers ids [b * band_width, (b + 1) * band_width) of the vocabulary. The branch on
+// the id is uniform across a warp (one band, one row n), so the loads of dy and the updates
+// of dtable stay coalesced.
+__global__ void embedding_scatter_kernel(const std::int32_t* __restrict__ ids, const float* __restrict__ dy,
+                                         float* __restrict__ dtable, std::int64_t N, std::int64_t V, std::int64_t D,
+                                         std::int64_t band_width, const unsigned long long* verdict) {
+  if (*verdict != kNoBadRow) return;
+  const std::int64_t d = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t lo = (blockIdx.y * static_cast<std::int64_t>(blockDim.y) + threadIdx.y) * band_width;
+  if (d >= D || lo >= V) return;
+  const std::int64_t hi = lo + band_width < V ? lo + band_width : V;
+  for (std::int64_t n = 0; n < N; ++n) {
+    const std::int64_t id = ids[n];
+    if (id >= lo && id < hi) dtable[id * D + d] += dy[n * D + d];
+  }
+}
+
+}  // namespace CODISTILL_DEVICE_ABI
+}  // namespace codistill::kernels::cuda::device
