@@ -27,7 +27,9 @@ struct AugmentConfig {
 };
 
 struct DataConfig {
-  std::string kind = "fashion-mnist";  // fashion-mnist | idx | synthetic
+  std::string kind = "fashion-mnist";  // fashion-mnist | idx | synthetic | text
+  // The dataset's folder; kind text: a folder made by codistill-prepare-text
+  // (tokenizer.bpe, train.tokens, valid.tokens; docs/text-data.md).
   std::string path = "/usr/share/datasets/fashion-mnist";
   // kind idx: the four files (gzip or raw IDX), relative to path unless absolute.
   std::string train_images = "train-images-idx3-ubyte.gz";
@@ -38,7 +40,10 @@ struct DataConfig {
   std::string shard = "disjoint";  // disjoint | full | same
   std::string normalize = "standard";  // standard (dataset mean/std) | unit ([0,1]) | none
   std::int64_t train_limit = 0;  // use only the first N training examples (0 = all)
-  std::int64_t test_limit = 0;   // likewise for the test split
+  std::int64_t test_limit = 0;   // likewise for the test split (kind text: held-out windows)
+  // kind text: T, the tokens of context of each training and evaluation window (a window
+  // holds T + 1 tokens: T inputs, T next-token targets). model.seq_len for a gpt.
+  std::int64_t context = 128;
   // kind synthetic: a Gaussian mixture, one component per class.
   std::int64_t synthetic_train = 8192;
   std::int64_t synthetic_test = 2048;

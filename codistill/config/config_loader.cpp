@@ -127,6 +127,22 @@ class Binder {
               "mode sync needs checkpoint.every > 0 dividing codistill.reload_every, got checkpoint.every " +
                   std::to_string(c.checkpoint.every) + " and reload_every " +
                   std::to_string(c.codistill.reload_every));
+    // Text data: the image-only keys that would change what is trained are refused rather
+    // than ignored (docs/config.md, "data.kind text"); file names and data.normalize have
+    // no meaning for tokens and are ignored.
+    if (c.data.kind == "text") {
+      if (c.data.augment.crop_padding != 0 || c.data.augment.flip)
+        fail_at({"data.augment.crop_padding", "data.augment.flip"},
+                "image augmentation has no meaning for data.kind text (set crop_padding 0 and flip false)");
+      if (c.data.train_limit != 0)
+        fail_at({"data.train_limit"}, "is not used by data.kind text (windows are drawn from the whole shard); set 0");
+      // A gpt takes windows of exactly model.seq_len tokens (worker_models entries are
+      // checked at start, engine/text_source.cpp).
+      if (c.model.kind == "gpt" && c.data.context != c.model.seq_len)
+        fail_at({"data.context", "model.seq_len"}, "expected model.seq_len = " + std::to_string(c.model.seq_len) +
+                                                       " (a gpt model takes windows of exactly seq_len tokens), got '" +
+                                                       std::to_string(c.data.context) + "'");
+    }
     // A layer list with another kind would be ignored without a word (and the model trained
     // would not be the one written down).
     if (c.model.kind == "layers" && c.model.layers.empty())

@@ -89,7 +89,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(group.bucket_mb, gt(0)),
       CODISTILL_KEY(group.sync_batchnorm, any()),  // true refused in cross_check: not built
       CODISTILL_KEY(device, device_name()),
-      CODISTILL_KEY(data.kind, one_of({"fashion-mnist", "idx", "synthetic"})),
+      CODISTILL_KEY(data.kind, one_of({"fashion-mnist", "idx", "synthetic", "text"})),
       CODISTILL_KEY(data.path, text()),
       CODISTILL_KEY(data.train_images, text()),
       CODISTILL_KEY(data.train_labels, text()),
@@ -100,6 +100,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(data.normalize, one_of({"standard", "unit", "none"})),
       CODISTILL_KEY(data.train_limit, ge(0)),
       CODISTILL_KEY(data.test_limit, ge(0)),
+      CODISTILL_KEY(data.context, ge(1)),  // kind text; <= model.seq_len: checked at start
       CODISTILL_KEY(data.synthetic_train, ge(1)),
       CODISTILL_KEY(data.synthetic_test, ge(1)),
       CODISTILL_KEY(data.synthetic_classes, in_cc(2, 1000)),

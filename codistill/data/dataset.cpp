@@ -190,6 +190,10 @@ Splits load_dataset(const DataConfig& cfg) {
   } else if (cfg.kind == "synthetic") {
     s = make_synthetic(cfg);
     raw_max = 1.0;  // "unit" leaves synthetic values as they are
+  } else if (cfg.kind == "text") {
+    // Token files are not images: the engine reads them (engine/text_source.hpp).
+    throw std::invalid_argument("data.kind: text is a language-model corpus, not a labelled image dataset (it is "
+                                "read by load_text_data; image tools such as codistill-inspect eval do not take it)");
   } else {
     throw std::invalid_argument("data.kind: unknown kind '" + cfg.kind + "' (valid: fashion-mnist, idx, synthetic)");
   }

@@ -5,6 +5,7 @@
 // evaluation (train.eval_every, except at the last step, which the end of the run
 // evaluates). At the end, or on a stop request: a final checkpoint, evaluation and `done`.
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <vector>
 
@@ -67,6 +68,7 @@ TrainSummary Trainer::run() {
        K > 1 ? fmt::format(" (gradients summed over {} micro-batches of {})", K, c.data.batch_size / K) : "", c.device,
        c.run.threads, c.data.shard, c.run.worker, c.run.workers);
 
+  const bool text = c.data.kind == "text";
   Window window;
   double rate = 0, eval_s = 0, lr = 0;  // eval time is kept out of the training throughput
   EvalResult last_eval;
@@ -75,12 +77,12 @@ TrainSummary Trainer::run() {
   auto run_eval = [&](std::int64_t step) {
     auto t = Clock::now();
     std::vector<std::int32_t> mine, theirs;
-    EvalResult r = evaluate(s.model, s.data.test, c.train.eval_batch_size, &mine);
+    EvalResult r = s.evaluate(s.model, &mine);
     // Churn against every teacher in use: the fraction of test examples whose predicted
     // class differs (DESIGN.md section 7).
     nlohmann::json churn = nlohmann::json::object();
     auto add_churn = [&](Teacher& teacher) {
-      evaluate(teacher.model, s.data.test, c.train.eval_batch_size, &theirs);
+      s.evaluate(teacher.model, &theirs);
       std::int64_t differ = 0;
       for (std::size_t i = 0; i < mine.size(); ++i) differ += mine[i] != theirs[i];
       churn[teacher.label()] = static_cast<double>(differ) / static_cast<double>(mine.size());
@@ -89,9 +91,18 @@ TrainSummary Trainer::run() {
       for (const auto& teacher : s.teachers->teachers()) add_churn(*teacher);
       for (const auto& teacher : s.teachers->fixed()) add_churn(*teacher);
     }
-    s.metrics->emit("eval", step, {{"split", "test"}, {"loss", r.loss}, {"accuracy", r.accuracy}, {"churn", churn}});
-    info("eval  step {:>7}  test loss {:.4f}  accuracy {:.2f}%  ({:.1f} s)", step, r.loss, 100 * r.accuracy,
-         seconds_since(t));
+    nlohmann::json fields = {{"split", "test"}, {"loss", r.loss}, {"accuracy", r.accuracy}, {"churn", churn}};
+    if (text) {  // per token: the loss is nats per token, accuracy and churn per predicted token
+      fields["perplexity"] = std::exp(r.loss);
+      fields["tokens"] = r.examples;
+    }
+    s.metrics->emit("eval", step, fields);
+    if (text)
+      info("eval  step {:>7}  held-out loss {:.4f} nats/token  perplexity {:.2f}  next-token accuracy {:.2f}%  "
+           "({:.1f} s)", step, r.loss, std::exp(r.loss), 100 * r.accuracy, seconds_since(t));
+    else
+      info("eval  step {:>7}  test loss {:.4f}  accuracy {:.2f}%  ({:.1f} s)", step, r.loss, 100 * r.accuracy,
+           seconds_since(t));
     eval_s += seconds_since(t);
     return r;
   };
@@ -105,10 +116,11 @@ TrainSummary Trainer::run() {
          nlohmann::json staleness = nullptr;
          if (s.teachers && window.teachers > 0)
            if (auto st = s.teachers->staleness(step)) staleness = *st;
-         s.metrics->emit("train", step,
-                         {{"loss", window.loss / n}, {"ce", window.ce / n}, {"distill", window.distill / n},
-                          {"lr", lr}, {"examples_per_s", rate}, {"teachers", window.teachers},
-                          {"staleness", staleness}});
+         nlohmann::json fields = {{"loss", window.loss / n}, {"ce", window.ce / n}, {"distill", window.distill / n},
+                                  {"lr", lr}, {"examples_per_s", rate}, {"teachers", window.teachers},
+                                  {"staleness", staleness}};
+         if (text) fields["tokens_per_s"] = rate * static_cast<double>(c.data.context);  // examples are windows
+         s.metrics->emit("train", step, fields);
          if (!s.opts.interactive)
            info("train step {:>7}/{}  loss {:.4f}  distill {:.4f}  teachers {}  lr {:.4g}  {:.0f} ex/s", step, last,
                 window.loss / n, window.distill / n, window.teachers, lr, rate);
@@ -154,7 +166,7 @@ TrainSummary Trainer::run() {
         for (const auto& t : s.teachers->teachers()) step_teachers.push_back(t.get());
     }
     lr = learning_rate(c.optimizer, s.worker.step, last);
-    StepResult r = s.step->run(s.worker.step + 1, *s.sampler, step_teachers, *s.optimizer, lr, hooks);
+    StepResult r = s.step->run(s.worker.step + 1, step_teachers, *s.optimizer, lr, hooks);
     ++s.worker.step;
     s.worker.examples_seen += B;
     evaluated_last = false;
@@ -186,11 +198,18 @@ TrainSummary Trainer::run() {
   sum.test_accuracy = last_eval.accuracy;
   const double train_s = seconds_since(started) - eval_s;
   sum.examples_per_s = train_s > 0 ? static_cast<double>(s.worker.step * B) / train_s : 0;
-  s.metrics->emit("done", s.worker.step,
-                  {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy}, {"loss", sum.test_loss},
-                   {"train_examples_per_s", sum.examples_per_s}, {"interrupted", interrupted}});
-  info("done: {} steps in {} ({:.0f} training ex/s), test accuracy {:.2f}%, test loss {:.4f}", s.worker.step,
-       format_duration(sum.wall_s), sum.examples_per_s, 100 * sum.test_accuracy, sum.test_loss);
+  nlohmann::json done = {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy}, {"loss", sum.test_loss},
+                         {"train_examples_per_s", sum.examples_per_s}, {"interrupted", interrupted}};
+  if (text) done["perplexity"] = std::exp(sum.test_loss);
+  s.metrics->emit("done", s.worker.step, done);
+  if (text)
+    info("done: {} steps in {} ({:.0f} training windows/s), held-out loss {:.4f} nats/token, perplexity {:.2f}, "
+         "next-token accuracy {:.2f}%",
+         s.worker.step, format_duration(sum.wall_s), sum.examples_per_s, sum.test_loss, std::exp(sum.test_loss),
+         100 * sum.test_accuracy);
+  else
+    info("done: {} steps in {} ({:.0f} training ex/s), test accuracy {:.2f}%, test loss {:.4f}", s.worker.step,
+         format_duration(sum.wall_s), sum.examples_per_s, 100 * sum.test_accuracy, sum.test_loss);
   return sum;
 }
 

@@ -12,23 +12,21 @@ namespace codistill {
 
 using kernels::Tensor;
 
-TrainStep::TrainStep(Model& student, const data::Dataset& train, std::int64_t batch,
-                     kernels::DistillLossParams params, std::int64_t micro_batches, const StepInput& input)
-    : student_(student), train_(train), batch_(batch), params_(params), loader_(train, input.augment, input.prefetch, input.slice) {
+TrainStep::TrainStep(Model& student, std::unique_ptr<BatchSource> source, std::int64_t batch,
+                     kernels::DistillLossParams params, std::int64_t micro_batches, bool double_buffer)
+    : student_(student), batch_(batch), params_(params), source_(std::move(source)) {
   if (micro_batches < 1 || batch % micro_batches != 0)
     throw std::invalid_argument(fmt::format("TrainStep: {} micro-batches do not divide a batch of {} (train.micro_batches "
                                             "must divide data.batch_size)",
                                             micro_batches, batch));
   kernels::Queue& q = student_.queue();
-  const std::int64_t rows = batch / micro_batches;
-  kernels::Shape xshape = train.example_shape();
-  xshape.insert(xshape.begin(), rows);
-  slots_.resize(input.prefetch ? 2 : 1);
+  const BatchLayout layout = source_->layout(batch / micro_batches);
+  slots_.resize(double_buffer ? 2 : 1);
   for (Slot& slot : slots_) {
     slot.micro.resize(static_cast<std::size_t>(micro_batches));
     for (Micro& m : slot.micro) {
-      m.x = Tensor::empty(xshape, kernels::DType::f32, q.device());
-      m.labels = Tensor::empty({rows}, kernels::DType::i32, q.device());
+      m.x = Tensor::empty(layout.input, layout.input_dtype, q.device());
+      m.labels = Tensor::empty({layout.labels}, kernels::DType::i32, q.device());
       m.x_stage = q.backend().staging_for(m.x);
       m.labels_stage = q.backend().staging_for(m.labels);
       slot.host.x.push_back(m.x_stage);  // handles sharing the staging memory
@@ -36,9 +34,14 @@ TrainStep::TrainStep(Model& student, const data::Dataset& train, std::int64_t ba
     }
     slot.input_ready = q.make_event();
   }
-  dlogits_ = Tensor::empty({rows, train.classes}, kernels::DType::f32, q.device());
+  dlogits_ = Tensor::empty({layout.labels, layout.classes}, kernels::DType::f32, q.device());
   logits_read_ = q.make_event();
 }
+
+TrainStep::TrainStep(Model& student, const data::Dataset& train, data::BatchSampler& sampler, std::int64_t batch,
+                     kernels::DistillLossParams params, std::int64_t micro_batches, const StepInput& input)
+    : TrainStep(student, std::make_unique<ImageBatchSource>(train, sampler, input.augment, input.prefetch, input.slice),
+                batch, params, micro_batches, input.prefetch) {}
 
 TrainStep::~TrainStep() {
   try {
@@ -47,8 +50,8 @@ TrainStep::~TrainStep() {
   }
 }
 
-StepResult TrainStep::run(std::int64_t step, data::BatchSampler& sampler, const std::vector<Teacher*>& teachers,
-                          Optimizer& optimizer, double lr, const StepHooks& hooks) {
+StepResult TrainStep::run(std::int64_t step, const std::vector<Teacher*>& teachers, Optimizer& optimizer, double lr,
+                          const StepHooks& hooks) {
   kernels::Queue& q = student_.queue();
 
   // 1. batch: the copies out of both slots' staging memory are done before either is
@@ -56,9 +59,10 @@ StepResult TrainStep::run(std::int64_t step, data::BatchSampler& sampler, const 
   Slot& slot = slots_[current_];
   Slot* next = slots_.size() > 1 ? &slots_[1 - current_] : nullptr;
   for (Slot& s : slots_) s.input_ready->synchronize();
-  loader_.load(step, sampler, slot.host, next ? &next->host : nullptr);
+  source_->load(step, slot.host, next ? &next->host : nullptr);
   if (next) current_ = 1 - current_;
-  // The mean is over the group's batch: in one process, the sum of the micro-batches' rows.
+  // The mean is over the group's batch: in one process, the sum of the micro-batches' rows
+  // (label rows: one per image, one per token of a window).
   const std::int64_t batch_rows = slot.host.group_rows;
   for (std::size_t i = 0; i < slot.micro.size(); ++i) {
     Micro& m = slot.micro[i];

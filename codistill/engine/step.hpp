@@ -1,11 +1,12 @@
 #pragma once
 // One training step of a worker, its phases in order and in one place, for every backend
 // (DESIGN.md section 2, "Step"):
-//   1. batch            the sampler's next indices gathered into host staging memory,
-//                       augmented (data.augment), and copied to the device (on the CPU the
-//                       staging memory is the batch itself: no copy); an event marks the
-//                       batch ready. With prefetch (data.prefetch) the gather and
-//                       augmentation of step s + 1 run on a helper thread during step s,
+//   1. batch            the batch source (engine/batch_source.hpp: images through the
+//                       sampler and BatchLoader, or text windows) fills host staging memory
+//                       with this step's batch, which is copied to the device (on the CPU
+//                       the staging memory is the batch itself: no copy); an event marks
+//                       the batch ready. With prefetch (data.prefetch, images) the gather
+//                       and augmentation of step s + 1 run on a helper thread during step s,
 //                       into a second set of buffers (engine/batch_loader.hpp): the batches,
 //                       and the sampler position a checkpoint saves, are the same as without
 //   2. teachers         each teacher's forward on its own queue once the batch is ready
@@ -44,6 +45,7 @@
 #include "codistill/data/dataset.hpp"
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/batch_loader.hpp"
+#include "codistill/engine/batch_source.hpp"
 #include "codistill/engine/teachers.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
@@ -58,7 +60,7 @@ struct StepHooks {
   std::function<void()> before_update;
 };
 
-// How phase 1 prepares batches (data.augment, data.prefetch).
+// How phase 1 prepares image batches (data.augment, data.prefetch).
 struct StepInput {
   data::AugmentOptions augment;  // default: none
   bool prefetch = false;         // prepare the next step's batch on a helper thread
@@ -72,22 +74,29 @@ struct StepResult {
 
 class TrainStep {
  public:
-  // The student's device buffers for batches of `batch` examples of `train`, passed through
-  // the model in `micro_batches` equal parts (which must divide `batch`). In a group,
-  // `batch` is this rank's rows; the sampler passed to run() draws input.slice.ranks x batch.
-  TrainStep(Model& student, const data::Dataset& train, std::int64_t batch, kernels::DistillLossParams params,
-            std::int64_t micro_batches = 1, const StepInput& input = {});
+  // The student's device buffers for batches of `batch` rows (examples or windows) from
+  // `source`, passed through the model in `micro_batches` equal parts (which must divide
+  // `batch`). In a group, `batch` is this rank's rows (the source draws the group's).
+  // double_buffer: two sets of batch buffers, for a source that prepares the next step's
+  // batch while this one computes (image prefetch).
+  TrainStep(Model& student, std::unique_ptr<BatchSource> source, std::int64_t batch,
+            kernels::DistillLossParams params, std::int64_t micro_batches = 1, bool double_buffer = false);
+  // Images: an ImageBatchSource over `sampler` (which must outlive the step).
+  TrainStep(Model& student, const data::Dataset& train, data::BatchSampler& sampler, std::int64_t batch,
+            kernels::DistillLossParams params, std::int64_t micro_batches = 1, const StepInput& input = {});
   ~TrainStep();  // waits for the student's queue
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
 
-  // One step (phases 1-8). step: the 1-based number of this step (it keys the
-  // augmentation draws, and names the step in error messages). teachers may be empty (no
-  // distillation this step). Successive calls are expected to pass successive steps and
-  // the same sampler for prefetch to help; anything else is still correct (the prefetched
-  // batch is discarded and the batch prepared on the spot).
-  StepResult run(std::int64_t step, data::BatchSampler& sampler, const std::vector<Teacher*>& teachers,
-                 Optimizer& optimizer, double lr, const StepHooks& hooks = {});
+  // One step (phases 1-8). step: the 1-based number of this step (it keys the batch's
+  // draws, and names the step in error messages). teachers may be empty (no
+  // distillation this step). Successive calls are expected to pass successive steps for
+  // prefetch to help; anything else is still correct (the prefetched batch is discarded
+  // and the batch prepared on the spot).
+  StepResult run(std::int64_t step, const std::vector<Teacher*>& teachers, Optimizer& optimizer, double lr,
+                 const StepHooks& hooks = {});
+
+  BatchSource& source() { return *source_; }
 
  private:
   // One micro-batch's inputs. Separate allocations rather than views into one batch
@@ -109,7 +118,6 @@ class TrainStep {
                                         const std::vector<Teacher*>& teachers);
 
   Model& student_;
-  const data::Dataset& train_;
   std::int64_t batch_;
   kernels::DistillLossParams params_;
   std::vector<Slot> slots_;  // one, or two with prefetch
@@ -118,9 +126,9 @@ class TrainStep {
   // After a micro-batch's loss: the teachers' next forwards overwrite the logits it read.
   std::unique_ptr<kernels::Event> logits_read_;
   std::vector<const kernels::Tensor*> teacher_logits_;
-  // Declared after the slots: destroyed first, it stops its helper thread before the
+  // Declared after the slots: destroyed first, it stops any helper thread before the
   // staging memory that thread may be writing is freed.
-  BatchLoader loader_;
+  std::unique_ptr<BatchSource> source_;
 };
 
 }  // namespace codistill

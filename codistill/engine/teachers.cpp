@@ -42,6 +42,18 @@ void check_teacher_fits(const std::string& teacher_model_yaml, const ModelConfig
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("{}: its model attribute cannot be read: {}", who, e.what()));
   }
+  // Language models (data.kind text: inputs are [T] token windows): the teacher reads the
+  // student's [B, T] batch, so it must take windows of T tokens (a gpt takes exactly its
+  // model.seq_len) and predict the same vocabulary. Said in those words.
+  if (t.input_shape.size() == 1 && student.input_shape.size() == 1 && student.vocab_size > 0) {
+    const std::int64_t context = student.input_shape[0], takes = t.input_shape[0];
+    if (t.classes != student.classes || context != takes)
+      throw TrainingError(fmt::format("{} cannot teach this worker: its model ({}) predicts a vocabulary of {} from "
+                                      "windows of {} tokens; this worker's model ({}) predicts {} from windows of "
+                                      "data.context = {} tokens",
+                                      who, t.kind, t.classes, takes, student.kind, student.classes, context));
+    return;
+  }
   // What the student's loss consumes is the teacher's logits of the student's batch: the
   // input shape and the classes must agree; depth, width and kind may differ.
   if (t.input_shape != student.input_shape || t.classes != student.classes)
@@ -68,8 +80,8 @@ const kernels::Tensor& Teacher::forward(const kernels::Tensor& x, kernels::Event
 }
 
 TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log,
-                         bool follower)
-    : cfg_(cfg), model_cfg_(std::move(model_cfg)), log_(std::move(log)),
+                         bool follower, ModelFactory factory)
+    : cfg_(cfg), model_cfg_(std::move(model_cfg)), factory_(std::move(factory)), log_(std::move(log)),
       store_(cfg.run.dir), device_(kernels::Device::parse(cfg.device)) {
   queue_options_.allow_tf32 = cfg.train.allow_tf32;
   for (int p = 0; p < cfg.run.workers; ++p) {
@@ -116,7 +128,7 @@ std::unique_ptr<Teacher> TeacherPool::make_teacher(int peer, const checkpoint::C
   t->peer = peer;
   t->step = data.meta.step;
   t->path = path;
-  t->model = model_from_checkpoint(data);
+  t->model = model_from_checkpoint(data, factory_);
   upload(*t);
   t->load_ms = load_ms;
   return t;

@@ -28,6 +28,7 @@
 #include "codistill/data/dataset.hpp"
 #include "codistill/engine/fixed_teachers.hpp"
 #include "codistill/engine/metrics.hpp"
+#include "codistill/engine/worker_state.hpp"
 #include "codistill/models/model.hpp"
 #include "kernels/backend.hpp"
 
@@ -68,7 +69,10 @@ class TeacherPool {
   // model_cfg: this worker's model section with input_shape and classes filled (what a
   // teacher must fit). follower: a worker group's rank other than 0, which never looks for
   // teachers itself but takes those rank 0 chose (follow()); it starts no watcher.
-  TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log, bool follower = false);
+  // factory: how a teacher's model is built from its checkpoint's model attribute (unset:
+  // build_model; TrainOptions::model_factory for tests).
+  TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log, bool follower = false,
+              ModelFactory factory = {});
   ~TeacherPool();
   TeacherPool(const TeacherPool&) = delete;
   TeacherPool& operator=(const TeacherPool&) = delete;
@@ -124,6 +128,7 @@ class TeacherPool {
 
   const Config& cfg_;
   ModelConfig model_cfg_;
+  ModelFactory factory_;
   std::shared_ptr<spdlog::logger> log_;
   checkpoint::RunStore store_;
   std::vector<int> peers_;

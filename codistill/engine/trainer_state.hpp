@@ -1,7 +1,10 @@
 #pragma once
 // The state of a Trainer, shared by its two halves: set-up (training.cpp) and the run loop
 // (run_loop.cpp). Private to the engine.
+#include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include <spdlog/logger.h>
 
@@ -9,6 +12,8 @@
 #include "codistill/data/dataset.hpp"
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/checkpointing.hpp"
+#include "codistill/engine/evaluate.hpp"
+#include "codistill/engine/text_source.hpp"
 #include "codistill/engine/metrics.hpp"
 #include "codistill/engine/run_dir.hpp"
 #include "codistill/engine/step.hpp"
@@ -31,14 +36,21 @@ struct Trainer::State {
   RunPaths paths;
   std::shared_ptr<spdlog::logger> log;
   std::unique_ptr<MetricsWriter> metrics;
-  data::Splits data;
+  data::Splits data;  // images (empty for data.kind text)
+  std::optional<TextData> text;  // data.kind text: the prepared folder
+  std::unique_ptr<data::text::EvalWindows> eval_windows;  // data.kind text: the held-out windows
+  // The eval events' measure of a model (the student or a teacher): images or held-out
+  // windows; predictions (for churn) per example or per token.
+  std::function<EvalResult(Model&, std::vector<std::int32_t>*)> evaluate;
   kernels::Device device;
   Model model;
   std::unique_ptr<Optimizer> optimizer;
-  // Declared after the model: destroyed first, it waits for the model's queue before the
-  // model's device memory is released.
-  std::unique_ptr<TrainStep> step;
+  // Images: the sampler the step's batch source draws from (declared before the step, so
+  // that it outlives it).
   std::unique_ptr<data::BatchSampler> sampler;
+  // Declared after the model: destroyed first, it waits for the model's queue before the
+  // model's device memory is released. It owns the batch source.
+  std::unique_ptr<TrainStep> step;
   std::unique_ptr<CheckpointManager> checkpoints;  // rank 0 only
   std::unique_ptr<TeacherPool> teachers;  // codistillation with peers' checkpoints
   WorkerState worker;  // what a checkpoint holds; worker.step counts completed steps

@@ -21,6 +21,7 @@
 #include "codistill/data/sampler.hpp"
 #include "codistill/engine/checkpointing.hpp"
 #include "codistill/engine/error.hpp"
+#include "codistill/engine/evaluate_text.hpp"
 #include "codistill/engine/group.hpp"
 #include "codistill/engine/init_from.hpp"
 #include "codistill/engine/trainer_state.hpp"
@@ -101,13 +102,25 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   s.log->flush_on(spdlog::level::info);
 
   auto t0 = Clock::now();
-  s.data = data::load_dataset(c.data);
-  const double load_s = seconds_since(t0);
+  const bool is_text = c.data.kind == "text";
   ModelConfig mc = model_of(c, c.run.worker);
-  mc.input_shape = s.data.train.example_shape();
-  mc.classes = s.data.train.classes;
+  if (is_text) {
+    // A language model reads [B, T] token ids and predicts the vocabulary at every position.
+    s.text = load_text_data(c.data);
+    check_text_model(mc, s.text->vocab, c.data.context,
+                     c.worker_models.count(c.run.worker) ? fmt::format("worker_models.{}", c.run.worker) : "model");
+    mc.input_shape = {c.data.context};
+    mc.classes = s.text->vocab;
+    if (mc.vocab_size == 0) mc.vocab_size = s.text->vocab;  // recorded in checkpoints' model attribute
+    s.eval_windows = std::make_unique<data::text::EvalWindows>(*s.text->valid, c.data.context);
+  } else {
+    s.data = data::load_dataset(c.data);
+    mc.input_shape = s.data.train.example_shape();
+    mc.classes = s.data.train.classes;
+  }
+  const double load_s = seconds_since(t0);
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
-  s.model = build_model(mc, init_rng);
+  s.model = opts.model_factory ? opts.model_factory(mc, init_rng) : build_model(mc, init_rng);
 
   // Rank 0 picks the checkpoint to resume from (cleaning up dead writers' temp files); the
   // others read that very file, so every rank starts from the same state.
@@ -196,11 +209,23 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
     s.metrics = std::make_unique<MetricsWriter>();  // disabled: rank 0 writes the worker's metrics
   }
 
-  s.log->info("data: {} train / {} test examples of shape {}, {} classes, normalization {} "
-              "(shift {:.4f}, scale {:.4f}), loaded in {:.1f} s",
-              s.data.train.size(), s.data.test.size(), kernels::shape_str(s.data.train.example_shape()),
-              s.data.train.classes, s.data.train.normalization.kind, s.data.train.normalization.shift,
-              s.data.train.normalization.scale, load_s);
+  double unigram = 0;
+  if (is_text) {
+    unigram = unigram_cross_entropy(*s.text->train);
+    s.log->info("data: text from {}: {} training tokens in {} documents, {} held-out windows of {} tokens, "
+                "vocabulary {}, opened in {:.1f} s",
+                c.data.path, s.text->train->tokens(), s.text->train->documents(), s.eval_windows->count(),
+                c.data.context, s.text->vocab, load_s);
+    s.log->info("unigram baseline: {:.4f} nats per token (perplexity {:.1f}): the loss of predicting token "
+                "frequencies without context; a model that learns goes below it",
+                unigram, std::exp(unigram));
+  } else {
+    s.log->info("data: {} train / {} test examples of shape {}, {} classes, normalization {} "
+                "(shift {:.4f}, scale {:.4f}), loaded in {:.1f} s",
+                s.data.train.size(), s.data.test.size(), kernels::shape_str(s.data.train.example_shape()),
+                s.data.train.classes, s.data.train.normalization.kind, s.data.train.normalization.shift,
+                s.data.train.normalization.scale, load_s);
+  }
   s.log->info("model {} ({} parameters, fingerprint {}):\n{}", mc.kind, s.model.num_params(),
               s.model.fingerprint(), s.model.summary());
   if (init_source)
@@ -213,17 +238,46 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
     s.log->info("worker group: {} ranks ({} process group), {} examples per rank and step, {} per step in all",
                 ranks, group.kind(), c.data.batch_size, ranks * c.data.batch_size);
   s.optimizer = make_optimizer(c.optimizer, s.model);
-  // Every rank draws the group's whole batch and trains on its own slice of it.
-  data::SamplerOptions sampler_opts = data::sampler_options(c);
-  sampler_opts.batch_size *= ranks;
-  s.sampler = std::make_unique<data::BatchSampler>(s.data.train, sampler_opts);
-  s.log->info("data shard: {} of {} training examples ({} mode)", s.sampler->shard_size(),
-              s.data.train.size(), c.data.shard);
+  // Phase 1's source (engine/batch_source.hpp). Every rank draws the group's whole batch
+  // and trains on its own slice of it.
+  std::unique_ptr<BatchSource> source;
+  if (is_text) {
+    data::text::WindowOptions wo;
+    wo.batch_size = c.data.batch_size;
+    wo.context = c.data.context;
+    wo.mode = data::parse_shard_mode(c.data.shard);
+    wo.seed = c.run.seed;
+    wo.worker = c.run.worker;
+    wo.workers = c.run.workers;
+    source = std::make_unique<TextBatchSource>(*s.text->train, wo, RankSlice{rank, ranks});
+    const std::int64_t eval_batch = eval_windows_per_batch(c.train.eval_batch_size, c.data.context);
+    const std::int64_t limit = c.data.test_limit;
+    s.evaluate = [this, eval_batch, limit](Model& m, std::vector<std::int32_t>* predictions) {
+      return evaluate_text(m, *s_->eval_windows, eval_batch, limit, predictions);
+    };
+  } else {
+    data::SamplerOptions sampler_opts = data::sampler_options(c);
+    sampler_opts.batch_size *= ranks;
+    s.sampler = std::make_unique<data::BatchSampler>(s.data.train, sampler_opts);
+    StepInput input;
+    input.augment = data::augment_options(c, s.data.train.normalization);
+    input.prefetch = c.data.prefetch;
+    input.slice = {rank, ranks};
+    if (input.augment.enabled())
+      s.log->info("augmentation of training batches: random crop with padding {} (fill {:.4f}, raw 0), flip {}",
+                  input.augment.crop_padding, input.augment.fill, input.augment.flip ? "on" : "off");
+    source = std::make_unique<ImageBatchSource>(s.data.train, *s.sampler, input.augment, input.prefetch, input.slice);
+    const std::int64_t eval_batch = c.train.eval_batch_size;
+    s.evaluate = [this, eval_batch](Model& m, std::vector<std::int32_t>* predictions) {
+      return codistill::evaluate(m, s_->data.test, eval_batch, predictions);
+    };
+  }
+  s.log->info("data shard: {}", source->describe());
 
   WorkerState& w = s.worker;
   w.model = &s.model;
   w.optimizer = s.optimizer.get();
-  w.sampler = s.sampler.get();
+  w.source = source.get();
   w.normalization = s.data.train.normalization;
   w.worker = c.run.worker;
   w.model_yaml = model_yaml(mc);
@@ -244,17 +298,16 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   loss_params.weight = c.codistill.weight;
   const bool distills = c.codistill.enabled || !c.codistill.fixed_teachers.empty();
   loss_params.hard_weight = distills ? c.codistill.hard_weight : 1.0;
-  StepInput input;
-  input.augment = data::augment_options(c, s.data.train.normalization);
-  input.prefetch = c.data.prefetch;
-  input.slice = {rank, ranks};
-  if (input.augment.enabled())
-    s.log->info("augmentation of training batches: random crop with padding {} (fill {:.4f}, raw 0), flip {}",
-                input.augment.crop_padding, input.augment.fill, input.augment.flip ? "on" : "off");
-  s.step = std::make_unique<TrainStep>(s.model, s.data.train, c.data.batch_size, loss_params, c.train.micro_batches,
-                                       input);
+  s.step = std::make_unique<TrainStep>(s.model, std::move(source), c.data.batch_size, loss_params,
+                                       c.train.micro_batches, /*double_buffer=*/!is_text && c.data.prefetch);
+  if (is_text)  // the run's first event: what "learning" means for this data
+    s.metrics->emit("data", w.step,
+                    {{"kind", "text"}, {"vocab_size", s.text->vocab}, {"context", c.data.context},
+                     {"train_tokens", s.text->train->tokens()}, {"eval_windows", s.eval_windows->count()},
+                     {"unigram_ce", unigram}});
   if (s.checkpoints) s.checkpoints->prepare(w);
-  if (distills) s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.log, /*follower=*/!s.lead);
+  if (distills)
+    s.teachers = std::make_unique<TeacherPool>(s.cfg, mc, s.log, /*follower=*/!s.lead, opts.model_factory);
   if (!c.codistill.fixed_teachers.empty()) {
     // Chosen once per worker (recorded beside its checkpoints); a resumed worker takes the
     // recorded files again, even where a teacher run has published newer ones since. In a

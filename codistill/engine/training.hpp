@@ -5,6 +5,7 @@
 // (DESIGN.md section 7), the human log and the progress display.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,7 @@
 #include "codistill/engine/evaluate.hpp"
 #include "codistill/engine/faults.hpp"
 #include "codistill/models/model.hpp"
+#include "codistill/util/rng.hpp"
 
 namespace codistill {
 
@@ -31,6 +33,10 @@ struct TrainOptions {
   // rank 0 writes and evaluates, every rank trains on its slice of the group's batch. Unset:
   // one process (a "single" group).
   std::shared_ptr<dist::ProcessGroup> group;
+  // Builds the worker's model from its (resolved) model section; unset: build_model
+  // (codistill/models). For in-process tests of a model the factory does not have (a
+  // language model before its kind is built); teachers are rebuilt with it too.
+  std::function<Model(const ModelConfig&, Rng&)> model_factory;
 };
 
 struct TrainSummary {

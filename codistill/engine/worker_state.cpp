@@ -52,9 +52,7 @@ StateView make_state_view(const WorkerState& w) {
     v.state.push_back(TensorRef::of(name, sv.i64.emplace_back(std::move(values))));
   };
   add_i64("optimizer/step", {w.optimizer->steps_taken()});
-  auto pos = w.sampler->position();
-  add_i64("sampler/position", {pos.epoch, pos.cursor});
-  add_i64("sampler/shard_size", {w.sampler->shard_size()});
+  for (auto& [name, values] : w.source->checkpoint_state()) add_i64("sampler/" + name, std::move(values));
   for (auto& [name, rng] : w.model->rngs()) {
     auto s = rng->state();
     v.state.push_back(TensorRef::of("rng/" + name, sv.u64.emplace_back(s.begin(), s.end())));
@@ -103,13 +101,10 @@ void restore_state(WorkerState& w, const checkpoint::CheckpointData& d) {
       tensor->copy_from(require(d, Section::optimizer, path + "/" + slot, tensor->numel()).real);
   w.optimizer->set_steps_taken(require(d, Section::state, "optimizer/step", 1).values<std::int64_t>()[0]);
 
-  auto shard = require(d, Section::state, "sampler/shard_size", 1).values<std::int64_t>()[0];
-  if (shard != w.sampler->shard_size())
-    throw std::runtime_error("checkpoint was taken with a data shard of " + std::to_string(shard) +
-                             " examples, this run's shard has " + std::to_string(w.sampler->shard_size()) +
-                             " (data, shard mode or worker count changed)");
-  auto pos = require(d, Section::state, "sampler/position", 2).values<std::int64_t>();
-  w.sampler->set_position({pos[0], pos[1]});
+  w.source->restore([&](const std::string& name, std::int64_t numel) {
+    const auto v = require(d, Section::state, "sampler/" + name, numel).values<std::int64_t>();
+    return std::vector<std::int64_t>(v.begin(), v.end());
+  });
   for (auto& [name, rng] : w.model->rngs()) {
     auto s = require(d, Section::state, "rng/" + name, 4).values<std::uint64_t>();
     rng->set_state({s[0], s[1], s[2], s[3]});
@@ -119,10 +114,10 @@ void restore_state(WorkerState& w, const checkpoint::CheckpointData& d) {
   w.teacher_steps = d.meta.teacher_steps;
 }
 
-Model model_from_checkpoint(const checkpoint::CheckpointData& d) {
+Model model_from_checkpoint(const checkpoint::CheckpointData& d, const ModelFactory& factory) {
   ModelConfig mc = model_from_yaml(d.meta.model, "checkpoint model attribute");
   Rng unused(0);  // parameters are overwritten from the file right away
-  Model model = build_model(mc, unused);
+  Model model = factory ? factory(mc, unused) : build_model(mc, unused);
   if (model.fingerprint() != d.meta.model_fingerprint)
     throw std::runtime_error("model rebuilt from the checkpoint's model attribute has fingerprint " +
                              model.fingerprint() + ", the checkpoint says " + d.meta.model_fingerprint);

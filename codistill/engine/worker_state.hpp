@@ -5,21 +5,28 @@
 //   /buffers/<module path>/<buffer>   non-trainable buffers (e.g. running statistics)
 //   /optimizer/<layer>/<param>/<slot> optimizer slots (momentum, adam_m, adam_v)
 //   /state/optimizer/step             int64[1]  optimizer steps taken
-//   /state/sampler/position           int64[2]  epoch, cursor of the training sampler
-//   /state/sampler/shard_size         int64[1]  examples in this worker's shard
+//   /state/sampler/<name>             int64[n]  the batch source's state (batch_source.hpp):
+//     images: position int64[2] (epoch, cursor of the sampler), shard_size int64[1]
+//             (examples in this worker's shard)
+//     text:   shard_size int64[1] (tokens of this worker's stream, end-of-document tokens
+//             included), context int64[1] (data.context); the windows are a pure function
+//             of the step, so nothing else
 //   /state/rng/<layer>                uint64[4] each dropout layer's generator
 //   /state/data/normalization         float64[2] shift, scale applied to raw inputs
 // The learning-rate schedule is a pure function of the step, so it needs no state.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
 #include "codistill/data/dataset.hpp"
 #include "codistill/data/sampler.hpp"
+#include "codistill/engine/batch_source.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
+#include "codistill/util/rng.hpp"
 
 namespace codistill {
 
@@ -27,7 +34,7 @@ namespace codistill {
 struct WorkerState {
   Model* model = nullptr;
   Optimizer* optimizer = nullptr;
-  data::BatchSampler* sampler = nullptr;
+  BatchSource* source = nullptr;  // the training batches (its /state/sampler entries)
   data::Normalization normalization;
   int worker = 0;
   std::int64_t step = 0;
@@ -53,7 +60,7 @@ struct StateView {
 StateView make_state_view(const WorkerState& w);
 
 // Puts a checkpoint's content back into the live state: every parameter, buffer, optimizer
-// slot, the optimizer step, the sampler position and the dropout generators (on whatever
+// slot, the optimizer step, the batch source's state and the dropout generators (on whatever
 // device the model is; the copies have landed when this returns). A checkpoint without
 // /buffers (written before buffers existed, or by a model without any) leaves buffers as
 // they are only when the model has none; otherwise it is an error naming the buffer. Throws
@@ -65,9 +72,13 @@ void restore_state(WorkerState& w, const checkpoint::CheckpointData& data);
 // Throws std::runtime_error naming the entry that is missing or has the wrong shape.
 void copy_model_state(Model& model, const checkpoint::CheckpointData& data);
 
+// Builds a model from a model section (build_model's signature); TrainOptions::model_factory.
+using ModelFactory = std::function<Model(const ModelConfig&, Rng&)>;
+
 // Offline use (codistill-inspect, teachers): the model rebuilt from the checkpoint's own
-// `model` attribute, with its parameters and buffers loaded (on the CPU).
-Model model_from_checkpoint(const checkpoint::CheckpointData& data);
+// `model` attribute, with its parameters and buffers loaded (on the CPU). `factory` unset:
+// build_model.
+Model model_from_checkpoint(const checkpoint::CheckpointData& data, const ModelFactory& factory = {});
 // The input normalization stored with a checkpoint ("none" when absent).
 data::Normalization normalization_from_checkpoint(const checkpoint::CheckpointData& data);
 

@@ -74,6 +74,22 @@ DataSpec check_options(const EvalOptions& opt) {
   return parse_spec(opt.data);
 }
 
+// Language models (data.kind text) are scored by their runs' eval events for now: the
+// held-out windows need the prepared folder and a per-token pass (engine/evaluate_text.hpp).
+// Checked before the model attribute is read, so the message says this whatever the model.
+void refuse_text(const std::string& path, const checkpoint::CheckpointMeta& meta) {
+  std::optional<Config> c;
+  try {
+    c = parse_config(meta.config, "config attribute of " + path);
+  } catch (const ConfigError&) {
+    return;  // an unreadable config is load_data's to report
+  }
+  if (c->data.kind == "text")
+    throw InspectError(path + " is a language model trained on text (data.kind text): eval and churn take image "
+                       "checkpoints only for now; its run's eval events (metrics.jsonl) hold its held-out loss, "
+                       "perplexity, next-token accuracy and churn");
+}
+
 EvalData load_data(const std::string& first_path, const checkpoint::CheckpointMeta& first,
                    const EvalOptions& opt) {
   const DataSpec spec = check_options(opt);
@@ -237,7 +253,10 @@ Report eval(const std::vector<std::string>& paths, const EvalOptions& opt) {
   if (paths.empty()) throw UsageError("eval needs at least one checkpoint");
   check_options(opt);
   std::vector<checkpoint::CheckpointMeta> metas;
-  for (const auto& p : paths) metas.push_back(checkpoint::read_meta(p));
+  for (const auto& p : paths) {
+    metas.push_back(checkpoint::read_meta(p));
+    refuse_text(p, metas.back());
+  }
   // Attributes first, so that a mismatch is reported before any data is loaded. An
   // ensemble averages class probabilities of the same inputs, so its members may be of any
   // architecture (a mixed cohort) as long as they read inputs of one shape and predict one
@@ -308,6 +327,8 @@ Report eval(const std::vector<std::string>& paths, const EvalOptions& opt) {
 Report churn(const std::string& path_a, const std::string& path_b, const EvalOptions& opt) {
   check_options(opt);
   auto meta_a = checkpoint::read_meta(path_a), meta_b = checkpoint::read_meta(path_b);
+  refuse_text(path_a, meta_a);
+  refuse_text(path_b, meta_b);
   // Different architectures may be compared, but only over the same set of classes.
   const auto classes_a = model_from_yaml(meta_a.model, "model attribute of " + path_a).classes;
   const auto classes_b = model_from_yaml(meta_b.model, "model attribute of " + path_b).classes;

@@ -90,6 +90,7 @@ data:
   normalize: unit
   train_limit: 1000
   test_limit: 500
+  context: 64
   synthetic_train: 4096
   synthetic_test: 1024
   synthetic_classes: 5

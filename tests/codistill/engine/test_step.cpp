@@ -102,11 +102,11 @@ Outcome train(const Setup& s, std::int64_t micro_batches, kernels::Device device
   so.batch_size = kBatch;
   so.seed = 3;
   data::BatchSampler sampler(splits.train, so);
-  TrainStep step(student, splits.train, kBatch, loss, micro_batches);
+  TrainStep step(student, splits.train, sampler, kBatch, loss, micro_batches);
 
   Outcome out;
   out.initial = flat_params(student);
-  for (int i = 1; i <= 3; ++i) out.steps.push_back(step.run(i, sampler, teachers, *optimizer, oc.lr));
+  for (int i = 1; i <= 3; ++i) out.steps.push_back(step.run(i, teachers, *optimizer, oc.lr));
   out.params = flat_params(student);
   return out;
 }
@@ -165,9 +165,12 @@ TEST_CASE("micro-batches must divide the batch", "[engine][step]") {
   const data::Splits splits = data::make_synthetic(dc);
   Rng rng(5);
   Model m = build_model(mlp(0.0), rng);
-  CHECK_THROWS_AS(TrainStep(m, splits.train, 24, {}, 5), std::invalid_argument);
-  CHECK_THROWS_AS(TrainStep(m, splits.train, 24, {}, 0), std::invalid_argument);
-  CHECK_NOTHROW(TrainStep(m, splits.train, 24, {}, 3));
+  data::SamplerOptions so;
+  so.batch_size = 24;
+  data::BatchSampler sampler(splits.train, so);
+  CHECK_THROWS_AS(TrainStep(m, splits.train, sampler, 24, {}, 5), std::invalid_argument);
+  CHECK_THROWS_AS(TrainStep(m, splits.train, sampler, 24, {}, 0), std::invalid_argument);
+  CHECK_NOTHROW(TrainStep(m, splits.train, sampler, 24, {}, 3));
 }
 
 TEST_CASE("micro-batches give the step of the whole batch on CUDA", "[cuda][engine][step]") {

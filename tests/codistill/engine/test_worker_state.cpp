@@ -39,6 +39,7 @@ struct Worker {
   Model model;
   std::unique_ptr<Optimizer> opt;
   std::unique_ptr<data::BatchSampler> sampler;
+  std::unique_ptr<ImageBatchSource> source;
   WorkerState w;
   Worker(std::uint64_t seed, float fill) : model(model_with_buffer(seed, fill)) {
     DataConfig dc;
@@ -55,7 +56,8 @@ struct Worker {
     sampler = std::make_unique<data::BatchSampler>(splits.train, so);
     w.model = &model;
     w.optimizer = opt.get();
-    w.sampler = sampler.get();
+    source = std::make_unique<ImageBatchSource>(splits.train, *sampler);
+    w.source = source.get();
     w.model_yaml = "kind: test\n";
     w.config_yaml = "{}\n";
   }

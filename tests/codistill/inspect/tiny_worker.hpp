@@ -85,7 +85,8 @@ struct TinyWorker {
     codistill::WorkerState w;
     w.model = &model;
     w.optimizer = optimizer.get();
-    w.sampler = sampler.get();
+    codistill::ImageBatchSource source(splits.train, *sampler);
+    w.source = &source;
     w.normalization = splits.train.normalization;
     w.worker = cfg.run.worker;
     w.step = step;
