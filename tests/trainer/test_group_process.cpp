@@ -37,17 +37,7 @@ bool mpi_built() {
   return why.empty();
 }
 
-std::string mpirun(int ranks) {
-  // Under the sanitized suite (ASAN_OPTIONS set) the ranks run sanitized but without
-  // LeakSanitizer: OpenMPI 4.1 does not free what MPI_Init allocated, and LSan would turn
-  // a clean rank's exit code into 1 (as in tests/codistill/dist/test_process_group_mpi.cpp).
-  std::string c;
-  if (const char* asan = std::getenv("ASAN_OPTIONS"); asan && *asan)
-    c = "env ASAN_OPTIONS='" + std::string(asan) + ":detect_leaks=0' ";  // env: callers may exec the line
-  c += CODISTILL_MPIEXEC;
-  if (::geteuid() == 0) c += " --allow-run-as-root";  // OpenMPI refuses root unless told; CI runs as root
-  return c + " --oversubscribe -np " + std::to_string(ranks) + " ";
-}
+std::string mpirun(int ranks) { return mpirun_prefix(CODISTILL_MPIEXEC, ranks); }
 
 std::string train(const TempDir& dir, const std::string& run, const std::string& extra) {
   return train_exe() + " --config " + dir.str("c.yaml") + " --run-dir " + dir.str(run) + " " + extra;

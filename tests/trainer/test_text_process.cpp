@@ -165,10 +165,8 @@ TEST_CASE("a gpt worker group of 2 ranks with batch 4 trains as one process with
   const std::string alone = " --set codistill.enabled=false --set run.workers=1 --set group.timeout_s=60"
                             " --set optimizer.kind=sgd --set optimizer.lr=0.05";
   REQUIRE(run_command(worker_cmd(dir, 0, "one", alone + " --set data.batch_size=8"), dir).exit_code == 0);
-  std::string mpirun = CODISTILL_MPIEXEC;
-  if (::geteuid() == 0) mpirun += " --allow-run-as-root";  // OpenMPI refuses root unless told
   const ProcessResult g =
-      run_command("timeout 300 " + mpirun + " --oversubscribe -np 2 " + worker_cmd(dir, 0, "group", alone), dir);
+      run_command("timeout 300 " + mpirun_prefix(CODISTILL_MPIEXEC, 2) + worker_cmd(dir, 0, "group", alone), dir);
   INFO(g.out << g.err);
   REQUIRE(g.exit_code == 0);
   const auto a = ckpt::read((worker_dir(dir, "one", 0) / "ckpt-000000012.h5").string());
