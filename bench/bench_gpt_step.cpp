@@ -9,8 +9,9 @@
 // decay 0.1). No dropout. The batch is random tokens drawn once (the timing does not depend
 // on the values). Prints one JSON line: the median and best step milliseconds over `steps`
 // timed steps after `warmup` untimed ones, tokens/s at the median, the parameter count and
-// the model FLOPs per step (6 x parameters x tokens + the attention's 12 x layers x B x T^2 x D,
-// for a rate to set against the sgemm peak of bench_sgemm).
+// the model FLOPs per step (6 x the parameters that enter matrix products x tokens — not
+// the embedding tables, which are gathered, but a tied head's matrix — plus the attention's
+// 12 x layers x B x T^2 x D, for a rate to set against the sgemm peak of bench_sgemm).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -111,7 +112,9 @@ int main(int argc, char** argv) try {
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2], best = sorted.front();
   const double params = static_cast<double>(model.num_params());
-  const double flops = 6.0 * params * static_cast<double>(N) +
+  // Matrix FLOPs: the embeddings are gathers, not products (a tied head's matrix does count).
+  const double matrix_params = params - static_cast<double>(a.T * a.D) - (a.tied ? 0.0 : static_cast<double>(a.V * a.D));
+  const double flops = 6.0 * matrix_params * static_cast<double>(N) +
                        12.0 * static_cast<double>(a.layers * a.B * a.T * a.T * a.D);
   std::printf(
       "{\"contender\": \"codistill\", \"B\": %lld, \"T\": %lld, \"D\": %lld, \"heads\": %lld, \"layers\": %lld, "

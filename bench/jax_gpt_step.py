@@ -111,7 +111,8 @@ def main():
     median, best = ms_sorted[len(ms) // 2], ms_sorted[0]
     nparams = sum(x.size for x in jax.tree_util.tree_leaves(params))
     N = B * T
-    flops = 6.0 * nparams * N + 12.0 * L * B * T * T * D
+    matrix_params = nparams - T * D - (0 if a.tied else V * D)  # embeddings are gathers
+    flops = 6.0 * matrix_params * N + 12.0 * L * B * T * T * D
     print(json.dumps({"contender": "jax", "jax": jax.__version__, "B": B, "T": T, "D": D, "heads": H, "layers": L,
                       "V": V, "tied": a.tied, "threads": a.threads, "params": int(nparams),
                       "step_ms_median": round(median, 3), "step_ms_best": round(best, 3),

@@ -97,7 +97,8 @@ def main():
     median, best = ms_sorted[len(ms) // 2], ms_sorted[0]
     params = sum(p.numel() for p in model.parameters())
     N = a.B * a.T
-    flops = 6.0 * params * N + 12.0 * a.layers * a.B * a.T * a.T * a.D
+    matrix_params = params - a.T * a.D - (0 if a.tied else a.V * a.D)  # embeddings are gathers
+    flops = 6.0 * matrix_params * N + 12.0 * a.layers * a.B * a.T * a.T * a.D
     print(json.dumps({"contender": "pytorch", "torch": torch.__version__, "B": a.B, "T": a.T, "D": a.D,
                       "heads": a.heads, "layers": a.layers, "V": a.V, "tied": a.tied, "threads": a.threads,
                       "params": params, "step_ms_median": round(median, 3), "step_ms_best": round(best, 3),
