@@ -10,14 +10,24 @@ namespace codistill {
 
 using kernels::Tensor;
 
+const Tensor& HostLogits::fetch(const Tensor& logits, kernels::Queue& q) {
+  if (!host_.defined() || host_.shape() != logits.shape() || (alias_ && !host_.same_memory(logits))) {
+    host_ = q.backend().staging_for(logits);
+    alias_ = host_.same_memory(logits);
+  }
+  q.copy(host_, logits);
+  q.synchronize();
+  return host_;
+}
+
 EvalResult evaluate(Model& model, const data::Dataset& d, std::int64_t batch, std::vector<std::int32_t>* predictions,
                     const LogitsFn& on_logits) {
   EvalResult r;
   data::EvalBatches batches(d, batch);
   kernels::Queue& q = model.queue();
   kernels::Queue& host_q = kernels::default_cpu_queue();
-  Tensor x, x_device, x_stage, logits_host, labels_host;
-  bool logits_alias = false;  // the staging tensor is the logits buffer itself (the CPU)
+  Tensor x, x_device, x_stage, labels_host;
+  HostLogits fetched;
   std::vector<std::int32_t> labels;
   if (predictions) predictions->clear();
   double loss_sum = 0;
@@ -32,14 +42,7 @@ EvalResult evaluate(Model& model, const data::Dataset& d, std::int64_t batch, st
     }
     if (!x_stage.same_memory(x)) x_stage.copy_from(x);
     q.copy(x_device, x_stage);
-    const Tensor logits = model.forward(x_device, /*training=*/false);
-    if (!logits_host.defined() || logits_host.shape() != logits.shape() ||
-        (logits_alias && !logits_host.same_memory(logits))) {
-      logits_host = q.backend().staging_for(logits);
-      logits_alias = logits_host.same_memory(logits);
-    }
-    q.copy(logits_host, logits);
-    q.synchronize();
+    const Tensor& logits_host = fetched.fetch(model.forward(x_device, /*training=*/false), q);
     const std::int64_t V = logits_host.dim(1);
     nn::ensure_buffer(labels_host, {b}, kernels::DType::i32, host_q);
     std::memcpy(labels_host.raw(), labels.data(), labels.size() * sizeof(std::int32_t));

@@ -22,6 +22,18 @@ struct EvalResult {
 // batch's first example.
 using LogitsFn = std::function<void(const kernels::Tensor& logits, std::int64_t first)>;
 
+// The logits of an inference forward, brought to the host through the backend's staging
+// memory (on the CPU the logits buffer itself, no copy), reused from batch to batch; shared
+// by the image and the text evaluation. fetch() waits for the model's queue.
+class HostLogits {
+ public:
+  const kernels::Tensor& fetch(const kernels::Tensor& logits, kernels::Queue& q);
+
+ private:
+  kernels::Tensor host_;
+  bool alias_ = false;  // the staging tensor is the logits buffer itself (the CPU)
+};
+
 // Runs model over d in order, `batch` rows at a time, on the model's device (inputs staged
 // and copied on its queue, logits copied back). predictions, when given, receives the
 // argmax class of every example.

@@ -21,8 +21,8 @@ EvalResult evaluate_text(Model& model, const data::text::EvalWindows& windows, s
   const std::int64_t row = windows.row_tokens(), T = row - 1;
   kernels::Queue& q = model.queue();
   kernels::Queue& host_q = kernels::default_cpu_queue();
-  Tensor x_device, x_stage, logits_host, labels_host;
-  bool logits_alias = false;  // the staging tensor is the logits buffer itself (the CPU)
+  Tensor x_device, x_stage, labels_host;
+  HostLogits fetched;
   std::vector<std::int32_t> tokens;
   if (predictions) predictions->clear();
   EvalResult r;
@@ -44,14 +44,7 @@ EvalResult evaluate_text(Model& model, const data::text::EvalWindows& windows, s
       std::memcpy(y + b * T, tokens.data() + b * row + 1, static_cast<std::size_t>(T) * sizeof(std::int32_t));
     }
     q.copy(x_device, x_stage);
-    const Tensor logits = model.forward(x_device, /*training=*/false);
-    if (!logits_host.defined() || logits_host.shape() != logits.shape() ||
-        (logits_alias && !logits_host.same_memory(logits))) {
-      logits_host = q.backend().staging_for(logits);
-      logits_alias = logits_host.same_memory(logits);
-    }
-    q.copy(logits_host, logits);
-    q.synchronize();
+    const Tensor& logits_host = fetched.fetch(model.forward(x_device, /*training=*/false), q);
     const std::int64_t rows = n * T;
     if (logits_host.dim(0) != rows)
       throw std::runtime_error("evaluate_text: the model gave " + std::to_string(logits_host.dim(0)) +
