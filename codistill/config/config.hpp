@@ -119,6 +119,10 @@ struct TrainConfig {
   // CUDA: let float32 GEMMs and convolutions use TF32 tensor cores (faster, about 1e-3
   // relative error instead of float32's); off by default so CUDA stays close to the CPU.
   bool allow_tf32 = false;
+  // The model's linear head applied inside the loss (Backend::linear_distill_head): rows in
+  // chunks, never the [rows, classes] logits of the student or its teachers. For large
+  // vocabularies (language models); the model and its teachers must end in a linear head.
+  bool fused_head = false;
 };
 
 struct CheckpointConfig {

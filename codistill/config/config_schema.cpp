@@ -139,6 +139,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(train.log_every, ge(1)),
       CODISTILL_KEY(train.eval_batch_size, ge(1)),
       CODISTILL_KEY(train.allow_tf32, any()),
+      CODISTILL_KEY(train.fused_head, any()),
       CODISTILL_KEY(checkpoint.every, ge(0)),
       CODISTILL_KEY(checkpoint.keep, ge(1)),
       CODISTILL_KEY(checkpoint.async, any()),

@@ -93,8 +93,16 @@ StepResult TrainStep::run(std::int64_t step, const std::vector<Teacher*>& teache
   return r;
 }
 
+void TrainStep::set_fused_head(bool on) {
+  if (on && !student_.linear_head())
+    throw std::invalid_argument("the model does not end in a linear layer to its logits (a Linear "
+                                "without a fused activation, or a tied head): nothing to fuse into the loss");
+  fused_head_ = on;
+}
+
 kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, std::size_t i, double share,
                                                  const std::vector<Teacher*>& teachers) {
+  if (fused_head_) return micro_step_fused_head(step, slot, i, share, teachers);
   kernels::Queue& q = student_.queue();
   Micro& m = slot.micro[i];
   // 2. teachers first, so that their queues are busy while the student's forward runs. After
@@ -123,6 +131,49 @@ kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, 
   // 5. backward, into gradients zeroed once per step.
   if (i == 0) student_.zero_grad();
   student_.backward(dlogits_);
+  return part;
+}
+
+kernels::DistillLossResult TrainStep::micro_step_fused_head(std::int64_t step, Slot& slot, std::size_t i, double share,
+                                                            const std::vector<Teacher*>& teachers) {
+  kernels::Queue& q = student_.queue();
+  Micro& m = slot.micro[i];
+  // 2. the teachers' features (their heads are applied inside the loss, chunk by chunk).
+  kernels::Event* ready = i == 0 ? slot.input_ready.get() : logits_read_.get();
+  head_teachers_.clear();
+  for (Teacher* t : teachers) {
+    const auto head = t->model.linear_head();
+    if (!head)
+      throw TrainingError(fmt::format("train.fused_head: teacher {} (step {}) does not end in a linear layer to its "
+                                      "logits; it cannot teach through the fused head",
+                                      t->label(), t->step));
+    head_teachers_.push_back({&t->forward_features(m.x, ready), head->weight, head->bias});
+  }
+
+  // 3. student forward up to its head.
+  const Tensor features = student_.forward_features(m.x, /*training=*/true);
+  const Model::LinearHead head = *student_.linear_head();
+  for (Teacher* t : teachers) q.wait(*t->forward_done);
+  // 4 and the head's part of 5: the loss also accumulates the head's gradients, so the
+  // step's gradients are zeroed before it (the unfused step zeroes them after its loss,
+  // which touches none).
+  if (i == 0) student_.zero_grad();
+  if (!dfeatures_.defined() || dfeatures_.shape() != features.shape() || dfeatures_.dtype() != features.dtype())
+    dfeatures_ = Tensor::empty(features.shape(), features.dtype(), q.device());
+  kernels::DistillHeadParams params;
+  params.loss = params_;
+  params.loss.weight *= share;
+  params.loss.hard_weight *= share;
+  const kernels::DistillLossResult part = q.backend().linear_distill_head(
+      features, *head.weight, head.bias, head_teachers_, m.labels, &dfeatures_, head.weight_grad, head.bias_grad,
+      params, q);
+  if (slot.micro.size() > 1) q.record(*logits_read_);
+  if (!std::isfinite(part.loss))
+    throw TrainingError(fmt::format("non-finite loss ({}) at step {}: training diverged; lower optimizer.lr or "
+                                    "check the data",
+                                    part.loss, step));
+  // 5. the rest of the backward, from the features' gradient.
+  student_.backward_features(dfeatures_);
   return part;
 }
 

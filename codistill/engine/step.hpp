@@ -12,6 +12,9 @@
 //   2. teachers         each teacher's forward on its own queue once the batch is ready
 //   3. student forward
 //   4. loss             the fused loss of DESIGN.md section 6 against the teachers' logits
+//                       (train.fused_head: the student's and teachers' linear heads applied
+//                       inside the loss, chunk by chunk, from their features; the step's
+//                       gradients are then zeroed before the loss, which adds the head's)
 //                       (the student's queue waits for each teacher's forward); the values
 //                       come back to the host, a non-finite loss stops the run
 //   5. backward         gradients zeroed (one op over the arena), then the backward pass
@@ -93,6 +96,15 @@ class TrainStep {
   // distillation this step). Successive calls are expected to pass successive steps for
   // prefetch to help; anything else is still correct (the prefetched batch is discarded
   // and the batch prepared on the spot).
+  // train.fused_head: phases 3-5 leave the student's (and each teacher's) linear head out of
+  // the forward and apply it inside the loss (Backend::linear_distill_head: rows in chunks,
+  // never the [rows, classes] logits of the student or of the K teachers), then backward
+  // from the features' gradient. The same loss and gradients as the unfused step up to
+  // float rounding. Throws std::invalid_argument when the student has no linear head (a
+  // teacher without one fails its step, naming it).
+  void set_fused_head(bool on);
+  bool fused_head() const { return fused_head_; }
+
   StepResult run(std::int64_t step, const std::vector<Teacher*>& teachers, Optimizer& optimizer, double lr,
                  const StepHooks& hooks = {});
 
@@ -122,6 +134,13 @@ class TrainStep {
   kernels::DistillLossParams params_;
   std::vector<Slot> slots_;  // one, or two with prefetch
   std::size_t current_ = 0;  // the slot of the next step
+  // Phases 3-5 with the head fused into the loss (set_fused_head).
+  kernels::DistillLossResult micro_step_fused_head(std::int64_t step, Slot& slot, std::size_t i, double share,
+                                                   const std::vector<Teacher*>& teachers);
+
+  bool fused_head_ = false;
+  kernels::Tensor dfeatures_;  // fused head: the features' gradient of one micro-batch
+  std::vector<kernels::HeadTeacher> head_teachers_;
   kernels::Tensor dlogits_;  // of one micro-batch, on the student's device
   // After a micro-batch's loss: the teachers' next forwards overwrite the logits it read.
   std::unique_ptr<kernels::Event> logits_read_;

@@ -79,6 +79,15 @@ const kernels::Tensor& Teacher::forward(const kernels::Tensor& x, kernels::Event
   return logits;
 }
 
+const kernels::Tensor& Teacher::forward_features(const kernels::Tensor& x, kernels::Event* input_ready) {
+  kernels::Queue& q = model.queue();
+  if (input_ready) q.wait(*input_ready);
+  logits = model.forward_features(x, /*training=*/false);
+  if (!forward_done) forward_done = q.make_event();
+  q.record(*forward_done);
+  return logits;
+}
+
 TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log,
                          bool follower, ModelFactory factory)
     : cfg_(cfg), model_cfg_(std::move(model_cfg)), factory_(std::move(factory)), log_(std::move(log)),

@@ -57,6 +57,9 @@ struct Teacher {
   // Inference forward on the teacher's queue, once `input_ready` (recorded on the
   // student's queue after the batch copy) has been reached; records forward_done.
   const kernels::Tensor& forward(const kernels::Tensor& x, kernels::Event* input_ready = nullptr);
+  // The same without the model's linear head (train.fused_head: the loss applies the head
+  // itself, Model::linear_head): the features [rows, features] in `logits`' place.
+  const kernels::Tensor& forward_features(const kernels::Tensor& x, kernels::Event* input_ready = nullptr);
 };
 
 // Throws TrainingError unless a teacher with this model attribute (a checkpoint's `model`)

@@ -300,6 +300,13 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   loss_params.hard_weight = distills ? c.codistill.hard_weight : 1.0;
   s.step = std::make_unique<TrainStep>(s.model, std::move(source), c.data.batch_size, loss_params,
                                        c.train.micro_batches, /*double_buffer=*/!is_text && c.data.prefetch);
+  if (c.train.fused_head) {
+    try {
+      s.step->set_fused_head(true);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError("train.fused_head", "", 0, e.what());
+    }
+  }
   if (is_text)  // the run's first event: what "learning" means for this data
     s.metrics->emit("data", w.step,
                     {{"kind", "text"}, {"vocab_size", s.text->vocab}, {"context", c.data.context},

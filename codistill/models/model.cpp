@@ -1,4 +1,6 @@
 #include "codistill/models/model.hpp"
+#include "codistill/nn/tied_linear.hpp"
+#include "codistill/nn/linear.hpp"
 
 #include <fmt/format.h>
 
@@ -49,6 +51,47 @@ void Model::backward(const Tensor& dlogits) {
   finalize();
   try {
     root_->backward(dlogits, /*need_dx=*/false);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("layer ") + e.what());
+  }
+}
+
+std::optional<Model::LinearHead> Model::linear_head() {
+  finalize();
+  if (root_->size() == 0) return std::nullopt;
+  Module& last = *root_->children().back().second;
+  LinearHead h;
+  if (auto* lin = dynamic_cast<Linear*>(&last)) {
+    if (lin->fused_activation() != kernels::Activation::none) return std::nullopt;
+    h.weight = &lin->weight();
+    h.weight_grad = lin->weight_grad().defined() ? &lin->weight_grad() : nullptr;
+    if (lin->has_bias()) {
+      h.bias = &lin->bias();
+      h.bias_grad = lin->bias_grad().defined() ? &lin->bias_grad() : nullptr;
+    }
+    return h;
+  }
+  if (auto* tied = dynamic_cast<TiedLinear*>(&last)) {
+    h.weight = &tied->owner().weight();
+    h.weight_grad = tied->owner().weight_grad().defined() ? &tied->owner().weight_grad() : nullptr;
+    return h;
+  }
+  return std::nullopt;
+}
+
+Tensor Model::forward_features(const Tensor& x, bool training) {
+  if (!linear_head()) throw std::logic_error("Model::forward_features: the model does not end in a linear head");
+  try {
+    return root_->forward_prefix(x, training, root_->size() - 1);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("layer ") + e.what());
+  }
+}
+
+void Model::backward_features(const Tensor& dfeatures) {
+  if (!linear_head()) throw std::logic_error("Model::backward_features: the model does not end in a linear head");
+  try {
+    root_->backward_prefix(dfeatures, root_->size() - 1, /*need_dx=*/false);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("layer ") + e.what());
   }

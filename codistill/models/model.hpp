@@ -8,6 +8,7 @@
 // is queued without waiting: synchronize() waits for it.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,24 @@ class Model {
   void backward(const kernels::Tensor& dlogits);
   // Zeroes every gradient: one zero of the arena's gradient block on the model's queue.
   void zero_grad();
+
+  // A model whose last module is a linear map to its logits (a Linear without a fused
+  // activation, or a TiedLinear) can hand that map to a fused loss (Backend::
+  // linear_distill_head), which never holds the [rows, classes] logits: the weight [classes,
+  // features], the bias (or null) and their gradients (null in a forward-only copy).
+  struct LinearHead {
+    const kernels::Tensor* weight = nullptr;
+    kernels::Tensor* weight_grad = nullptr;
+    const kernels::Tensor* bias = nullptr;
+    kernels::Tensor* bias_grad = nullptr;
+  };
+  std::optional<LinearHead> linear_head();
+  // Everything but the head: x -> features [rows, features] (the head's input; its buffer,
+  // valid until the next forward); and backward from the features' gradient (parameter
+  // gradients accumulate; the head's own are the fused loss's to add). Throws
+  // std::logic_error when the model has no linear head.
+  kernels::Tensor forward_features(const kernels::Tensor& x, bool training);
+  void backward_features(const kernels::Tensor& dfeatures);
 
   std::vector<NamedParam> params();
   std::vector<NamedBuffer> buffers();

@@ -30,6 +30,15 @@ class Linear : public Layer {
   void set_fused_activation(kernels::Activation act) { fused_ = act; }
   kernels::Activation fused_activation() const { return fused_; }
 
+  // The parameters and their gradients (arena views once the model is built; the
+  // gradients undefined in a forward-only copy), for a fused loss that applies this layer
+  // itself (Model::linear_head).
+  const kernels::Tensor& weight() const { return w_; }
+  kernels::Tensor& weight_grad() { return dw_; }
+  bool has_bias() const { return has_bias_; }
+  const kernels::Tensor& bias() const { return b_; }
+  kernels::Tensor& bias_grad() { return db_; }
+
  protected:
   kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
   kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) override;

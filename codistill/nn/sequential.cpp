@@ -1,5 +1,6 @@
 #include "codistill/nn/sequential.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "codistill/nn/activation.hpp"
@@ -37,9 +38,13 @@ void Sequential::for_each_child(const ChildFn& fn) {
   for (auto& [name, m] : children_) fn(name, *m);
 }
 
-Tensor Sequential::do_forward(const Tensor& x, bool training) {
+Tensor Sequential::do_forward(const Tensor& x, bool training) { return forward_prefix(x, training, children_.size()); }
+
+Tensor Sequential::forward_prefix(const Tensor& x, bool training, std::size_t n) {
+  if (n > children_.size()) throw std::logic_error("Sequential::forward_prefix: more children than there are");
   Tensor h = x;
-  for (auto& [name, m] : children_) {
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& [name, m] = children_[i];
     try {
       h = m->forward(h, training);
     } catch (const std::invalid_argument& e) {
@@ -49,7 +54,10 @@ Tensor Sequential::do_forward(const Tensor& x, bool training) {
   return h;
 }
 
-Tensor Sequential::do_backward(const Tensor& dy, bool need_dx) {
+Tensor Sequential::do_backward(const Tensor& dy, bool need_dx) { return backward_prefix(dy, children_.size(), need_dx); }
+
+Tensor Sequential::backward_prefix(const Tensor& dy, std::size_t n, bool need_dx) {
+  if (n > children_.size()) throw std::logic_error("Sequential::backward_prefix: more children than there are");
   // Children before the first with parameters need no input gradient and have no grads.
   if (first_with_params_ > children_.size()) {
     first_with_params_ = children_.size();
@@ -59,9 +67,9 @@ Tensor Sequential::do_backward(const Tensor& dy, bool need_dx) {
         break;
       }
   }
-  const std::size_t first = need_dx ? 0 : first_with_params_;
+  const std::size_t first = need_dx ? 0 : std::min(first_with_params_, n);
   Tensor g = dy;
-  for (std::size_t i = children_.size(); i-- > first;) {
+  for (std::size_t i = n; i-- > first;) {
     auto& [name, m] = children_[i];
     try {
       g = m->backward(g, /*need_dx=*/need_dx || i > first);

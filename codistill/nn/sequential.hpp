@@ -23,6 +23,12 @@ class Sequential : public Module {
   void for_each_child(const ChildFn& fn) override;
 
   std::size_t size() const { return children_.size(); }
+  // The first n children alone (n <= size()): forward through them, and backward from
+  // their output (gradients of their parameters accumulate; need_dx as for backward).
+  // A model whose last child is a linear head runs the rest through these and the head as
+  // part of a fused loss (Model::forward_features).
+  kernels::Tensor forward_prefix(const kernels::Tensor& x, bool training, std::size_t n);
+  kernels::Tensor backward_prefix(const kernels::Tensor& dy, std::size_t n, bool need_dx);
   const std::vector<std::pair<std::string, ModulePtr>>& children() const { return children_; }
 
  protected:

@@ -22,6 +22,7 @@ class TiedLinear : public Layer {
   std::string kind() const override { return "tied_linear"; }
   // [dim] -> [vocab].
   kernels::Shape output_shape(const kernels::Shape& input) const override;
+  Embedding& owner() { return owner_; }
 
  protected:
   kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;

@@ -148,6 +148,7 @@ train:
   log_every: 10
   eval_batch_size: 500
   allow_tf32: true
+  fused_head: true
 checkpoint:
   every: 100
   keep: 5

@@ -63,6 +63,7 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.train.micro_batches == 4);
   CHECK(c.train.eval_batch_size == 500);
   CHECK(c.train.allow_tf32);
+  CHECK(c.train.fused_head);
   CHECK_FALSE(c.checkpoint.async);
   CHECK(c.checkpoint.on_busy == "skip");
   CHECK(c.codistill.enabled);

@@ -23,6 +23,9 @@
 #include "codistill/engine/step.hpp"
 #include "codistill/engine/teachers.hpp"
 #include "codistill/models/model.hpp"
+#include "codistill/nn/activation.hpp"
+#include "codistill/nn/flatten.hpp"
+#include "codistill/nn/linear.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/cuda_test.hpp"
@@ -66,7 +69,8 @@ std::vector<float> flat_params(Model& m) {
 }
 
 // Three steps from the same start, on the same batches, in `micro_batches` parts.
-Outcome train(const Setup& s, std::int64_t micro_batches, kernels::Device device = kernels::Device::cpu()) {
+Outcome train(const Setup& s, std::int64_t micro_batches, kernels::Device device = kernels::Device::cpu(),
+              bool fused_head = false) {
   DataConfig dc;
   dc.kind = "synthetic";
   dc.synthetic_train = 256;
@@ -103,6 +107,7 @@ Outcome train(const Setup& s, std::int64_t micro_batches, kernels::Device device
   so.seed = 3;
   data::BatchSampler sampler(splits.train, so);
   TrainStep step(student, splits.train, sampler, kBatch, loss, micro_batches);
+  step.set_fused_head(fused_head);
 
   Outcome out;
   out.initial = flat_params(student);
@@ -191,4 +196,48 @@ TEST_CASE("micro-batches give the step of the whole batch on CUDA", "[cuda][engi
       }
     }
   }
+}
+
+TEST_CASE("the fused head step is the unfused step up to float rounding", "[engine][step][fused_head]") {
+  // The mlp ends in a Linear with a bias (fc3): the head op applies it, its gradients
+  // included, for the student and the teacher.
+  for (bool teacher : {false, true})
+    for (std::int64_t micro : {1, 2}) {
+      INFO("teacher " << teacher << ", micro-batches " << micro);
+      Setup s;
+      s.teacher = teacher;
+      s.optimizer = "adamw";
+      const Outcome plain = train(s, micro), fused = train(s, micro, kernels::Device::cpu(), /*fused_head=*/true);
+      REQUIRE(plain.steps.size() == fused.steps.size());
+      for (std::size_t i = 0; i < plain.steps.size(); ++i) {
+        CHECK(fused.steps[i].loss.loss == Approx(plain.steps[i].loss.loss).epsilon(1e-5));
+        CHECK(fused.steps[i].loss.distill == Approx(plain.steps[i].loss.distill).epsilon(1e-5).margin(1e-7));
+        CHECK(fused.steps[i].loss.rows == plain.steps[i].loss.rows);
+      }
+      CHECK(max_abs_diff(plain.initial, fused.initial) == 0.0);
+      CHECK(max_abs_diff(plain.params, plain.initial) > 1e-3);  // the steps did train
+      CHECK(max_abs_diff(plain.params, fused.params) < 1e-5);
+    }
+}
+
+TEST_CASE("a model without a linear head refuses the fused head step", "[engine][step][fused_head]") {
+  Model m;
+  m.add("flatten", std::make_unique<Flatten>());
+  m.add("fc", std::make_unique<Linear>(16, 5));
+  m.add("act", std::make_unique<ReLU>());
+  m.set_input_shape({1, 4, 4});
+  m.finalize();
+  DataConfig dc;
+  dc.kind = "synthetic";
+  dc.synthetic_train = 64;
+  dc.synthetic_test = 8;
+  dc.synthetic_classes = 5;
+  dc.synthetic_shape = {1, 4, 4};
+  const data::Splits splits = data::make_synthetic(dc);
+  data::SamplerOptions so;
+  so.batch_size = 8;
+  data::BatchSampler sampler(splits.train, so);
+  TrainStep step(m, splits.train, sampler, 8, {}, 1);
+  CHECK_THROWS_WITH(step.set_fused_head(true), Catch::Contains("does not end in a linear layer"));
+  CHECK_FALSE(step.fused_head());
 }

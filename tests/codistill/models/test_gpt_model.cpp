@@ -249,3 +249,68 @@ TEST_CASE("gpt: a tied head reads and trains the token embedding's weight", "[mo
       else CHECK(a == Approx(2.0f * b).margin(1e-6));
     }
 }
+
+TEST_CASE("gpt: the head fused into the loss gives the unfused loss and gradients, tied or not",
+          "[models][gpt][fused_head]") {
+  const bool tied = GENERATE(false, true);
+  INFO((tied ? "tied head" : "untied head"));
+  ModelConfig c = tiny(1, 16, 2, 8, 40);
+  c.tie_embeddings = tied;
+  Rng rng(21), trng(22);
+  Model m = build_model(c, rng);
+  ModelConfig tc = tiny(1, 24, 2, 8, 40);  // a teacher of another width
+  Model teacher = build_model(tc, trng);
+  teacher.drop_grads();
+  REQUIRE(m.linear_head());
+  REQUIRE(teacher.linear_head());
+  CHECK(teacher.linear_head()->weight_grad == nullptr);
+  CHECK((m.linear_head()->bias == nullptr));
+
+  std::vector<std::int32_t> ids(3 * 8), labels(3 * 8);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<std::int32_t>((i * 11 + 3) % 40);
+    labels[i] = i % 5 == 0 ? -1 : static_cast<std::int32_t>((i * 7) % 40);
+  }
+  const Tensor x = tokens(ids, 3, 8);
+  Tensor y = Tensor::empty({24}, DType::i32);
+  std::memcpy(y.raw(), labels.data(), labels.size() * sizeof(std::int32_t));
+  kernels::Queue& q = m.queue();
+  kernels::DistillLossParams p;
+  p.temperature = 2.0, p.weight = 0.6, p.hard_weight = 0.4;
+
+  // Unfused: logits, the loss with the teacher's logits, backward.
+  m.zero_grad();
+  const Tensor t_logits = teacher.forward(x, false).clone();
+  const Tensor z = m.forward(x, true);
+  Tensor dz = Tensor::empty(z.shape(), DType::f32);
+  const auto plain = q.backend().distill_loss(z, {&t_logits}, y, &dz, p, q);
+  m.backward(dz);
+  const Tensor g_plain = m.arena().grads().clone();
+
+  // Fused: features, the head inside the loss, backward from the features.
+  m.zero_grad();
+  const Tensor t_feat = teacher.forward_features(x, false).clone();
+  const auto th = *teacher.linear_head();
+  const Tensor f = m.forward_features(x, true);
+  CHECK(f.shape() == Shape{24, 16});
+  const auto h = *m.linear_head();
+  Tensor df = Tensor::empty(f.shape(), DType::f32);
+  kernels::DistillHeadParams hp;
+  hp.loss = p;
+  hp.workspace_bytes = 3 * 40 * 2 * sizeof(float);  // chunks of 3 rows: several per batch
+  const auto fused = q.backend().linear_distill_head(f, *h.weight, h.bias, {{&t_feat, th.weight, th.bias}}, y, &df,
+                                                    h.weight_grad, h.bias_grad, hp, q);
+  m.backward_features(df);
+  const Tensor g_fused = m.arena().grads();
+
+  CHECK(fused.rows == plain.rows);
+  CHECK(fused.loss == Approx(plain.loss).epsilon(1e-5));
+  CHECK(fused.distill == Approx(plain.distill).epsilon(1e-5));
+  double diff = 0, scale = 0;
+  for (std::int64_t i = 0; i < g_plain.numel(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(g_plain.data<float>()[i] - g_fused.data<float>()[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(g_plain.data<float>()[i])));
+  }
+  CHECK(scale > 0);
+  CHECK(diff <= 1e-5 * scale);
+}
