@@ -24,6 +24,7 @@ packages=(
   libyaml-cpp-dev
   libboost-filesystem-dev libboost-program-options-dev libboost-context-dev
   libopenblas-dev
+  libdnnl-dev ocl-icd-opencl-dev  # oneDNN: the CPU backend's bf16 matrix products and convolutions (its CMake package needs OpenCL's headers)
   libopenmpi-dev openmpi-bin  # process groups: the MPI kind (codistill/dist/), mpirun in tests
   catch2
   nlohmann-json3-dev libspdlog-dev libfmt-dev
