@@ -3,6 +3,8 @@
 // (bench/torch_gpt_step.py) and JAX (bench/jax_gpt_step.py) beside it.
 //   bench_gpt_step [--B 8] [--T 128] [--D 128] [--heads 4] [--layers 4] [--V 8192]
 //                  [--threads 2] [--steps 10] [--warmup 2] [--tied] [--reference]
+//                  [--device cpu|cuda]
+// On --device cuda every step ends with the queue's synchronize (the time is the GPU's).
 // A step: forward of int32 tokens [B, T] to logits [B*T, V], the mean next-token
 // cross-entropy over the B*T rows with its logits gradient (the fused loss with no
 // teacher), backward into the zeroed gradient arena, one AdamW update (lr 3e-4, weight
@@ -30,6 +32,7 @@
 #include "kernels/cpu/gemm.hpp"
 
 using namespace codistill;
+using kernels::Device;
 using kernels::DType;
 using kernels::Tensor;
 
@@ -39,6 +42,7 @@ struct Args {
   std::int64_t B = 8, T = 128, D = 128, heads = 4, layers = 4, V = 8192;
   int threads = 2, steps = 10, warmup = 2;
   bool tied = false, reference = false;
+  std::string device = "cpu";
 };
 
 Args parse(int argc, char** argv) {
@@ -60,6 +64,10 @@ Args parse(int argc, char** argv) {
     else if (k == "--warmup") a.warmup = static_cast<int>(next());
     else if (k == "--tied") a.tied = true;
     else if (k == "--reference") a.reference = true;
+    else if (k == "--device") {
+      if (i + 1 >= argc) throw std::invalid_argument("--device needs a value");
+      a.device = argv[++i];
+    }
     else throw std::invalid_argument("unknown argument " + k);
   }
   if (a.steps < 1) throw std::invalid_argument("--steps must be >= 1");
@@ -78,6 +86,8 @@ int main(int argc, char** argv) try {
   Rng rng(1);
   Model model = build_model(mc, rng);
   if (a.reference) model.set_reference(true);
+  const Device device = Device::parse(a.device);
+  model.to_device(device);
   OptimizerConfig oc;
   oc.kind = "adamw", oc.lr = 3e-4, oc.weight_decay = 0.1;
   auto opt = make_optimizer(oc, model);
@@ -90,7 +100,8 @@ int main(int argc, char** argv) try {
     x.data<std::int32_t>()[i] = tok(gen);
     labels.data<std::int32_t>()[i] = tok(gen);
   }
-  Tensor dlogits = Tensor::empty({N, a.V}, DType::f32);
+  x = x.to(device), labels = labels.to(device);
+  Tensor dlogits = Tensor::empty({N, a.V}, DType::f32, device);
   kernels::Queue& q = model.queue();
   kernels::DistillLossParams lp;  // no teacher: hard cross-entropy alone
   double loss = 0;
@@ -100,6 +111,7 @@ int main(int argc, char** argv) try {
     model.zero_grad();
     model.backward(dlogits);
     opt->step(oc.lr);
+    q.synchronize();
   };
   for (int i = 0; i < a.warmup; ++i) step();
   std::vector<double> ms;
@@ -118,12 +130,12 @@ int main(int argc, char** argv) try {
                        12.0 * static_cast<double>(a.layers * a.B * a.T * a.T * a.D);
   std::printf(
       "{\"contender\": \"codistill\", \"B\": %lld, \"T\": %lld, \"D\": %lld, \"heads\": %lld, \"layers\": %lld, "
-      "\"V\": %lld, \"tied\": %s, \"threads\": %d, \"path\": \"%s\", \"params\": %.0f, \"step_ms_median\": %.3f, "
+      "\"V\": %lld, \"tied\": %s, \"threads\": %d, \"device\": \"%s\", \"path\": \"%s\", \"params\": %.0f, \"step_ms_median\": %.3f, "
       "\"step_ms_best\": %.3f, \"tokens_per_s\": %.1f, \"gflop_per_step\": %.3f, \"gflops_at_median\": %.1f, "
       "\"final_loss\": %.5f, \"steps\": %d, \"warmup\": %d}\n",
       static_cast<long long>(a.B), static_cast<long long>(a.T), static_cast<long long>(a.D),
       static_cast<long long>(a.heads), static_cast<long long>(a.layers), static_cast<long long>(a.V),
-      a.tied ? "true" : "false", a.threads, a.reference ? "reference" : "fast", params, median, best,
+      a.tied ? "true" : "false", a.threads, a.device.c_str(), a.reference ? "reference" : "fast", params, median, best,
       static_cast<double>(N) / (median / 1e3), flops / 1e9, flops / 1e9 / (median / 1e3), loss, a.steps, a.warmup);
   return 0;
 } catch (const std::exception& e) {
