@@ -213,7 +213,12 @@ TEST_CASE("an optimizer made before its model moved follows it onto CUDA, slots 
 
 // The gpt kind (token and position embeddings, causal attention, LayerNorm, GELU, tied or
 // untied head): int32 token windows, the loss over every position against a teacher's
-// logits, AdamW; the same comparison as above.
+// logits, SGD with momentum; the same comparison as above. Not AdamW here: the keys' bias
+// has a gradient of exactly zero in exact arithmetic (a shift of every key by the same
+// vector moves a query's scores by one constant, which the softmax ignores), so each device
+// holds rounding noise there, which AdamW normalizes into full-size, device-dependent
+// updates (seen on an H100: qkv/bias 1.1e-3 apart after 3 steps). AdamW itself is checked
+// above on mlp and cnn.
 TEST_CASE("gpt training steps on CUDA match the CPU, tied and untied head", "[cuda][models][gpt]") {
   if (test::skip_without_cuda()) return;
   constexpr std::int64_t B = 3, T = 8, V = 61;  // odd sizes on purpose
@@ -225,7 +230,7 @@ TEST_CASE("gpt training steps on CUDA match the CPU, tied and untied head", "[cu
     mc.vocab_size = V, mc.seq_len = T, mc.d_model = 24, mc.heads = 3, mc.blocks = 2;
     mc.tie_embeddings = tied;
     OptimizerConfig oc;
-    oc.kind = "adamw", oc.lr = 1e-3, oc.weight_decay = 0.01;
+    oc.kind = "sgd", oc.lr = 0.05, oc.momentum = 0.9, oc.weight_decay = 1e-4;
     Rng r1(seed), r2(seed);
     Model cpu = build_model(mc, r1), gpu = build_model(mc, r2);
     gpu.to_device(Device::cuda(0));
@@ -258,6 +263,6 @@ TEST_CASE("gpt training steps on CUDA match the CPU, tied and untied head", "[cu
       CHECK(res[1].loss == Approx(res[0].loss).epsilon(1e-4));
       CHECK(res[1].distill == Approx(res[0].distill).epsilon(1e-4));
     }
-    check_state(cpu, *opt_cpu, gpu, *opt_gpu, 1e-3);
+    check_state(cpu, *opt_cpu, gpu, *opt_gpu, 2e-4);
   }
 }
