@@ -161,6 +161,18 @@ class Backend {
   virtual void batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                   const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
                                   Tensor& dbeta, bool training, const BatchNormShape& s, Queue& q) = 0;
+  // Synchronized batch norm (Op::batchnorm_sync; the three steps and their arithmetic in
+  // kernels/ops.hpp). sums: float64 [2C + 1] on this backend's device. A backend without
+  // it inherits these, which throw naming the backend.
+  virtual void batchnorm_sums(const Tensor& x, const Tensor* dy, const Tensor& center, const Tensor* invstd,
+                              Tensor& sums, const BatchNormShape& s, Queue& q);
+  virtual void batchnorm_forward_synced(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                        Tensor& running_mean, Tensor& running_var, const Tensor& sums, Tensor& y,
+                                        Tensor& save_mean, Tensor& save_invstd, const BatchNormShape& s, Queue& q);
+  virtual void batchnorm_backward_synced(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                         const Tensor& save_invstd, const Tensor& dy, const Tensor& local_sums,
+                                         const Tensor& sums, Tensor* dx, Tensor& dgamma, Tensor& dbeta,
+                                         const BatchNormShape& s, Queue& q);
   // Global average pooling over x viewed as [rows, spatial]: y[r] = mean of row r (summed in
   // order); backward dx[r, i] = dy[r] / spatial (dx overwritten).
   virtual void global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,

@@ -26,6 +26,7 @@ const char* op_name(Op op) {
     case Op::linear_distill_head: return "linear_distill_head";
     case Op::embedding: return "embedding";
     case Op::causal_attention: return "causal_attention";
+    case Op::batchnorm_sync: return "batchnorm_sync";
   }
   return "?";
 }

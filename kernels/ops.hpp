@@ -28,12 +28,13 @@ enum class Op : std::uint8_t {
   linear_distill_head,  // hidden states -> logits -> the fused loss, in chunks of rows
   embedding,            // rows of a table gathered by int32 ids; backward scatters them back
   causal_attention,     // softmax(q k^T / sqrt(d) + causal mask) v per (sequence, head)
+  batchnorm_sync,       // batch normalization in three steps around the caller's all-reduce
 };
 inline constexpr Op kAllOps[] = {Op::linear,       Op::linear_activation, Op::activation,  Op::conv2d,
                                  Op::maxpool2d,    Op::softmax,           Op::multiply,    Op::add,
                                  Op::distill_loss, Op::sgd_update,        Op::adamw_update, Op::batchnorm,
                                  Op::global_avgpool, Op::layernorm, Op::linear_distill_head,
-                                 Op::embedding, Op::causal_attention};
+                                 Op::embedding, Op::causal_attention, Op::batchnorm_sync};
 const char* op_name(Op op);
 
 // relu: y = max(x, 0), backward from y; gelu: exact erf form, backward from x.
@@ -76,6 +77,21 @@ struct Pool2dShape {
 //   dbeta += sum dy;  dgamma += sum dy*xh;
 //   training: dx = gamma*invstd/M * (M*dy - sum dy - xh * sum dy*xh)
 //   eval:     dx = gamma*invstd*dy   (the statistics do not depend on x)
+// Synchronized batch normalization (group.sync_batchnorm: the ranks of a group normalize
+// with the statistics of all their rows), in three steps around an all-reduce that the
+// caller makes of `sums` ([2C + 1] float64):
+//   batchnorm_sums, forward (dy null): sums[c] = sum (x - center[c]), sums[C + c] =
+//     sum (x - center[c])^2, sums[2C] = the values per channel (batch * spatial). center
+//     is the running mean, the same on every rank, so the ranks' shifted sums add up.
+//   batchnorm_sums, backward (dy given, center = save_mean, invstd = save_invstd):
+//     sums[c] = sum dy, sums[C + c] = sum dy * xh, sums[2C] as above.
+//   batchnorm_forward_synced (training), from the summed `sums` of M = sums[2C] values:
+//     mean = center + sums[c] / M, var = sums[C + c] / M - (sums[c] / M)^2 (biased; the
+//     running variance gets it unbiased, M / (M - 1)), then as batchnorm_forward.
+//   batchnorm_backward_synced: dbeta += local sum dy, dgamma += local sum dy*xh (the
+//     group's gradient all-reduce adds the ranks' shares), dx from the summed sums:
+//     dx = gamma*invstd/M * (M*dy - sum dy - xh * sum dy*xh).
+// One rank's sums passed as the summed ones give batchnorm_forward/backward's results.
 struct BatchNormShape {
   std::int64_t batch = 1, channels = 1, spatial = 1;
   double eps = 1e-5, momentum = 0.1;

@@ -35,3 +35,29 @@ void require_support(const Backend& b, Op op, DType dtype, const char* what) {
 }
 
 }  // namespace codistill::kernels
+
+namespace codistill::kernels {
+
+namespace {
+// The defaults of the optional entry points: a backend that has not built them says so.
+[[noreturn]] void not_built(const Backend& b, DType dtype, const char* what) {
+  require_support(b, Op::batchnorm_sync, dtype, what);
+  throw std::logic_error(std::string(what) + ": backend " + b.name() + " claims batchnorm_sync but does not build it");
+}
+}  // namespace
+
+void Backend::batchnorm_sums(const Tensor& x, const Tensor*, const Tensor&, const Tensor*, Tensor&,
+                             const BatchNormShape&, Queue&) {
+  not_built(*this, x.dtype(), "synchronized batchnorm");
+}
+void Backend::batchnorm_forward_synced(const Tensor& x, const Tensor&, const Tensor&, Tensor&, Tensor&, const Tensor&,
+                                       Tensor&, Tensor&, Tensor&, const BatchNormShape&, Queue&) {
+  not_built(*this, x.dtype(), "synchronized batchnorm");
+}
+void Backend::batchnorm_backward_synced(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                        const Tensor&, const Tensor&, Tensor*, Tensor&, Tensor&,
+                                        const BatchNormShape&, Queue&) {
+  not_built(*this, x.dtype(), "synchronized batchnorm backward");
+}
+
+}  // namespace codistill::kernels

@@ -156,7 +156,7 @@ struct GroupConfig {
   std::string kind = "auto";    // auto (mpi under mpirun/srun, else single) | single | mpi
   double timeout_s = 300;       // deadline of each collective (a dead or hung rank)
   double bucket_mb = 25;        // gradient all-reduce bucket size, MiB
-  bool sync_batchnorm = false;  // not built yet: true is refused
+  bool sync_batchnorm = false;  // BatchNorm statistics over the group's ranks (CPU backend)
 };
 
 struct Config {

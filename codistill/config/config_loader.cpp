@@ -99,10 +99,6 @@ class Binder {
     if (c.run.worker >= c.run.workers)
       fail_at({"run.worker"}, "expected an integer in [0, run.workers) = [0, " + std::to_string(c.run.workers) +
                                   "), got '" + std::to_string(c.run.worker) + "'");
-    // Refused rather than ignored: a group would silently normalize with per-rank statistics.
-    if (c.group.sync_batchnorm)
-      fail_at({"group.sync_batchnorm"}, "synchronized BatchNorm across a group's ranks is not built yet; each rank "
-                                        "normalizes with its own rows' statistics (set false)");
     // min_lr is the floor of these schedules (constant and step ignore it).
     const std::string& schedule = c.optimizer.schedule.kind;
     if ((schedule == "cosine" || schedule == "exponential" || schedule == "cyclical" || schedule == "sgdr") &&

@@ -87,7 +87,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(group.kind, one_of({"auto", "single", "mpi"})),
       CODISTILL_KEY(group.timeout_s, gt(0)),
       CODISTILL_KEY(group.bucket_mb, gt(0)),
-      CODISTILL_KEY(group.sync_batchnorm, any()),  // true refused in cross_check: not built
+      CODISTILL_KEY(group.sync_batchnorm, any()),
       CODISTILL_KEY(device, device_name()),
       CODISTILL_KEY(data.kind, one_of({"fashion-mnist", "idx", "synthetic", "text"})),
       CODISTILL_KEY(data.path, text()),

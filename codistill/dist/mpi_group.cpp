@@ -104,6 +104,7 @@ class MpiGroup final : public ProcessGroup {
   void start_all_reduce_sum(std::span<float> bucket) override;
   bool poll() override;
   void wait_all() override;
+  void all_reduce_sum_f64(std::span<double> data) override;
   void broadcast(std::span<std::byte> data, int root) override;
   void barrier() override;
   [[noreturn]] void abort(int exit_code) override;
@@ -253,6 +254,18 @@ void MpiGroup::wait_all() {
                      std::to_string(pending_.size()) + " bucket(s)";
   complete(pending_, what);
   pending_floats_ = 0;
+}
+
+void MpiGroup::all_reduce_sum_f64(std::span<double> data) {
+  Call call(*this, "all_reduce_sum_f64");
+  check_bucket(data.size());
+  if (!pending_.empty()) throw ProcessGroupError(who() + ": all_reduce_sum_f64 while float buckets are in flight");
+  if (data.empty()) return;
+  std::vector<MPI_Request> requests{MPI_REQUEST_NULL};
+  check_rc(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM, comm_,
+                          &requests.back()),
+           "MPI_Iallreduce of " + std::to_string(data.size()) + " doubles");
+  complete(requests, "all_reduce_sum_f64 of " + std::to_string(data.size()) + " doubles");
 }
 
 void MpiGroup::broadcast(std::span<std::byte> data, int root) {

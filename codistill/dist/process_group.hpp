@@ -84,6 +84,11 @@ class ProcessGroup {
   virtual bool poll() = 0;
   virtual void wait_all() = 0;
 
+  // Sums a small float64 vector over all ranks, in place, at once (no buckets, at most
+  // INT_MAX values): statistics that float32 would round (synchronized BatchNorm's sums).
+  // Not to be called while start_all_reduce_sum's buckets are in flight.
+  virtual void all_reduce_sum_f64(std::span<double> data) = 0;
+
   // Copies root's `data` into every other rank's `data` (same length on every rank).
   virtual void broadcast(std::span<std::byte> data, int root) = 0;
   void broadcast(std::span<float> data, int root) { broadcast(std::as_writable_bytes(data), root); }

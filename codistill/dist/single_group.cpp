@@ -18,6 +18,7 @@ class SingleGroup final : public ProcessGroup {
   void start_all_reduce_sum(std::span<float> bucket) override { check_bucket(bucket.size()); }
   bool poll() override { return true; }
   void wait_all() override {}
+  void all_reduce_sum_f64(std::span<double> data) override { check_bucket(data.size()); }
   void broadcast(std::span<std::byte>, int root) override { check_root(root, "broadcast"); }
   void barrier() override {}
   // No peers to stop: the process itself ends, without unwinding (as MPI_Abort would).

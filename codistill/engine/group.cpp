@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "codistill/nn/batchnorm.hpp"
+
 namespace codistill {
 
 dist::GroupOptions group_options(const GroupConfig& cfg) {
@@ -72,6 +74,36 @@ StepAgreement agree_after_step(dist::ProcessGroup& group, bool stop, double loss
   a.ce = v[2];
   a.distill = v[3];
   return a;
+}
+
+namespace {
+
+// The process group as nn's GroupSum (nn does not depend on dist).
+class ProcessGroupSum final : public GroupSum {
+ public:
+  explicit ProcessGroupSum(dist::ProcessGroup& group) : group_(group) {}
+  void all_reduce_sum(std::span<double> values) override { group_.all_reduce_sum_f64(values); }
+
+ private:
+  dist::ProcessGroup& group_;
+};
+
+}  // namespace
+
+int synchronize_batchnorm(dist::ProcessGroup& group, Model& model) {
+  const kernels::Backend& backend = model.queue().backend();
+  if (!backend.supports(kernels::Op::batchnorm_sync, kernels::DType::f32))
+    throw std::invalid_argument(fmt::format("synchronized BatchNorm is not built for the {} backend (its group "
+                                            "kind, nccl, is not built either)", backend.name()));
+  auto sum = std::make_shared<ProcessGroupSum>(group);
+  int layers = 0;
+  visit_modules(model.root(), [&](const std::string&, Module& m) {
+    if (auto* bn = dynamic_cast<BatchNorm*>(&m)) {
+      bn->set_group_sum(sum);
+      ++layers;
+    }
+  });
+  return layers;
 }
 
 }  // namespace codistill

@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "codistill/config/config.hpp"
 #include "codistill/dist/process_group.hpp"
+#include "codistill/models/model.hpp"
 #include "kernels/backend.hpp"
 
 namespace codistill {
@@ -43,5 +44,10 @@ struct StepAgreement {
   double loss = 0, ce = 0, distill = 0;
 };
 StepAgreement agree_after_step(dist::ProcessGroup& group, bool stop, double loss, double ce, double distill);
+
+// group.sync_batchnorm: every BatchNorm of `model` takes its training statistics over the
+// group's ranks (float64 all-reduces through `group`). Returns how many layers it set.
+// Throws std::invalid_argument when the model's backend has no synchronized batch norm.
+int synchronize_batchnorm(dist::ProcessGroup& group, Model& model);
 
 }  // namespace codistill

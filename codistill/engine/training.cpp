@@ -293,6 +293,14 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   s.model.to_device(s.device, queue_options);
   s.log->info("device {} ({} backend{})", s.device.str(), s.model.queue().backend().name(),
               c.train.allow_tf32 ? ", TF32 allowed" : "");
+  if (c.group.sync_batchnorm && ranks > 1) {  // one process: its statistics are the group's already
+    try {
+      const int layers = synchronize_batchnorm(group, s.model);
+      s.log->info("synchronized BatchNorm over the {} ranks: {} layer(s)", ranks, layers);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError("group.sync_batchnorm", "", 0, e.what());
+    }
+  }
   kernels::DistillLossParams loss_params;
   loss_params.temperature = c.codistill.temperature;
   loss_params.weight = c.codistill.weight;

@@ -41,8 +41,31 @@ kernels::BatchNormShape BatchNorm::shape_of(const Tensor& x) const {
   return {x.dim(0), channels_, spatial, eps_, momentum_};
 }
 
+// The sums to host memory (staging: itself on the CPU), summed over the ranks, back.
+void BatchNorm::all_reduce(Tensor& sums) {
+  kernels::Queue& q = queue();
+  Tensor host = backend().staging_for(sums);
+  q.copy(host, sums);
+  q.synchronize();
+  group_sum_->all_reduce_sum({host.data<double>(), static_cast<std::size_t>(host.numel())});
+  q.copy(sums, host);
+}
+
 Tensor BatchNorm::do_forward(const Tensor& x, bool training) {
   const auto s = shape_of(x);
+  synced_ = training && group_sum_;
+  if (synced_) {  // one value per channel on this rank is fine: the group's count is checked
+    x_ = x;
+    trained_ = true;
+    ensure(y_, x.shape(), x.dtype());
+    ensure(save_mean_, {channels_}, x.dtype());
+    ensure(save_invstd_, {channels_}, x.dtype());
+    ensure(sums_, {2 * channels_ + 1}, kernels::DType::f64);
+    backend().batchnorm_sums(x, nullptr, mean_, nullptr, sums_, s, queue());
+    all_reduce(sums_);
+    backend().batchnorm_forward_synced(x, gamma_, beta_, mean_, var_, sums_, y_, save_mean_, save_invstd_, s, queue());
+    return y_;
+  }
   if (training && s.per_channel() < 2)
     throw std::invalid_argument("batchnorm: training needs more than one value per channel, got input " +
                                 kernels::shape_str(x.shape()));
@@ -60,6 +83,15 @@ Tensor BatchNorm::do_backward(const Tensor& dy, bool need_dx) {
   if (!dgamma_.defined()) throw std::logic_error("batchnorm: backward on a forward-only copy (no grads)");
   kernels::check_shape(dy, x_.shape(), "batchnorm backward: dy");
   if (need_dx) ensure(dx_, x_.shape(), x_.dtype());
+  if (synced_) {
+    ensure(local_sums_, {2 * channels_ + 1}, kernels::DType::f64);
+    backend().batchnorm_sums(x_, &dy, save_mean_, &save_invstd_, local_sums_, shape_of(x_), queue());
+    queue().copy(sums_, local_sums_);
+    all_reduce(sums_);
+    backend().batchnorm_backward_synced(x_, gamma_, save_mean_, save_invstd_, dy, local_sums_, sums_,
+                                        need_dx ? &dx_ : nullptr, dgamma_, dbeta_, shape_of(x_), queue());
+    return need_dx ? dx_ : Tensor{};
+  }
   backend().batchnorm_backward(x_, gamma_, save_mean_, save_invstd_, dy, need_dx ? &dx_ : nullptr, dgamma_, dbeta_,
                                trained_, shape_of(x_), queue());
   return need_dx ? dx_ : Tensor{};

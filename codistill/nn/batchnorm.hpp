@@ -6,10 +6,17 @@
 // momentum) * running + momentum * batch statistic, the running variance unbiased.
 // The running statistics are buffers ("running_mean", "running_var"): they reach
 // checkpoints and teachers, and the optimizer never touches them.
+// Synchronized (set_group_sum; group.sync_batchnorm): in training the statistics are those
+// of every rank's rows, through two float64 all-reduces per forward and backward
+// (Op::batchnorm_sync in kernels/ops.hpp); dgamma/dbeta stay this rank's share, summed by
+// the group's gradient all-reduce.
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include <memory>
+
+#include "codistill/nn/group_sum.hpp"
 #include "codistill/nn/module.hpp"
 
 namespace codistill {
@@ -27,6 +34,9 @@ class BatchNorm : public Layer {
   void init_params(Rng& rng, const std::string& init) override;
 
   std::int64_t channels() const { return channels_; }
+  // Training statistics over the ranks of a group from now on (null: this rank's own).
+  void set_group_sum(std::shared_ptr<GroupSum> sum) { group_sum_ = std::move(sum); }
+  bool synchronized() const { return group_sum_ != nullptr; }
 
  protected:
   kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
@@ -39,7 +49,13 @@ class BatchNorm : public Layer {
   double eps_, momentum_;
   kernels::Tensor gamma_, beta_, dgamma_, dbeta_, mean_, var_;
   kernels::Tensor x_, y_, dx_, save_mean_, save_invstd_;
+  // The sums of Op::batchnorm_sync: this rank's (backward keeps them for dgamma/dbeta) and
+  // the group's.
+  void all_reduce(kernels::Tensor& sums);
+  std::shared_ptr<GroupSum> group_sum_;
+  kernels::Tensor local_sums_, sums_;
   bool trained_ = false;  // the last forward used batch statistics
+  bool synced_ = false;   // ... and they were the group's
 };
 
 }  // namespace codistill

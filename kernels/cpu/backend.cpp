@@ -9,6 +9,7 @@
 #include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/avgpool.hpp"
 #include "kernels/cpu/batchnorm.hpp"
+#include "kernels/cpu/batchnorm_sync.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/embedding.hpp"
@@ -52,6 +53,14 @@ class CpuQueue final : public Queue {
     if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
   }
 };
+
+// Synchronized batchnorm's sums: float64 [2C + 1] (kernels/ops.hpp).
+void check_sums(const Tensor& sums, const BatchNormShape& s, const char* what) {
+  if (sums.dtype() != DType::f64 || sums.numel() != 2 * s.channels + 1)
+    throw std::invalid_argument(std::string("synchronized batchnorm: ") + what + " must be float64 [" +
+                                std::to_string(2 * s.channels + 1) + "], got " + dtype_name(sums.dtype()) + " " +
+                                shape_str(sums.shape()));
+}
 
 cpu::Impl impl_of(const Queue& q) { return q.options().reference ? cpu::Impl::reference : cpu::Impl::fast; }
 
@@ -97,7 +106,7 @@ class CpuBackend final : public Backend {
         op == Op::linear || op == Op::linear_activation || op == Op::activation || op == Op::conv2d ||
         op == Op::maxpool2d || op == Op::multiply || op == Op::add || op == Op::batchnorm ||
         op == Op::global_avgpool || op == Op::layernorm || op == Op::linear_distill_head || op == Op::embedding ||
-        op == Op::causal_attention)
+        op == Op::causal_attention || op == Op::batchnorm_sync)
       return dtype == DType::f32 || dtype == DType::f64;
     return false;
   }
@@ -202,6 +211,39 @@ class CpuBackend final : public Backend {
       cpu::batchnorm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), running_mean.data<T>(),
                                 running_var.data<T>(), y.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
                                 training, s, impl_of(q));
+    });
+  }
+  void batchnorm_sums(const Tensor& x, const Tensor* dy, const Tensor& center, const Tensor* invstd, Tensor& sums,
+                      const BatchNormShape& s, Queue& q) override {
+    require_support(*this, Op::batchnorm_sync, x.dtype(), "synchronized batchnorm sums");
+    check_sums(sums, s, "sums");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::batchnorm_sums<T>(x.data<T>(), opt<T>(dy), center.data<T>(),
+                             opt<T>(invstd), sums.data<double>(), s, impl_of(q));
+    });
+  }
+  void batchnorm_forward_synced(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                Tensor& running_var, const Tensor& sums, Tensor& y, Tensor& save_mean,
+                                Tensor& save_invstd, const BatchNormShape& s, Queue& q) override {
+    require_support(*this, Op::batchnorm_sync, x.dtype(), "synchronized batchnorm");
+    check_sums(sums, s, "sums");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::batchnorm_forward_synced<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), running_mean.data<T>(),
+                                       running_var.data<T>(), sums.data<double>(), y.data<T>(), save_mean.data<T>(),
+                                       save_invstd.data<T>(), s, impl_of(q));
+    });
+  }
+  void batchnorm_backward_synced(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                 const Tensor& save_invstd, const Tensor& dy, const Tensor& local_sums,
+                                 const Tensor& sums, Tensor* dx, Tensor& dgamma, Tensor& dbeta,
+                                 const BatchNormShape& s, Queue& q) override {
+    require_support(*this, Op::batchnorm_sync, x.dtype(), "synchronized batchnorm backward");
+    check_sums(local_sums, s, "local sums");
+    check_sums(sums, s, "sums");
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::batchnorm_backward_synced<T>(x.data<T>(), gamma.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                                        dy.data<T>(), local_sums.data<double>(), sums.data<double>(), opt<T>(dx),
+                                        dgamma.data<T>(), dbeta.data<T>(), s, impl_of(q));
     });
   }
   void batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,

@@ -31,23 +31,27 @@ inline void require_identical(const std::string& a, const std::string& b) {
   }
 }
 
-// The largest ||a - b|| / ||a|| over the parameters both hold (by name; float32).
+// The largest ||a - b|| / ||a|| over a's parameters and buffers (BatchNorm's running
+// statistics), each of which b must hold too (by name; float32).
 inline double max_relative_difference(const codistill::checkpoint::CheckpointData& a,
                                       const codistill::checkpoint::CheckpointData& b) {
+  using codistill::checkpoint::Section;
   double worst = 0;
-  for (const auto& x : a.params) {
-    const auto* y = b.find(codistill::checkpoint::Section::params, x.name);
-    REQUIRE(y != nullptr);
-    REQUIRE(x.real.numel() == y->real.numel());
-    const float* p = x.real.data<float>();
-    const float* q = y->real.data<float>();
-    double diff = 0, norm = 0;
-    for (std::int64_t i = 0; i < x.real.numel(); ++i) {
-      diff += (double(p[i]) - q[i]) * (double(p[i]) - q[i]);
-      norm += double(p[i]) * p[i];
+  for (const Section section : {Section::params, Section::buffers})
+    for (const auto& x : a.section(section)) {
+      INFO(x.name);
+      const auto* y = b.find(section, x.name);
+      REQUIRE(y != nullptr);
+      REQUIRE(x.real.numel() == y->real.numel());
+      const float* p = x.real.data<float>();
+      const float* q = y->real.data<float>();
+      double diff = 0, norm = 0;
+      for (std::int64_t i = 0; i < x.real.numel(); ++i) {
+        diff += (double(p[i]) - q[i]) * (double(p[i]) - q[i]);
+        norm += double(p[i]) * p[i];
+      }
+      worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
     }
-    worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
-  }
   return worst;
 }
 

@@ -77,6 +77,7 @@ group:
   kind: mpi
   timeout_s: 12.5
   bucket_mb: 4
+  sync_batchnorm: true
 device: cuda:1
 data:
   kind: synthetic

@@ -1,6 +1,7 @@
 #pragma once
 // Op cases of the normalization entry points: batchnorm (train and eval, forward and
-// backward, with and without dx), layernorm, and global average pooling. See op_case.hpp.
+// backward, with and without dx), synchronized batchnorm (its three steps, the batch split
+// among simulated ranks), layernorm, and global average pooling. See op_case.hpp.
 #include "op_case.hpp"
 
 namespace codistill::test::ops {
@@ -48,6 +49,95 @@ class BatchNormCase final : public OpCase {
  private:
   k::BatchNormShape s_;
   bool training_, need_dx_;
+};
+
+// Synchronized batchnorm as a group of `parts` ranks runs it: the batch cut into `parts`
+// slabs of rows, each slab's sums, their sum (the all-reduce, here on the host), each
+// slab normalized from the summed sums; then backward alike. Outputs: every slab's y and dx
+// (in batch order), rank 0's running statistics and saved statistics, dgamma and dbeta
+// accumulated over the slabs (what the group's gradient all-reduce would give).
+class BatchNormSyncCase final : public OpCase {
+ public:
+  BatchNormSyncCase(k::BatchNormShape s, int parts, bool need_dx) : s_(s), parts_(parts), need_dx_(need_dx) {}
+  std::string name() const override {
+    return "batchnorm_sync " + sizes({{"N", s_.batch}, {"C", s_.channels}, {"S", s_.spatial}, {"ranks", parts_}}) +
+           (need_dx_ ? "" : " no-dx");
+  }
+  std::vector<Op> ops() const override { return {Op::batchnorm_sync}; }
+  bool reproducible() const override { return true; }
+  std::vector<Output> run(Ctx& c) const override {
+    const std::int64_t C = s_.channels, S = s_.spatial;
+    const Shape cs{C}, sums_shape{2 * C + 1};
+    auto xv = uniform(static_cast<std::size_t>(s_.batch * C * S), seed, -1, 1);
+    for (std::size_t i = 0; i < xv.size(); ++i)  // per channel offsets and scales, as BatchNormCase
+      xv[i] = xv[i] * (1 + 0.5 * static_cast<double>((i / static_cast<std::size_t>(S)) % static_cast<std::size_t>(C))) +
+              0.25 * static_cast<double>((i / static_cast<std::size_t>(S)) % static_cast<std::size_t>(C));
+    const auto dyv = uniform(xv.size(), seed + 5, -1, 1);
+    Tensor gamma = c.random(cs, seed + 1, 0.5, 1.5), beta = c.random(cs, seed + 2);
+    const auto rm0 = uniform(static_cast<std::size_t>(C), seed + 3, -1, 1);
+    const auto rv0 = uniform(static_cast<std::size_t>(C), seed + 4, 0.5, 2);
+    Tensor dg = c.random(cs, seed + 6), db = c.random(cs, seed + 7);  // accumulate onto these
+    struct Part {
+      k::BatchNormShape s;
+      Tensor x, dy, rm, rv, y, sm, si, dx, local;
+    };
+    std::vector<Part> parts;
+    const std::int64_t base = s_.batch / parts_, extra = s_.batch % parts_;
+    for (std::int64_t p = 0, row = 0; p < parts_; ++p) {
+      Part part;
+      part.s = s_;
+      part.s.batch = base + (p < extra ? 1 : 0);
+      const auto at = static_cast<std::ptrdiff_t>(row * C * S), n = static_cast<std::ptrdiff_t>(part.s.batch * C * S);
+      const Shape xs{part.s.batch, C, S};
+      part.x = c.in({xv.begin() + at, xv.begin() + at + n}, xs);
+      part.dy = c.in({dyv.begin() + at, dyv.begin() + at + n}, xs);
+      part.rm = c.in(rm0, cs), part.rv = c.in(rv0, cs);
+      part.y = c.poison(xs), part.sm = c.poison(cs), part.si = c.poison(cs), part.dx = c.poison(xs);
+      parts.push_back(std::move(part));
+      row += parts.back().s.batch;
+    }
+    // The all-reduce: every rank's sums added on the host, the total uploaded to each rank.
+    auto all_reduce = [&](std::vector<Tensor>& sums) {
+      std::vector<double> total(static_cast<std::size_t>(2 * C + 1), 0.0);
+      for (const Tensor& t : sums) {
+        const auto v = c.values(t);
+        for (std::size_t i = 0; i < v.size(); ++i) total[i] += v[i];
+      }
+      return c.in_f64(total, sums_shape);
+    };
+    std::vector<Tensor> sums;
+    for (Part& p : parts) {
+      sums.push_back(c.in_f64(std::vector<double>(static_cast<std::size_t>(2 * C + 1), std::nan("")), sums_shape));
+      c.backend().batchnorm_sums(p.x, nullptr, p.rm, nullptr, sums.back(), p.s, c.q);
+    }
+    const Tensor forward_total = all_reduce(sums);
+    for (Part& p : parts)
+      c.backend().batchnorm_forward_synced(p.x, gamma, beta, p.rm, p.rv, forward_total, p.y, p.sm, p.si, p.s, c.q);
+    sums.clear();
+    for (Part& p : parts) {
+      p.local = c.in_f64(std::vector<double>(static_cast<std::size_t>(2 * C + 1), std::nan("")), sums_shape);
+      c.backend().batchnorm_sums(p.x, &p.dy, p.sm, &p.si, p.local, p.s, c.q);
+      sums.push_back(p.local);
+    }
+    const Tensor backward_total = all_reduce(sums);
+    for (Part& p : parts)
+      c.backend().batchnorm_backward_synced(p.x, gamma, p.sm, p.si, p.dy, p.local, backward_total,
+                                            need_dx_ ? &p.dx : nullptr, dg, db, p.s, c.q);
+    const double m = static_cast<double>(s_.per_channel());
+    std::vector<Output> out{c.out("running_mean", parts[0].rm, c.bound(m)), c.out("running_var", parts[0].rv, c.bound(m)),
+                            c.out("save_mean", parts[0].sm, c.bound(m)), c.out("save_invstd", parts[0].si, c.bound(m)),
+                            c.out("dgamma", dg, c.bound(m)), c.out("dbeta", db, c.bound(m))};
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      out.push_back(c.out("y rank " + std::to_string(p), parts[p].y, c.bound(m)));
+      if (need_dx_) out.push_back(c.out("dx rank " + std::to_string(p), parts[p].dx, c.bound(m)));
+    }
+    return out;
+  }
+
+ private:
+  k::BatchNormShape s_;
+  int parts_;
+  bool need_dx_;
 };
 
 class GlobalAvgPoolCase final : public OpCase {
@@ -112,6 +202,9 @@ inline Cases norm_cases() {
     for (bool training : {true, false})
       for (bool need_dx : {true, false}) add<BatchNormCase>(out, {DType::f32, DType::f64}, s, training, need_dx);
   add<BatchNormCase>(out, {DType::f32, DType::f64}, bn(1, 2, 1), false, true);  // eval: one value is fine
+  for (const auto& [s, parts] : std::vector<std::pair<k::BatchNormShape, int>>{
+           {bn(4, 3, 5), 1}, {bn(4, 3, 5), 2}, {bn(5, 7, 33), 3}, {bn(3, 2, 1), 3}, {bn(16, 4, 64), 2}})
+    for (bool need_dx : {true, false}) add<BatchNormSyncCase>(out, {DType::f32, DType::f64}, s, parts, need_dx);
   for (auto [rows, spatial] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {6, 49}, {64, 64}, {7, 13}, {33, 784}})
     add<GlobalAvgPoolCase>(out, {DType::f32, DType::f64}, rows, spatial);
   for (auto [rows, features] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {7, 33}, {64, 128}, {3, 1000}, {300, 17}})

@@ -176,6 +176,16 @@ class Ctx {
     keep_.push_back(host);
     return dev;
   }
+  // A float64 input whatever the case's dtype (synchronized batchnorm's sums).
+  Tensor in_f64(const std::vector<double>& v, const Shape& shape) {
+    Tensor dev = device_tensor(shape, DType::f64);
+    REQUIRE(static_cast<std::int64_t>(v.size()) == dev.numel());
+    Tensor host = backend().staging_for(dev);
+    std::copy(v.begin(), v.end(), host.data<double>());
+    q.copy(dev, host);
+    keep_.push_back(host);
+    return dev;
+  }
   Tensor random(const Shape& shape, std::uint64_t seed, double lo = -1, double hi = 1) {
     return in(uniform(static_cast<std::size_t>(k::shape_numel(shape)), seed, lo, hi), shape);
   }

@@ -1,0 +1,135 @@
+#include "kernels/cpu/batchnorm_sync.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace codistill::kernels::cpu {
+namespace {
+
+constexpr std::int64_t kParallelMin = 1 << 14;
+
+// Channel c's values are `batch` runs of `spatial` contiguous elements, C*S apart.
+struct Layout {
+  std::int64_t N, C, S;
+  std::int64_t at(std::int64_t n, std::int64_t c) const { return (n * C + c) * S; }
+};
+
+bool parallel(const BatchNormShape& s, Impl impl) {
+  return impl == Impl::fast && s.batch * s.channels * s.spatial >= kParallelMin && !omp_in_parallel();
+}
+
+// The count of the summed sums: a whole number of values, at least 2 (the unbiased running
+// variance divides by M - 1).
+double summed_count(const double* sums, const BatchNormShape& s) {
+  const double M = sums[2 * s.channels];
+  if (!(M >= 2) || M != std::floor(M))
+    throw std::invalid_argument("synchronized batchnorm: the summed value count is " + std::to_string(M) +
+                                " (a whole number >= 2 expected: did every rank add its sums?)");
+  return M;
+}
+
+}  // namespace
+
+template <class T>
+void batchnorm_sums(const T* x, const T* dy, const T* center, const T* invstd, double* sums, const BatchNormShape& s,
+                    Impl impl) {
+  s.validate(false);  // one rank may hold a single value per channel: the summed count must be >= 2
+  const Layout L{s.batch, s.channels, s.spatial};
+#pragma omp parallel for schedule(static) if (parallel(s, impl))
+  for (std::int64_t c = 0; c < L.C; ++c) {
+    const double k = center[c], is = invstd ? static_cast<double>(invstd[c]) : 1.0;
+    double a = 0, b = 0;
+    for (std::int64_t n = 0; n < L.N; ++n) {
+      const T* px = x + L.at(n, c);
+      double pa = 0, pb = 0;
+      if (dy) {
+        const T* pd = dy + L.at(n, c);
+#pragma omp simd reduction(+ : pa, pb)
+        for (std::int64_t i = 0; i < L.S; ++i) {
+          pa += pd[i];
+          pb += pd[i] * ((px[i] - k) * is);
+        }
+      } else {
+#pragma omp simd reduction(+ : pa, pb)
+        for (std::int64_t i = 0; i < L.S; ++i) {
+          const double d = px[i] - k;
+          pa += d;
+          pb += d * d;
+        }
+      }
+      a += pa;
+      b += pb;
+    }
+    sums[c] = a;
+    sums[L.C + c] = b;
+  }
+  sums[2 * L.C] = static_cast<double>(s.per_channel());
+}
+
+template <class T>
+void batchnorm_forward_synced(const T* x, const T* gamma, const T* beta, T* running_mean, T* running_var,
+                              const double* sums, T* y, T* save_mean, T* save_invstd, const BatchNormShape& s,
+                              Impl impl) {
+  s.validate(false);  // one rank may hold a single value per channel: the summed count must be >= 2
+  const Layout L{s.batch, s.channels, s.spatial};
+  const double M = summed_count(sums, s);
+#pragma omp parallel for schedule(static) if (parallel(s, impl))
+  for (std::int64_t c = 0; c < L.C; ++c) {
+    const double d = sums[c] / M;
+    const double mean = running_mean[c] + d;  // the center of the sums: the running mean before this update
+    const double var = std::max(sums[L.C + c] / M - d * d, 0.0);
+    running_mean[c] = static_cast<T>((1 - s.momentum) * running_mean[c] + s.momentum * mean);
+    running_var[c] = static_cast<T>((1 - s.momentum) * running_var[c] + s.momentum * var * M / (M - 1));
+    const double invstd = 1 / std::sqrt(var + s.eps);
+    save_mean[c] = static_cast<T>(mean);
+    save_invstd[c] = static_cast<T>(invstd);
+    for (std::int64_t n = 0; n < L.N; ++n) {
+      const T* p = x + L.at(n, c);
+      T* q = y + L.at(n, c);
+#pragma omp simd
+      for (std::int64_t i = 0; i < L.S; ++i) q[i] = static_cast<T>((p[i] - mean) * invstd * gamma[c] + beta[c]);
+    }
+  }
+}
+
+template <class T>
+void batchnorm_backward_synced(const T* x, const T* gamma, const T* save_mean, const T* save_invstd, const T* dy,
+                               const double* local_sums, const double* sums, T* dx, T* dgamma, T* dbeta,
+                               const BatchNormShape& s, Impl impl) {
+  s.validate(false);  // one rank may hold a single value per channel: the summed count must be >= 2
+  const Layout L{s.batch, s.channels, s.spatial};
+  const double M = summed_count(sums, s);
+#pragma omp parallel for schedule(static) if (parallel(s, impl))
+  for (std::int64_t c = 0; c < L.C; ++c) {
+    dbeta[c] = static_cast<T>(dbeta[c] + local_sums[c]);
+    dgamma[c] = static_cast<T>(dgamma[c] + local_sums[L.C + c]);
+    if (!dx) continue;
+    const double mean = save_mean[c], invstd = save_invstd[c], g = gamma[c] * invstd;
+    const double mean_dy = sums[c] / M, mean_dy_xh = sums[L.C + c] / M;
+    for (std::int64_t n = 0; n < L.N; ++n) {
+      const T* px = x + L.at(n, c);
+      const T* pd = dy + L.at(n, c);
+      T* q = dx + L.at(n, c);
+#pragma omp simd
+      for (std::int64_t i = 0; i < L.S; ++i)
+        q[i] = static_cast<T>(g * (pd[i] - mean_dy - (px[i] - mean) * invstd * mean_dy_xh));
+    }
+  }
+}
+
+#define CODISTILL_BATCHNORM_SYNC(T)                                                                                \
+  template void batchnorm_sums<T>(const T*, const T*, const T*, const T*, double*, const BatchNormShape&, Impl);  \
+  template void batchnorm_forward_synced<T>(const T*, const T*, const T*, T*, T*, const double*, T*, T*, T*,      \
+                                            const BatchNormShape&, Impl);                                         \
+  template void batchnorm_backward_synced<T>(const T*, const T*, const T*, const T*, const T*, const double*,     \
+                                             const double*, T*, T*, T*, const BatchNormShape&, Impl);
+CODISTILL_BATCHNORM_SYNC(float)
+CODISTILL_BATCHNORM_SYNC(double)
+#undef CODISTILL_BATCHNORM_SYNC
+
+}  // namespace codistill::kernels::cpu
