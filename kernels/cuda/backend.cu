@@ -254,6 +254,9 @@ std::unique_ptr<kernels::Queue> CudaBackend::make_queue(Device device, QueueOpti
     throw std::invalid_argument("cuda backend: no device " + device.str() + " (" +
                                 std::to_string(n) + " visible: cuda:0 to cuda:" +
                                 std::to_string(n - 1) + ")");
+  if (!supports_compute(options.compute))
+    throw std::invalid_argument(std::string("cuda backend: cannot compute GEMMs in ") +
+                                compute_name(options.compute) + " here");
   return std::make_unique<CudaQueue>(*this, device, options);
 }
 
