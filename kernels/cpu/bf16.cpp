@@ -54,21 +54,6 @@ void round_to_bf16(const float* x, std::uint16_t* y, std::int64_t n) {
   }
 }
 
-void round_to_bf16_transposed(const float* a, std::int64_t rows, std::int64_t cols, std::uint16_t* y) {
-  // 32 x 32 tiles: each tile's reads and writes stay in cache lines already loaded.
-  constexpr std::int64_t kTile = 32;
-  const std::int64_t tiles_r = (rows + kTile - 1) / kTile;
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelElems && !omp_in_parallel())
-  for (std::int64_t tr = 0; tr < tiles_r; ++tr) {
-    const std::int64_t r0 = tr * kTile, r1 = std::min(rows, r0 + kTile);
-    for (std::int64_t c0 = 0; c0 < cols; c0 += kTile) {
-      const std::int64_t c1 = std::min(cols, c0 + kTile);
-      for (std::int64_t c = c0; c < c1; ++c)
-        for (std::int64_t r = r0; r < r1; ++r) y[c * rows + r] = bf16_round(a[r * cols + c]);
-    }
-  }
-}
-
 void round_values_to_bf16(const float* x, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = bf16_rounded(x[i]);
 }
@@ -76,7 +61,7 @@ void round_values_to_bf16(const float* x, float* y, std::int64_t n) {
 // ---- the engine ----------------------------------------------------------------------------
 
 struct Bf16Gemm::State {
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>;  // M, N, K, trans_b, accumulate
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, bool>;  // M, N, K, ta, tb, accumulate
   struct Plan {
     dnnl::memory::desc a, b, c;
     dnnl::matmul matmul;
@@ -89,18 +74,20 @@ struct Bf16Gemm::State {
   std::unique_ptr<dnnl::engine> engine;  // made on first use: a queue that never multiplies in bf16 pays nothing
   std::unique_ptr<dnnl::stream> stream;
   std::map<Key, Plan> plans;
-  std::vector<std::uint16_t> a_ws, b_ws;
+  std::vector<std::uint16_t> a_ws, b_ws, shared_ws;
   std::string impl;
 
-  Plan& plan(std::int64_t M, std::int64_t N, std::int64_t K, bool tb, bool acc) {
-    const Key key{M, N, K, tb, acc};
+  Plan& plan(std::int64_t M, std::int64_t N, std::int64_t K, bool ta, bool tb, bool acc) {
+    const Key key{M, N, K, ta, tb, acc};
     if (auto it = plans.find(key); it != plans.end()) return it->second;
     if (plans.size() >= kMaxPlans) plans.clear();
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     Plan p;
-    p.a = dnnl::memory::desc({M, K}, dt::bf16, tag::ab);
-    // B as stored: [K, N] row-major, or [N, K] row-major read as its transpose (strides).
+    // A and B as stored: [M, K] / [K, N] row-major, or [K, M] / [N, K] row-major read as
+    // their transposes (strides; oneDNN's brgemm matmul takes both, no transposed copy).
+    p.a = ta ? dnnl::memory::desc({M, K}, dt::bf16, dnnl::memory::dims{1, M})
+             : dnnl::memory::desc({M, K}, dt::bf16, tag::ab);
     p.b = tb ? dnnl::memory::desc({K, N}, dt::bf16, dnnl::memory::dims{1, K})
              : dnnl::memory::desc({K, N}, dt::bf16, tag::ab);
     p.c = dnnl::memory::desc({M, N}, dt::f32, tag::ab);
@@ -125,32 +112,68 @@ std::string Bf16Gemm::implementation() const {
   return s_->impl;
 }
 
-void Bf16Gemm::gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
-                    const float* B, bool accumulate, float* C) {
+namespace {
+
+void check_sizes(std::int64_t M, std::int64_t N, std::int64_t K) {
   if (M < 0 || N < 0 || K < 0)
     throw std::invalid_argument("bf16 gemm: negative size M=" + std::to_string(M) + " N=" + std::to_string(N) +
                                 " K=" + std::to_string(K));
-  if (M == 0 || N == 0) return;
-  if (K == 0) {  // an empty sum: C unchanged, or zero
-    if (!accumulate) std::fill(C, C + M * N, 0.0f);
-    return;
-  }
+}
+
+// M, N or K zero: true when nothing is left to multiply (an empty sum leaves C or zeroes it).
+bool degenerate(std::int64_t M, std::int64_t N, std::int64_t K, bool accumulate, float* C) {
+  if (M == 0 || N == 0) return true;
+  if (K > 0) return false;
+  if (!accumulate) std::fill(C, C + M * N, 0.0f);
+  return true;
+}
+
+void grow(std::vector<std::uint16_t>& ws, std::int64_t n) {
+  if (ws.size() < static_cast<std::size_t>(n)) ws.resize(static_cast<std::size_t>(n));
+}
+
+}  // namespace
+
+void Bf16Gemm::gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
+                    const float* B, bool accumulate, float* C) {
+  check_sizes(M, N, K);
+  if (degenerate(M, N, K, accumulate, C)) return;
   std::lock_guard lock(s_->mu);
+  grow(s_->a_ws, M * K);
+  round_to_bf16(A, s_->a_ws.data(), M * K);  // in A's own layout
+  multiply(ta, tb, M, N, K, s_->a_ws.data(), B, accumulate, C);
+}
+
+void Bf16Gemm::gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const std::uint16_t* A,
+                    const float* B, bool accumulate, float* C) {
+  check_sizes(M, N, K);
+  if (degenerate(M, N, K, accumulate, C)) return;
+  std::lock_guard lock(s_->mu);
+  multiply(ta, tb, M, N, K, A, B, accumulate, C);
+}
+
+const std::uint16_t* Bf16Gemm::round_operand(const float* x, std::int64_t n) {
+  std::lock_guard lock(s_->mu);
+  grow(s_->shared_ws, n);
+  round_to_bf16(x, s_->shared_ws.data(), n);
+  return s_->shared_ws.data();
+}
+
+// With the mutex held: B rounded, then the matmul of this shape (built on first use).
+void Bf16Gemm::multiply(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const std::uint16_t* A,
+                        const float* B, bool accumulate, float* C) {
   State& s = *s_;
   try {
     if (!s.engine) {
       s.engine = std::make_unique<dnnl::engine>(dnnl::engine::kind::cpu, 0);
       s.stream = std::make_unique<dnnl::stream>(*s.engine);
     }
-    // The operands in bf16: A always [M, K] row-major (a transposed A is transposed while
-    // it is rounded: oneDNN's fast matmul wants its source plain), B in its own layout.
-    if (s.a_ws.size() < static_cast<std::size_t>(M * K)) s.a_ws.resize(static_cast<std::size_t>(M * K));
-    if (s.b_ws.size() < static_cast<std::size_t>(K * N)) s.b_ws.resize(static_cast<std::size_t>(K * N));
-    if (ta) round_to_bf16_transposed(A, K, M, s.a_ws.data());
-    else round_to_bf16(A, s.a_ws.data(), M * K);
+    grow(s.b_ws, K * N);
     round_to_bf16(B, s.b_ws.data(), K * N);
-    State::Plan& p = s.plan(M, N, K, tb, accumulate);
-    dnnl::memory a(p.a, *s.engine, s.a_ws.data()), b(p.b, *s.engine, s.b_ws.data()), c(p.c, *s.engine, C);
+    State::Plan& p = s.plan(M, N, K, ta, tb, accumulate);
+    // oneDNN takes non-const handles; it only reads the sources.
+    dnnl::memory a(p.a, *s.engine, const_cast<std::uint16_t*>(A)), b(p.b, *s.engine, s.b_ws.data());
+    dnnl::memory c(p.c, *s.engine, C);
     p.matmul.execute(*s.stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
     s.stream->wait();
   } catch (const dnnl::error& e) {

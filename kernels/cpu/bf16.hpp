@@ -35,8 +35,6 @@ inline float bf16_rounded(float f) { return bf16_to_float(bf16_round(f)); }
 
 // y[i] = bf16_round(x[i]), threaded over OpenMP for long arrays.
 void round_to_bf16(const float* x, std::uint16_t* y, std::int64_t n);
-// a [rows, cols] row-major -> y [cols, rows] row-major, rounded (a transposed operand).
-void round_to_bf16_transposed(const float* a, std::int64_t rows, std::int64_t cols, std::uint16_t* y);
 // y[i] = bf16_rounded(x[i]) (the reference path's operands; y may alias x).
 void round_values_to_bf16(const float* x, float* y, std::int64_t n);
 
@@ -56,11 +54,19 @@ class Bf16Gemm {
 
   void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
             const float* B, bool accumulate, float* C);
+  // The same with A already rounded (bf16 bits in A's layout, from round_operand): an operand
+  // two products share (a gradient: dx = dy W and dW = dy^T x) is rounded once.
+  void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const std::uint16_t* A,
+            const float* B, bool accumulate, float* C);
+  // x rounded into the engine's shared-operand buffer; valid until the next round_operand.
+  const std::uint16_t* round_operand(const float* x, std::int64_t n);
   // oneDNN's name of the implementation it chose last ("brg:avx512_core_bf16", ...), for logs
   // and benchmarks; empty before the first call.
   std::string implementation() const;
 
  private:
+  void multiply(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const std::uint16_t* A,
+                const float* B, bool accumulate, float* C);
   struct State;
   std::unique_ptr<State> s_;
 };

@@ -206,6 +206,15 @@ DistillLossResult head_fast(const T* h, const T* w, const T* b, std::int64_t N, 
     if (!grad) continue;
     // dz [c, V] row-major: dh = dz W ([V, H] as stored), dW += dz^T h (dz read transposed by
     // a BLAS flag); both split over threads along their larger side (H or V).
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16) {  // dz rounded once for both products
+        const std::uint16_t* g = bf16->round_operand(z, c * V);
+        if (dh) bf16->gemm(false, false, c, H, V, g, w, false, dh + r0 * H);
+        if (dw) bf16->gemm(true, false, V, H, c, g, h + r0 * H, true, dw);
+        if (db) bias_grad_rows<T>(z, db, c, V, /*accumulate=*/true, Impl::fast);
+        continue;
+      }
+    }
     if (dh) gemm_compute<T>(bf16, false, false, c, H, V, z, w, false, dh + r0 * H);
     if (dw) gemm_compute<T>(bf16, true, false, V, H, c, z, h + r0 * H, true, dw);
     if (db) bias_grad_rows<T>(z, db, c, V, /*accumulate=*/true, Impl::fast);

@@ -95,6 +95,15 @@ void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, s
     }
     return;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16 && M > 0) {  // dy rounded once for both products
+      const std::uint16_t* g = bf16->round_operand(dy, M * N);
+      if (dx) bf16->gemm(false, false, M, K, N, g, w, false, dx);
+      bf16->gemm(true, false, N, K, M, g, x, accumulate, dw);
+      if (db) bias_grad_rows(dy, db, M, N, accumulate, Impl::fast);
+      return;
+    }
+  }
   if (dx) gemm_compute<T>(bf16, false, false, M, K, N, dy, w, false, dx);  // dy * w
   gemm_compute<T>(bf16, true, false, N, K, M, dy, x, accumulate, dw);      // dy^T x
   if (db) bias_grad_rows(dy, db, M, N, accumulate, Impl::fast);
