@@ -103,7 +103,8 @@ bool CudaEvent::ready() {
 
 CudaQueue::CudaQueue(Backend& backend, Device device, QueueOptions options)
     : Queue(backend, device, options),
-      resources_(std::make_unique<StreamResources>(device.index, options.allow_tf32)) {}
+      resources_(std::make_unique<StreamResources>(device.index, options.allow_tf32,
+                                                   options.compute == Compute::bf16)) {}
 
 void CudaQueue::synchronize() {
   CODISTILL_CUDA_CHECK(cudaSetDevice(device().index));
