@@ -65,17 +65,12 @@ float* out_of(const Operands& ops, plans::Operand o) {
 // (through bf16 operands when the context says so).
 // TF32 tensor cores only when the context allows them: plain float32 keeps results within
 // float tolerance of the CPU.
-// Elements of a column-major operand of `rows` x `cols` (before op) with leading dimension
-// ld: the contiguous span cuBLAS reads.
-std::int64_t span(std::int64_t ld, std::int64_t cols) { return ld * cols; }
-
 // Mixed precision (ctx.bf16_gemm): the two inputs rounded to bf16 into the queue's bf16
 // scratch (same layouts, so the plan is unchanged), then bf16 x bf16 -> float32 with float32
 // accumulation (CUBLAS_COMPUTE_32F: tensor cores, no TF32 involved).
 void gemm_bf16(const Context& ctx, const plans::GemmPlan& p, const Operands& ops) {
   cublasHandle_t h = handle_for(ctx);
-  const std::int64_t na = span(p.lda, p.transa == plans::Trans::transpose ? p.m : p.k);
-  const std::int64_t nb = span(p.ldb, p.transb == plans::Trans::transpose ? p.k : p.n);
+  const std::int64_t na = plans::a_span(p), nb = plans::b_span(p);
   const std::int64_t na_padded = (na + 127) / 128 * 128;  // B starts 256-byte aligned
   auto* ws = static_cast<std::uint16_t*>(
       resources_of(ctx, "linear (bf16)").bf16_scratch(static_cast<std::size_t>(na_padded + nb) * 2));
