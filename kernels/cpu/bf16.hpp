@@ -44,7 +44,9 @@ void round_values_to_bf16(const float* x, float* y, std::int64_t n);
 // matmul primitives built per shape (building one costs far more than a small call) and
 // the bf16 operand workspaces it reuses between calls. Calls are serialized by a mutex (a
 // queue is meant for one thread at a time; the mutex makes misuse slow, not wrong). The
-// matmul threads over OpenMP (oneDNN's runtime here), with the caller's thread count.
+// matmul threads over OpenMP (Debian's oneDNN is built on it, like the CPU backend): it
+// takes omp_get_max_threads() (cpu::set_num_threads, the run's threads) when a shape's
+// primitive is built, so a thread count set later reaches only shapes built later.
 class Bf16Gemm {
  public:
   Bf16Gemm();
