@@ -3,7 +3,8 @@
 // (bench/torch_gpt_step.py) and JAX (bench/jax_gpt_step.py) beside it.
 //   bench_gpt_step [--B 8] [--T 128] [--D 128] [--heads 4] [--layers 4] [--V 8192]
 //                  [--threads 2] [--steps 10] [--warmup 2] [--tied] [--reference]
-//                  [--precision float32|bf16] [--teacher-forward]
+//                  [--device cpu|cuda] [--precision float32|bf16] [--teacher-forward]
+// On --device cuda every step ends with the queue's synchronize (the time is the GPU's).
 // --precision: the queue's GEMM arithmetic (train.precision; bf16: bf16 operands, float32
 // accumulation). --teacher-forward: time what a teacher costs instead of a step: one
 // forward in evaluation mode to the logits, no loss, no backward (codistill.teacher_precision).
@@ -34,6 +35,7 @@
 #include "kernels/cpu/gemm.hpp"
 
 using namespace codistill;
+using kernels::Device;
 using kernels::DType;
 using kernels::Tensor;
 
@@ -44,6 +46,7 @@ struct Args {
   int threads = 2, steps = 10, warmup = 2;
   bool tied = false, reference = false, teacher_forward = false;
   kernels::Compute precision = kernels::Compute::f32;
+  std::string device = "cpu";
 };
 
 Args parse(int argc, char** argv) {
@@ -69,6 +72,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--precision") {
       if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
       a.precision = kernels::parse_compute(argv[++i]);
+    } else if (k == "--device") {
+      if (i + 1 >= argc) throw std::invalid_argument("--device needs a value");
+      a.device = argv[++i];
     }
     else throw std::invalid_argument("unknown argument " + k);
   }
@@ -88,9 +94,11 @@ int main(int argc, char** argv) try {
   Rng rng(1);
   Model model = build_model(mc, rng);
   if (a.reference) model.set_reference(true);
+  const Device device = Device::parse(a.device);
   kernels::QueueOptions qo;
   qo.compute = a.precision;
-  if (!a.reference) model.to_device(kernels::Device::cpu(), qo);
+  // The reference loops are the CPU reference queue's (to_device would replace it).
+  if (!a.reference) model.to_device(device, qo);
   OptimizerConfig oc;
   oc.kind = "adamw", oc.lr = 3e-4, oc.weight_decay = 0.1;
   auto opt = make_optimizer(oc, model);
@@ -103,13 +111,15 @@ int main(int argc, char** argv) try {
     x.data<std::int32_t>()[i] = tok(gen);
     labels.data<std::int32_t>()[i] = tok(gen);
   }
-  Tensor dlogits = Tensor::empty({N, a.V}, DType::f32);
+  x = x.to(device), labels = labels.to(device);
+  Tensor dlogits = Tensor::empty({N, a.V}, DType::f32, device);
   kernels::Queue& q = model.queue();
   kernels::DistillLossParams lp;  // no teacher: hard cross-entropy alone
   double loss = 0;
   auto step = [&] {
     if (a.teacher_forward) {  // a teacher: forward only, evaluation mode
       model.forward(x, /*training=*/false);
+      q.synchronize();
       return;
     }
     const Tensor logits = model.forward(x, /*training=*/true);
@@ -117,6 +127,7 @@ int main(int argc, char** argv) try {
     model.zero_grad();
     model.backward(dlogits);
     opt->step(oc.lr);
+    q.synchronize();
   };
   for (int i = 0; i < a.warmup; ++i) step();
   std::vector<double> ms;
@@ -135,13 +146,14 @@ int main(int argc, char** argv) try {
                        (a.teacher_forward ? 4.0 : 12.0) * static_cast<double>(a.layers * a.B * a.T * a.T * a.D);
   std::printf(
       "{\"contender\": \"codistill\", \"B\": %lld, \"T\": %lld, \"D\": %lld, \"heads\": %lld, \"layers\": %lld, "
-      "\"V\": %lld, \"tied\": %s, \"threads\": %d, \"path\": \"%s\", \"precision\": \"%s\", \"what\": \"%s\", \"params\": %.0f, \"step_ms_median\": %.3f, "
+      "\"V\": %lld, \"tied\": %s, \"threads\": %d, \"device\": \"%s\", \"path\": \"%s\", \"precision\": \"%s\", "
+      "\"what\": \"%s\", \"params\": %.0f, \"step_ms_median\": %.3f, "
       "\"step_ms_best\": %.3f, \"tokens_per_s\": %.1f, \"gflop_per_step\": %.3f, \"gflops_at_median\": %.1f, "
       "\"final_loss\": %.5f, \"steps\": %d, \"warmup\": %d}\n",
       static_cast<long long>(a.B), static_cast<long long>(a.T), static_cast<long long>(a.D),
       static_cast<long long>(a.heads), static_cast<long long>(a.layers), static_cast<long long>(a.V),
-      a.tied ? "true" : "false", a.threads, a.reference ? "reference" : "fast", kernels::compute_name(a.precision),
-      a.teacher_forward ? "teacher_forward" : "step", params, median, best,
+      a.tied ? "true" : "false", a.threads, a.device.c_str(), a.reference ? "reference" : "fast",
+      kernels::compute_name(a.precision), a.teacher_forward ? "teacher_forward" : "step", params, median, best,
       static_cast<double>(N) / (median / 1e3), flops / 1e9, flops / 1e9 / (median / 1e3), loss, a.steps, a.warmup);
   return 0;
 } catch (const std::exception& e) {

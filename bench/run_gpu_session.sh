@@ -10,7 +10,11 @@
 #      accesses, leaks of device memory), where the machine's runtime supports it;
 #   4. bench/run_train_bench_cuda.sh (throughput vs PyTorch, codistillation cost);
 #   5. bench/run_loss_bench_cuda.sh (fused loss vs PyTorch eager / compile / Liger);
-#   6. (STAGES has profile) bench/run_gpu_profile.sh on PROFILE_CONFIGS: kernel times under ncu.
+#   6. (STAGES has profile) bench/run_gpu_profile.sh on PROFILE_CONFIGS: kernel times under ncu;
+#   7. (STAGES has lm) bench/run_gpu_lm.sh: the LM step vs PyTorch, text_gpt.yaml trained;
+#   8. (STAGES has lmexp) the LM codistillation experiment of docs/results.md on the GPU:
+#      scripts/experiments/independent_vs_codistill.sh configs/text_gpt.yaml, seeds EXP_SEEDS
+#      ("1 2 3") at once, settings EXP_SETTINGS; its metrics come back as lmexp.tar.gz.
 # Each stage has its own time limit, cut so that the whole run ends within BUDGET seconds
 # (default 500), and a failing stage does not stop the next. What comes back ($OUT, at most
 # 8 files): session.log (all of it), tests.tar.gz (every test executable's log),
@@ -112,5 +116,15 @@ want train && stage train_bench 170 env COPY_TO="$out" STEPS="${STEPS:-1500}" OV
   bench/run_train_bench_cuda.sh "${train_configs[@]}"
 want loss && stage loss_bench 150 env COPY_TO="$out" VS="${VS:-1000,50304,131072}" KS="${KS:-1,4}" REPEATS="${REPEATS:-10}" \
   TIME_BUDGET=60 bench/run_loss_bench_cuda.sh
+want lm && stage lm 200 env OUT="$out" bench/run_gpu_lm.sh
+if want lmexp; then
+  exp="$(mktemp -d)/lmexp"
+  stage lmexp "${EXP_CAP:-400}" env CODISTILL_TRAIN="$root/bundle/bin/codistill-train" JOBS="${EXP_JOBS:-3}" \
+    SETTINGS="${EXP_SETTINGS:-indep:2 codistill:2 indep:4 codistill:4}" \
+    scripts/experiments/independent_vs_codistill.sh configs/text_gpt.yaml "$exp" "${EXP_SEEDS:-1 2 3}" \
+    --device cuda --set data.path="$root/data/python-docs" ${EXP_ARGS:-}
+  (cd "$(dirname "$exp")" && find lmexp -name '*.jsonl' -o -name '*.log' -o -name 'results.json' -o -name 'stdout.txt' |
+    tar -czf "$out/lmexp.tar.gz" -T -)
+fi
 echo "## stages"; cat "$stages"
 echo "## total $(($(date +%s) - start))s"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch (CPU) side of bench/run_gpt_step_bench.sh: one training step of the model of
+"""PyTorch side (CPU, or --device cuda) of bench/run_gpt_step_bench.sh: one training step of the model of
 codistill's `gpt` kind (codistill/models/gpt_model.hpp), written out in plain torch.nn.
 
 Same architecture: learned token and position embeddings, `layers` pre-LayerNorm blocks
@@ -58,7 +58,7 @@ class GPT(nn.Module):
 
     def forward(self, idx):
         B, T = idx.shape
-        x = self.wte(idx) + self.wpe(torch.arange(T))
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for b in self.blocks:
             x = b(x, self.mask)
         return self.head(self.ln_f(x)).view(B * T, -1)
@@ -69,14 +69,21 @@ def main():
     for k, v in dict(B=8, T=128, D=128, heads=4, layers=4, V=8192, threads=2, steps=10, warmup=2).items():
         p.add_argument("--" + k, type=int, default=v)
     p.add_argument("--tied", action="store_true")
+    p.add_argument("--device", default="cpu", help="cpu | cuda (float32, no TF32: the matmuls as codistill's)")
     a = p.parse_args()
+    dev = torch.device(a.device)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    model = GPT(a.V, a.T, a.D, a.heads, a.layers, a.tied)
+    model = GPT(a.V, a.T, a.D, a.heads, a.layers, a.tied).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     g = torch.Generator().manual_seed(7)
     x = torch.randint(0, a.V, (a.B, a.T), generator=g)
     y = torch.randint(0, a.V, (a.B * a.T,), generator=g)
+    x, y = x.to(dev), y.to(dev)
     loss = None
 
     def step():
@@ -85,6 +92,7 @@ def main():
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
+        sync()
 
     for _ in range(a.warmup):
         step()
@@ -101,7 +109,7 @@ def main():
     flops = 6.0 * matrix_params * N + 12.0 * a.layers * a.B * a.T * a.T * a.D
     print(json.dumps({"contender": "pytorch", "torch": torch.__version__, "B": a.B, "T": a.T, "D": a.D,
                       "heads": a.heads, "layers": a.layers, "V": a.V, "tied": a.tied, "threads": a.threads,
-                      "params": params, "step_ms_median": round(median, 3), "step_ms_best": round(best, 3),
+                      "device": a.device, "params": params, "step_ms_median": round(median, 3), "step_ms_best": round(best, 3),
                       "tokens_per_s": round(N / (median / 1e3), 1), "gflop_per_step": round(flops / 1e9, 3),
                       "gflops_at_median": round(flops / 1e9 / (median / 1e3), 1), "final_loss": round(loss.item(), 5),
                       "steps": a.steps, "warmup": a.warmup}))
