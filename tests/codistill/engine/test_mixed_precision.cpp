@@ -25,6 +25,7 @@
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
+#include "support/cuda_test.hpp"
 
 using namespace codistill;
 using kernels::Compute;
@@ -40,7 +41,8 @@ kernels::QueueOptions compute(Compute c) {
 }
 
 std::vector<float> flat_params(Model& m) {
-  const Tensor& v = m.arena().values();
+  m.synchronize();
+  const Tensor v = m.arena().values().to(kernels::Device::cpu());
   return {v.data<float>(), v.data<float>() + v.numel()};
 }
 
@@ -58,14 +60,14 @@ struct GptRun {
   std::vector<float> params;
 };
 
-GptRun train_gpt(Compute c, bool fused_head) {
+GptRun train_gpt(Compute c, bool fused_head, kernels::Device device = kernels::Device::cpu()) {
   const std::int64_t B = 8, T = 16, V = 64, steps = 120;
   ModelConfig mc;
   mc.kind = "gpt";
   mc.blocks = 2, mc.d_model = 32, mc.heads = 2, mc.seq_len = T, mc.vocab_size = V;
   Rng rng(5);
   Model m = build_model(mc, rng);
-  m.to_device(kernels::Device::cpu(), compute(c));
+  m.to_device(device, compute(c));
   OptimizerConfig oc;
   oc.kind = "adamw";
   oc.lr = 3e-3;
@@ -75,7 +77,7 @@ GptRun train_gpt(Compute c, bool fused_head) {
   kernels::Queue& q = m.queue();
   kernels::Backend& be = q.backend();
   Tensor x = Tensor::empty({B, T}, DType::i32), labels = Tensor::empty({B * T}, DType::i32);
-  Tensor dz = Tensor::empty({B * T, V});
+  Tensor dz = Tensor::empty({B * T, V}, DType::f32, device);
   Rng data(17);
   GptRun out;
   for (int step = 0; step < steps; ++step) {
@@ -86,19 +88,20 @@ GptRun train_gpt(Compute c, bool fused_head) {
         labels.data<std::int32_t>()[b * T + t] = period[static_cast<std::size_t>((off + t + 1) % 11)];
       }
     }
+    const Tensor xd = x.to(device), yd = labels.to(device);
     m.zero_grad();
     kernels::DistillLossResult r;
     if (fused_head) {
-      const Tensor f = m.forward_features(x, true);
+      const Tensor f = m.forward_features(xd, true);
       const auto h = *m.linear_head();
-      Tensor df = Tensor::empty(f.shape());
+      Tensor df = Tensor::empty(f.shape(), DType::f32, device);
       kernels::DistillHeadParams hp;
       hp.workspace_bytes = 40 * V * sizeof(float);  // chunks of 40 rows: several per batch
-      r = be.linear_distill_head(f, *h.weight, h.bias, {}, labels, &df, h.weight_grad, h.bias_grad, hp, q);
+      r = be.linear_distill_head(f, *h.weight, h.bias, {}, yd, &df, h.weight_grad, h.bias_grad, hp, q);
       m.backward_features(df);
     } else {
-      const Tensor z = m.forward(x, true);
-      r = be.distill_loss(z, {}, labels, &dz, {}, q);
+      const Tensor z = m.forward(xd, true);
+      r = be.distill_loss(z, {}, yd, &dz, {}, q);
       m.backward(dz);
     }
     opt->step(oc.lr);
@@ -128,7 +131,7 @@ struct MlpRun {
 // `steps` SGD steps of batch 32 from seed 5's start; with a teacher (seed 17's MLP, trained
 // for nothing: its predictions are as confident as its init makes them) on `teacher` compute.
 MlpRun train_mlp(Compute student, int steps, bool with_teacher = false, Compute teacher = Compute::f32,
-                 bool fused_head = false) {
+                 bool fused_head = false, kernels::Device device = kernels::Device::cpu()) {
   DataConfig dc;
   dc.kind = "synthetic";
   dc.synthetic_train = 1024;
@@ -138,7 +141,7 @@ MlpRun train_mlp(Compute student, int steps, bool with_teacher = false, Compute 
   const data::Splits splits = data::make_synthetic(dc);
   Rng rng(5);
   Model m = build_model(mlp(), rng);
-  m.to_device(kernels::Device::cpu(), compute(student));
+  m.to_device(device, compute(student));
   OptimizerConfig oc;
   oc.kind = "sgd";
   oc.lr = 0.05;
@@ -149,7 +152,7 @@ MlpRun train_mlp(Compute student, int steps, bool with_teacher = false, Compute 
     Rng trng(17);
     t.model = build_model(mlp(), trng);
     t.model.drop_grads();
-    t.model.to_device(kernels::Device::cpu(), compute(teacher));
+    t.model.to_device(device, compute(teacher));  // its own queue
     teachers.push_back(&t);
   }
   kernels::DistillLossParams loss;
@@ -212,4 +215,34 @@ TEST_CASE("bf16 teachers give the distillation loss of float32 teachers", "[engi
     CHECK(bf16.steps[i].loss.ce == Approx(f32.steps[i].loss.ce).epsilon(1e-3));
   }
   CHECK(bf16.steps[0].loss.distill != f32.steps[0].loss.distill);  // the bf16 teacher did run
+}
+
+// ---- CUDA (bf16 cublasGemmEx operands, float32 accumulation): the same stated tolerances
+// against the CPU's float32 runs ----
+
+TEST_CASE("a tiny gpt trained in bf16 on CUDA ends at the CPU float32 run's loss", "[cuda][engine][bf16]") {
+  if (test::skip_without_cuda()) return;
+  const bool fused = GENERATE(false, true);
+  INFO((fused ? "fused head" : "unfused head"));
+  const GptRun cpu = train_gpt(Compute::f32, fused), gpu = train_gpt(Compute::bf16, fused, kernels::Device::cuda());
+  INFO("CPU float32: first " << cpu.first << ", last " << cpu.last << "; CUDA bf16: first " << gpu.first << ", last "
+                             << gpu.last);
+  CHECK(max_abs_diff(cpu.params, gpu.params) > 1e-6);
+  CHECK(gpu.first == Approx(cpu.first).epsilon(0.01));
+  CHECK(std::abs(gpu.last - cpu.last) <= 0.02 * cpu.last + 0.005);
+}
+
+TEST_CASE("bf16 teachers on CUDA give the distillation loss of float32 teachers", "[cuda][engine][bf16][teachers]") {
+  if (test::skip_without_cuda()) return;
+  const bool fused = GENERATE(false, true);
+  INFO((fused ? "fused head" : "unfused"));
+  const auto cuda = kernels::Device::cuda();
+  const MlpRun f32 = train_mlp(Compute::f32, 3, true, Compute::f32, fused, cuda);
+  const MlpRun bf16 = train_mlp(Compute::f32, 3, true, Compute::bf16, fused, cuda);
+  for (std::size_t i = 0; i < f32.steps.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(f32.steps[i].loss.distill > 0);
+    CHECK(bf16.steps[i].loss.distill == Approx(f32.steps[i].loss.distill).epsilon(2e-3));
+  }
+  CHECK(bf16.steps[0].loss.distill != f32.steps[0].loss.distill);
 }
