@@ -3,8 +3,11 @@
 // (bench/torch_gpt_step.py) and JAX (bench/jax_gpt_step.py) beside it.
 //   bench_gpt_step [--B 8] [--T 128] [--D 128] [--heads 4] [--layers 4] [--V 8192]
 //                  [--threads 2] [--steps 10] [--warmup 2] [--tied] [--reference]
-//                  [--device cpu|cuda]
+//                  [--device cpu|cuda] [--precision float32|bf16] [--teacher-forward]
 // On --device cuda every step ends with the queue's synchronize (the time is the GPU's).
+// --precision: the queue's GEMM arithmetic (train.precision; bf16: bf16 operands, float32
+// accumulation). --teacher-forward: time what a teacher costs instead of a step: one
+// forward in evaluation mode to the logits, no loss, no backward (codistill.teacher_precision).
 // A step: forward of int32 tokens [B, T] to logits [B*T, V], the mean next-token
 // cross-entropy over the B*T rows with its logits gradient (the fused loss with no
 // teacher), backward into the zeroed gradient arena, one AdamW update (lr 3e-4, weight
@@ -41,7 +44,8 @@ namespace {
 struct Args {
   std::int64_t B = 8, T = 128, D = 128, heads = 4, layers = 4, V = 8192;
   int threads = 2, steps = 10, warmup = 2;
-  bool tied = false, reference = false;
+  bool tied = false, reference = false, teacher_forward = false;
+  kernels::Compute precision = kernels::Compute::f32;
   std::string device = "cpu";
 };
 
@@ -64,7 +68,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--warmup") a.warmup = static_cast<int>(next());
     else if (k == "--tied") a.tied = true;
     else if (k == "--reference") a.reference = true;
-    else if (k == "--device") {
+    else if (k == "--teacher-forward") a.teacher_forward = true;
+    else if (k == "--precision") {
+      if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
+      a.precision = kernels::parse_compute(argv[++i]);
+    } else if (k == "--device") {
       if (i + 1 >= argc) throw std::invalid_argument("--device needs a value");
       a.device = argv[++i];
     }
@@ -87,7 +95,10 @@ int main(int argc, char** argv) try {
   Model model = build_model(mc, rng);
   if (a.reference) model.set_reference(true);
   const Device device = Device::parse(a.device);
-  model.to_device(device);
+  kernels::QueueOptions qo;
+  qo.compute = a.precision;
+  // The reference loops are the CPU reference queue's (to_device would replace it).
+  if (!a.reference) model.to_device(device, qo);
   OptimizerConfig oc;
   oc.kind = "adamw", oc.lr = 3e-4, oc.weight_decay = 0.1;
   auto opt = make_optimizer(oc, model);
@@ -106,6 +117,11 @@ int main(int argc, char** argv) try {
   kernels::DistillLossParams lp;  // no teacher: hard cross-entropy alone
   double loss = 0;
   auto step = [&] {
+    if (a.teacher_forward) {  // a teacher: forward only, evaluation mode
+      model.forward(x, /*training=*/false);
+      q.synchronize();
+      return;
+    }
     const Tensor logits = model.forward(x, /*training=*/true);
     loss = q.backend().distill_loss(logits, {}, labels, &dlogits, lp, q).loss;
     model.zero_grad();
@@ -126,16 +142,18 @@ int main(int argc, char** argv) try {
   const double params = static_cast<double>(model.num_params());
   // Matrix FLOPs: the embeddings are gathers, not products (a tied head's matrix does count).
   const double matrix_params = params - static_cast<double>(a.T * a.D) - (a.tied ? 0.0 : static_cast<double>(a.V * a.D));
-  const double flops = 6.0 * matrix_params * static_cast<double>(N) +
-                       12.0 * static_cast<double>(a.layers * a.B * a.T * a.T * a.D);
+  const double flops = (a.teacher_forward ? 2.0 : 6.0) * matrix_params * static_cast<double>(N) +
+                       (a.teacher_forward ? 4.0 : 12.0) * static_cast<double>(a.layers * a.B * a.T * a.T * a.D);
   std::printf(
       "{\"contender\": \"codistill\", \"B\": %lld, \"T\": %lld, \"D\": %lld, \"heads\": %lld, \"layers\": %lld, "
-      "\"V\": %lld, \"tied\": %s, \"threads\": %d, \"device\": \"%s\", \"path\": \"%s\", \"params\": %.0f, \"step_ms_median\": %.3f, "
+      "\"V\": %lld, \"tied\": %s, \"threads\": %d, \"device\": \"%s\", \"path\": \"%s\", \"precision\": \"%s\", "
+      "\"what\": \"%s\", \"params\": %.0f, \"step_ms_median\": %.3f, "
       "\"step_ms_best\": %.3f, \"tokens_per_s\": %.1f, \"gflop_per_step\": %.3f, \"gflops_at_median\": %.1f, "
       "\"final_loss\": %.5f, \"steps\": %d, \"warmup\": %d}\n",
       static_cast<long long>(a.B), static_cast<long long>(a.T), static_cast<long long>(a.D),
       static_cast<long long>(a.heads), static_cast<long long>(a.layers), static_cast<long long>(a.V),
-      a.tied ? "true" : "false", a.threads, a.device.c_str(), a.reference ? "reference" : "fast", params, median, best,
+      a.tied ? "true" : "false", a.threads, a.device.c_str(), a.reference ? "reference" : "fast",
+      kernels::compute_name(a.precision), a.teacher_forward ? "teacher_forward" : "step", params, median, best,
       static_cast<double>(N) / (median / 1e3), flops / 1e9, flops / 1e9 / (median / 1e3), loss, a.steps, a.warmup);
   return 0;
 } catch (const std::exception& e) {

@@ -3,7 +3,8 @@
 # or alone on a machine with the bundle unpacked and BUNDLE/env.sh sourced):
 #  1. the LM training step, side by side: bench_gpt_step --device cuda and the PyTorch
 #     reference (bench/torch_gpt_step.py --device cuda), float32 without TF32 on both sides,
-#     alternating ROUNDS (3) times per shape; shapes: configs/text_gpt.yaml's model (B=16
+#     alternating ROUNDS (3) times per shape, and codistill in bf16 mixed precision beside
+#     them (--precision bf16); shapes: configs/text_gpt.yaml's model (B=16
 #     T=128 D=128 4x4 V=8192) and a bigger one (B=8 T=512 D=512 8 heads 8 layers V=32768);
 #  2. configs/text_gpt.yaml trained on the GPU as shipped (3000 steps, one worker), then the
 #     same with train.fused_head=true: wall time, held-out loss (the eval events).
@@ -36,6 +37,11 @@ if [[ "$parts" == *" step "* ]]; then
       # shellcheck disable=SC2086
       "$bundle/bin/bench_gpt_step" $shape --device cuda --steps "$steps" --warmup 5 |
         sed "s/^{/{\"round\": $r, /" | tee -a "$out/gpt_step_cuda.jsonl"
+      # bf16 mixed precision (train.precision: bf16; bf16 cublasGemmEx operands, float32
+      # accumulation) beside it.
+      # shellcheck disable=SC2086
+      "$bundle/bin/bench_gpt_step" $shape --device cuda --precision bf16 --steps "$steps" --warmup 5 |
+        sed "s/^{/{\"round\": $r, /" | tee -a "$out/gpt_step_cuda.jsonl"
       # shellcheck disable=SC2086
       "$python" bench/torch_gpt_step.py $shape --device cuda --steps "$steps" --warmup 5 |
         sed "s/^{/{\"round\": $r, /" | tee -a "$out/gpt_step_cuda.jsonl"
@@ -45,12 +51,17 @@ if [[ "$parts" == *" step "* ]]; then
 import json, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 for shape in sorted({(r["B"], r["T"], r["D"], r["layers"], r["V"]) for r in rows}):
+    name = lambda r: r["contender"] + ("-bf16" if r.get("precision") == "bf16" else "")
     t = {c: [r["step_ms_median"] for r in rows if (r["B"], r["T"], r["D"], r["layers"], r["V"]) == shape
-             and r["contender"] == c] for c in ("codistill", "pytorch")}
+             and name(r) == c] for c in ("codistill", "pytorch", "codistill-bf16")}
+    bf16 = t.pop("codistill-bf16")
     if all(t.values()):
         print(f"B={shape[0]} T={shape[1]} D={shape[2]} L={shape[3]} V={shape[4]}: codistill best {min(t['codistill']):.2f} "
               f"ms median {st.median(t['codistill']):.2f}; pytorch best {min(t['pytorch']):.2f} median "
               f"{st.median(t['pytorch']):.2f}; pytorch/codistill {min(t['pytorch']) / min(t['codistill']):.2f}x best-vs-best")
+    if bf16 and t["codistill"]:
+        print(f"  codistill bf16 best {min(bf16):.2f} ms median {st.median(bf16):.2f}; "
+              f"float32/bf16 {min(t['codistill']) / min(bf16):.2f}x best-vs-best")
 PY
 fi
 

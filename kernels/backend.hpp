@@ -48,6 +48,10 @@ class Event {
 struct QueueOptions {
   bool allow_tf32 = false;  // CUDA: GEMMs and convolutions may use TF32 tensor cores
   bool reference = false;   // CPU: run the plain reference loops (tests), not the fast path
+  // The GEMMs of this queue's float32 ops (linear, the fused head's student logits and
+  // gradients): float32, or bf16 operands with float32 accumulation (kernels/ops.hpp).
+  // A backend that cannot refuses the queue (Backend::supports_compute).
+  Compute compute = Compute::f32;
 };
 
 class Queue {
@@ -92,6 +96,9 @@ class Backend {
   virtual int device_count() const = 0;
   virtual std::string unavailable_reason() const { return {}; }
   virtual bool supports(Op op, DType dtype) const = 0;
+  // Whether its queues can compute GEMMs this way (QueueOptions::compute); make_queue
+  // refuses one it cannot.
+  virtual bool supports_compute(Compute c) const { return c == Compute::f32; }
 
   // ---- memory (Tensor allocates through these) ----
   virtual std::shared_ptr<std::byte> allocate(std::size_t bytes, int device) = 0;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 namespace codistill::kernels {
@@ -38,6 +39,20 @@ const char* activation_name(Activation a) {
     case Activation::gelu: return "gelu";
   }
   return "?";
+}
+
+const char* compute_name(Compute c) {
+  switch (c) {
+    case Compute::f32: return "float32";
+    case Compute::bf16: return "bf16";
+  }
+  return "?";
+}
+
+Compute parse_compute(const std::string& name) {
+  if (name == "float32") return Compute::f32;
+  if (name == "bf16") return Compute::bf16;
+  throw std::invalid_argument("unknown compute precision '" + name + "' (valid: float32, bf16)");
 }
 
 void Conv2dShape::validate() const {

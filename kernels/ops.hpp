@@ -37,6 +37,19 @@ inline constexpr Op kAllOps[] = {Op::linear,       Op::linear_activation, Op::ac
                                  Op::embedding, Op::causal_attention, Op::batchnorm_sync};
 const char* op_name(Op op);
 
+// The arithmetic of the GEMMs inside an op (QueueOptions::compute for a queue's ops,
+// DistillHeadParams::teacher_compute for the fused head's teacher logits):
+//   f32:  float32 products and sums, as the tensors' dtype says;
+//   bf16: mixed precision: each GEMM's float32 inputs are rounded to bfloat16 (round to
+//         nearest even, kernels/cpu/bf16.hpp's rule) and multiplied with float32
+//         accumulation into float32 outputs. Tensors, master weights, gradients, optimizer
+//         state, losses and normalization statistics stay float32; only GEMM operands are
+//         rounded. It applies to float32 ops (float64 ones, the gradient checks', ignore it).
+enum class Compute : std::uint8_t { f32, bf16 };
+const char* compute_name(Compute c);  // "float32", "bf16": the config's spellings
+// "float32" | "bf16" -> Compute; throws std::invalid_argument listing the valid names.
+Compute parse_compute(const std::string& name);
+
 // relu: y = max(x, 0), backward from y; gelu: exact erf form, backward from x.
 enum class Activation : std::uint8_t { none, relu, gelu };
 const char* activation_name(Activation a);
@@ -179,9 +192,12 @@ struct DistillLossResult {
 // a few dozen rows (V = 131072, K = 1: 64 rows), enough to amortize reading W once per chunk
 // and per product, while staying far below one N x V float32 logits tensor for the batch
 // sizes the head is for (N = 4096, V = 32768: 512 MiB).
+// The student's GEMMs compute as the queue says (QueueOptions::compute); the teachers'
+// logits as teacher_compute says (teachers may run in bf16 while the student does not).
 struct DistillHeadParams {
   DistillLossParams loss;
   std::size_t workspace_bytes = std::size_t{64} << 20;
+  Compute teacher_compute = Compute::f32;
 };
 
 // Rows per chunk: the most whose (K + 1) x rows x V elements of elem_bytes fit in

@@ -123,6 +123,9 @@ struct TrainConfig {
   // chunks, never the [rows, classes] logits of the student or its teachers. For large
   // vocabularies (language models); the model and its teachers must end in a linear head.
   bool fused_head = false;
+  // The student's matrix products: float32, or bf16 (mixed precision: bf16 operands,
+  // float32 accumulation; weights, gradients, optimizer state and losses stay float32).
+  std::string precision = "float32";  // float32 | bf16
 };
 
 struct CheckpointConfig {
@@ -147,6 +150,9 @@ struct CodistillConfig {
   // files, worker directories or run directories (their workers' freshest valid
   // checkpoints), resolved once when the run starts (engine/fixed_teachers.hpp).
   std::vector<std::string> fixed_teachers;
+  // The teachers' matrix products (their forwards, and their logits in the fused head):
+  // same (as train.precision) | float32 | bf16.
+  std::string teacher_precision = "same";
 };
 
 // The worker's process group (codistill/dist/): how its ranks find each other and

@@ -140,6 +140,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(train.eval_batch_size, ge(1)),
       CODISTILL_KEY(train.allow_tf32, any()),
       CODISTILL_KEY(train.fused_head, any()),
+      CODISTILL_KEY(train.precision, one_of({"float32", "bf16"})),
       CODISTILL_KEY(checkpoint.every, ge(0)),
       CODISTILL_KEY(checkpoint.keep, ge(1)),
       CODISTILL_KEY(checkpoint.async, any()),
@@ -155,6 +156,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(codistill.mode, one_of({"async", "sync"})),
       CODISTILL_KEY(codistill.sync_timeout_s, gt(0)),
       CODISTILL_KEY(codistill.fixed_teachers, text()),
+      CODISTILL_KEY(codistill.teacher_precision, one_of({"same", "float32", "bf16"})),
   };
   keys.insert(keys.end(), rest.begin(), rest.end());
   return keys;

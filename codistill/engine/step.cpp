@@ -162,6 +162,7 @@ kernels::DistillLossResult TrainStep::micro_step_fused_head(std::int64_t step, S
     dfeatures_ = Tensor::empty(features.shape(), features.dtype(), q.device());
   kernels::DistillHeadParams params;
   params.loss = params_;
+  params.teacher_compute = teacher_compute_;
   params.loss.weight *= share;
   params.loss.hard_weight *= share;
   const kernels::DistillLossResult part = q.backend().linear_distill_head(

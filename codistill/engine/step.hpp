@@ -104,6 +104,9 @@ class TrainStep {
   // teacher without one fails its step, naming it).
   void set_fused_head(bool on);
   bool fused_head() const { return fused_head_; }
+  // How the fused head computes the teachers' logits (codistill.teacher_precision; their
+  // own forwards compute as their queues say). The student's GEMMs follow its queue.
+  void set_teacher_compute(kernels::Compute c) { teacher_compute_ = c; }
 
   StepResult run(std::int64_t step, const std::vector<Teacher*>& teachers, Optimizer& optimizer, double lr,
                  const StepHooks& hooks = {});
@@ -139,6 +142,7 @@ class TrainStep {
                                                    const std::vector<Teacher*>& teachers);
 
   bool fused_head_ = false;
+  kernels::Compute teacher_compute_ = kernels::Compute::f32;
   kernels::Tensor dfeatures_;  // fused head: the features' gradient of one micro-batch
   std::vector<kernels::HeadTeacher> head_teachers_;
   kernels::Tensor dlogits_;  // of one micro-batch, on the student's device

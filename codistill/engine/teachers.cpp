@@ -11,6 +11,7 @@
 
 #include "codistill/config/config_loader.hpp"
 #include "codistill/engine/worker_state.hpp"
+#include "codistill/engine/precision.hpp"
 #include "codistill/engine/error.hpp"
 
 namespace codistill {
@@ -93,6 +94,7 @@ TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_p
     : cfg_(cfg), model_cfg_(std::move(model_cfg)), factory_(std::move(factory)), log_(std::move(log)),
       store_(cfg.run.dir), device_(kernels::Device::parse(cfg.device)) {
   queue_options_.allow_tf32 = cfg.train.allow_tf32;
+  queue_options_.compute = teacher_compute(cfg);
   for (int p = 0; p < cfg.run.workers; ++p) {
     if (p == cfg.run.worker) continue;
     if (cfg.codistill.teachers > 0 && static_cast<int>(peers_.size()) >= cfg.codistill.teachers) break;

@@ -24,6 +24,7 @@
 #include "codistill/engine/evaluate_text.hpp"
 #include "codistill/engine/group.hpp"
 #include "codistill/engine/init_from.hpp"
+#include "codistill/engine/precision.hpp"
 #include "codistill/engine/trainer_state.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/impl.hpp"
@@ -290,9 +291,16 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   // moved (a no-op on the CPU); optimizer slots follow the parameters on their next use.
   kernels::QueueOptions queue_options;
   queue_options.allow_tf32 = c.train.allow_tf32;
-  s.model.to_device(s.device, queue_options);
-  s.log->info("device {} ({} backend{})", s.device.str(), s.model.queue().backend().name(),
-              c.train.allow_tf32 ? ", TF32 allowed" : "");
+  queue_options.compute = student_compute(c);
+  try {
+    s.model.to_device(s.device, queue_options);
+  } catch (const std::invalid_argument& e) {
+    if (queue_options.compute == kernels::Compute::f32) throw;
+    throw ConfigError("train.precision", "", 0, e.what());  // a backend without bf16 GEMMs
+  }
+  s.log->info("device {} ({} backend{}{})", s.device.str(), s.model.queue().backend().name(),
+              c.train.allow_tf32 ? ", TF32 allowed" : "",
+              queue_options.compute == kernels::Compute::bf16 ? ", bf16 mixed precision" : "");
   if (c.group.sync_batchnorm && ranks > 1) {  // one process: its statistics are the group's already
     try {
       const int layers = synchronize_batchnorm(group, s.model);
@@ -308,6 +316,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   loss_params.hard_weight = distills ? c.codistill.hard_weight : 1.0;
   s.step = std::make_unique<TrainStep>(s.model, std::move(source), c.data.batch_size, loss_params,
                                        c.train.micro_batches, /*double_buffer=*/!is_text && c.data.prefetch);
+  s.step->set_teacher_compute(teacher_compute(c));
   if (c.train.fused_head) {
     try {
       s.step->set_fused_head(true);

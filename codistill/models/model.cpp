@@ -157,6 +157,9 @@ void Model::place(kernels::Device device, kernels::QueueOptions options, bool co
   if (!backend.supports(kernels::Op::linear, dtype))
     throw std::invalid_argument(std::string("model parameters are ") + kernels::dtype_name(dtype) + "; " +
                                 backend.name() + " does not compute in that dtype (to_dtype(float32) first)");
+  if (!backend.supports_compute(options.compute))
+    throw std::invalid_argument(std::string(backend.name()) + " cannot compute GEMMs in " +
+                                kernels::compute_name(options.compute) + " (train.precision)");
   auto queue = backend.make_queue(device, options);
   synchronize();  // nothing may still run on the memory moved away
   arena_.to_device(*root_, device, copy);

@@ -10,6 +10,7 @@
 #include "kernels/cpu/avgpool.hpp"
 #include "kernels/cpu/batchnorm.hpp"
 #include "kernels/cpu/batchnorm_sync.hpp"
+#include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/embedding.hpp"
@@ -37,6 +38,12 @@ class CpuEvent final : public Event {
 class CpuQueue final : public Queue {
  public:
   CpuQueue(Backend& b, QueueOptions o) : Queue(b, Device::cpu(), o) {}
+  // This queue's bf16 GEMM engine (oneDNN primitives per shape, operand workspaces): per
+  // queue, as the CUDA queue's plan caches, made on first use.
+  cpu::Bf16Gemm& bf16_gemm() {
+    if (!bf16_) bf16_ = std::make_unique<cpu::Bf16Gemm>();
+    return *bf16_;
+  }
   void synchronize() override {}
   std::unique_ptr<Event> make_event() override { return std::make_unique<CpuEvent>(); }
   void record(Event& /*event*/) override {}
@@ -52,6 +59,9 @@ class CpuQueue final : public Queue {
   void zero(Tensor& t) override {
     if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
   }
+
+ private:
+  std::unique_ptr<cpu::Bf16Gemm> bf16_;
 };
 
 // Synchronized batchnorm's sums: float64 [2C + 1] (kernels/ops.hpp).
@@ -61,6 +71,14 @@ void check_sums(const Tensor& sums, const BatchNormShape& s, const char* what) {
                                 std::to_string(2 * s.channels + 1) + "], got " + dtype_name(sums.dtype()) + " " +
                                 shape_str(sums.shape()));
 }
+// The engine of GEMMs computed as `c` on q: null for float32 (the ops' BLAS path).
+cpu::Bf16Gemm* gemm_engine(Queue& q, Compute c) {
+  if (c != Compute::bf16) return nullptr;
+  auto* cq = dynamic_cast<CpuQueue*>(&q);
+  if (!cq) throw std::invalid_argument("cpu backend: an op on a queue of the " + std::string(q.backend().name()) + " backend");
+  return &cq->bf16_gemm();
+}
+cpu::Bf16Gemm* gemm_engine(Queue& q) { return gemm_engine(q, q.options().compute); }
 
 cpu::Impl impl_of(const Queue& q) { return q.options().reference ? cpu::Impl::reference : cpu::Impl::fast; }
 
@@ -110,6 +128,7 @@ class CpuBackend final : public Backend {
       return dtype == DType::f32 || dtype == DType::f64;
     return false;
   }
+  bool supports_compute(Compute /*c*/) const override { return true; }
 
   std::shared_ptr<std::byte> allocate(std::size_t bytes, int /*device*/) override {
     // 64-byte alignment: whole cache lines and aligned AVX-512 loads.
@@ -134,7 +153,8 @@ class CpuBackend final : public Backend {
     require_support(*this, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), "linear");
     const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
     dispatch_floating(x.dtype(), [&]<class T>() {
-      cpu::linear_forward<T>(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), M, N, K, impl_of(q));
+      cpu::linear_forward<T>(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), M, N, K, impl_of(q),
+                             gemm_engine(q));
       if (act == Activation::none) return;
       // gelu's backward needs the pre-activation; relu's only its output (in place).
       if (act == Activation::gelu && pre) std::memcpy(pre->raw(), y.raw(), y.nbytes());
@@ -154,7 +174,7 @@ class CpuBackend final : public Backend {
         g = dpre->data<T>();
       }
       cpu::linear_backward<T>(x.data<T>(), w.data<T>(), g, opt<T>(dx), dw.data<T>(), opt<T>(db), M, N, K,
-                              /*accumulate=*/true, impl_of(q));
+                              /*accumulate=*/true, impl_of(q), gemm_engine(q));
     });
   }
 
@@ -374,7 +394,8 @@ class CpuBackend final : public Backend {
         ts.push_back({t.hidden->data<T>(), t.weight->data<T>(), opt<T>(t.bias), t.hidden->dim(1)});
       return cpu::linear_distill_head<T>(hidden.data<T>(), weight.data<T>(), opt<T>(bias), N, H, V, ts.data(),
                                          static_cast<int>(ts.size()), labels.data<std::int32_t>(), opt<T>(dhidden),
-                                         opt<T>(dweight), opt<T>(dbias), p, impl_of(q));
+                                         opt<T>(dweight), opt<T>(dbias), p, impl_of(q), gemm_engine(q),
+                                         gemm_engine(q, p.teacher_compute));
     });
   }
 

@@ -9,6 +9,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/bias.hpp"
@@ -71,16 +72,42 @@ void log_softmax(const std::vector<double>& x, double mul, std::vector<double>& 
   for (std::size_t j = 0; j < x.size(); ++j) out[j] = x[j] * mul - lse;
 }
 
+// The reference's bf16 operands: copies holding the values bf16 holds (T is float here).
+template <class T>
+std::vector<T> rounded(const T* x, std::int64_t n) {
+  std::vector<T> out(x, x + n);
+  if constexpr (std::is_same_v<T, float>) round_values_to_bf16(out.data(), out.data(), n);
+  return out;
+}
+
 template <class T>
 DistillLossResult head_reference(const T* h, const T* w, const T* b, std::int64_t N,
                                  std::int64_t H, std::int64_t V,
                                  const HeadTeacherPtrs<T>* teachers, int K,
                                  const std::int32_t* labels, T* dh, T* dw, T* db,
-                                 const DistillHeadParams& hp, std::int64_t rows) {
+                                 const DistillHeadParams& hp, std::int64_t rows, bool bf16,
+                                 bool teacher_bf16) {
+  // Mixed precision: the GEMM operands rounded once here (the student's h and W, each
+  // teacher's h_k and W_k), the logits gradient per row below; the sums stay in double.
+  std::vector<T> hr, wr;
+  std::vector<std::vector<T>> thr, twr;
+  std::vector<HeadTeacherPtrs<T>> tr(teachers, teachers + K);
+  if (bf16) {
+    hr = rounded(h, N * H), wr = rounded(w, V * H);
+    h = hr.data(), w = wr.data();
+  }
+  if (teacher_bf16)
+    for (int k = 0; k < K; ++k) {
+      thr.push_back(rounded(teachers[k].hidden, N * teachers[k].dim));
+      twr.push_back(rounded(teachers[k].weight, V * teachers[k].dim));
+      tr[static_cast<std::size_t>(k)].hidden = thr.back().data();
+      tr[static_cast<std::size_t>(k)].weight = twr.back().data();
+    }
+  teachers = tr.data();
   const DistillLossParams& p = hp.loss;
   const double temp = p.temperature, scale = 1.0 / static_cast<double>(rows);
   const auto v = static_cast<std::size_t>(V);
-  std::vector<double> z(v), lp(v), lpt(v), t(v), lq(v), q(v), d(v);
+  std::vector<double> z(v), lp(v), lpt(v), t(v), lq(v), q(v), d(v), dr(v);
   std::vector<double> dw_acc(dw ? v * static_cast<std::size_t>(H) : 0), db_acc(db ? v : 0);
   double ce_sum = 0, kl_sum = 0;
   for (std::int64_t r = 0; r < N; ++r) {
@@ -108,16 +135,21 @@ DistillLossResult head_reference(const T* h, const T* w, const T* b, std::int64_
       double g = p.hard_weight * (std::exp(lp[j]) - (static_cast<std::int64_t>(j) == y ? 1.0 : 0.0));
       if (K > 0) g += p.weight * temp * (std::exp(lpt[j]) - q[j]);
       d[j] = scale * g;
+      // The fast path rounds the float32 gradient (scaled) as the GEMMs' operand; db sums it
+      // unrounded.
+      dr[j] = d[j];
+      if constexpr (std::is_same_v<T, float>)
+        if (bf16) dr[j] = bf16_rounded(static_cast<float>(d[j]));
     }
     if (dh)
       for (std::int64_t i = 0; i < H; ++i) {
         double acc = 0;
-        for (std::size_t j = 0; j < v; ++j) acc += d[j] * static_cast<double>(w[j * H + i]);
+        for (std::size_t j = 0; j < v; ++j) acc += dr[j] * static_cast<double>(w[j * H + i]);
         dh[r * H + i] = static_cast<T>(acc);
       }
     if (dw)
       for (std::size_t j = 0; j < v; ++j)
-        for (std::int64_t i = 0; i < H; ++i) dw_acc[j * H + i] += d[j] * static_cast<double>(h[r * H + i]);
+        for (std::int64_t i = 0; i < H; ++i) dw_acc[j * H + i] += dr[j] * static_cast<double>(h[r * H + i]);
     if (db)
       for (std::size_t j = 0; j < v; ++j) db_acc[j] += d[j];
   }
@@ -139,7 +171,8 @@ template <class T>
 DistillLossResult head_fast(const T* h, const T* w, const T* b, std::int64_t N, std::int64_t H,
                             std::int64_t V, const HeadTeacherPtrs<T>* teachers, int K,
                             const std::int32_t* labels, T* dh, T* dw, T* db,
-                            const DistillHeadParams& p, std::int64_t rows) {
+                            const DistillHeadParams& p, std::int64_t rows, Bf16Gemm* bf16,
+                            Bf16Gemm* teacher_bf16) {
   const bool grad = dh || dw || db;
   const std::int64_t chunk = distill_head_chunk_rows(N, V, K, sizeof(T), p.workspace_bytes);
   // The chunk's logits: the student's (then its gradient, in place), then each teacher's.
@@ -160,11 +193,11 @@ DistillLossResult head_fast(const T* h, const T* w, const T* b, std::int64_t N, 
       if (dh) std::fill(dh + r0 * H, dh + (r0 + c) * H, T(0));
       continue;
     }
-    linear_forward<T>(h + r0 * H, w, b, z, c, V, H, Impl::fast);
+    linear_forward<T>(h + r0 * H, w, b, z, c, V, H, Impl::fast, bf16);
     for (int k = 0; k < K; ++k) {
       const auto& t = teachers[k];
       linear_forward<T>(t.hidden + r0 * t.dim, t.weight, t.bias, tl[static_cast<std::size_t>(k)],
-                        c, V, t.dim, Impl::fast);
+                        c, V, t.dim, Impl::fast, teacher_bf16);
     }
     const DistillLossSums s =
         distill_loss_rows<T>(z, tl.data(), K, y, grad ? z : nullptr, c, V, p.loss, rows, Impl::fast);
@@ -173,8 +206,17 @@ DistillLossResult head_fast(const T* h, const T* w, const T* b, std::int64_t N, 
     if (!grad) continue;
     // dz [c, V] row-major: dh = dz W ([V, H] as stored), dW += dz^T h (dz read transposed by
     // a BLAS flag); both split over threads along their larger side (H or V).
-    if (dh) gemm<T>(false, false, c, H, V, T(1), z, w, T(0), dh + r0 * H, Impl::fast);
-    if (dw) gemm<T>(true, false, V, H, c, T(1), z, h + r0 * H, T(1), dw, Impl::fast);
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16) {  // dz rounded once for both products
+        const std::uint16_t* g = bf16->round_operand(z, c * V);
+        if (dh) bf16->gemm(false, false, c, H, V, g, w, false, dh + r0 * H);
+        if (dw) bf16->gemm(true, false, V, H, c, g, h + r0 * H, true, dw);
+        if (db) bias_grad_rows<T>(z, db, c, V, /*accumulate=*/true, Impl::fast);
+        continue;
+      }
+    }
+    if (dh) gemm_compute<T>(bf16, false, false, c, H, V, z, w, false, dh + r0 * H);
+    if (dw) gemm_compute<T>(bf16, true, false, V, H, c, z, h + r0 * H, true, dw);
     if (db) bias_grad_rows<T>(z, db, c, V, /*accumulate=*/true, Impl::fast);
   }
   return finish(sums, rows, p.loss);
@@ -187,7 +229,9 @@ DistillLossResult linear_distill_head(const T* h, const T* w, const T* b, std::i
                                       std::int64_t H, std::int64_t V,
                                       const HeadTeacherPtrs<T>* teachers, int K,
                                       const std::int32_t* labels, T* dh, T* dw, T* db,
-                                      const DistillHeadParams& p, Impl impl) {
+                                      const DistillHeadParams& p, Impl impl, Bf16Gemm* bf16,
+                                      Bf16Gemm* teacher_bf16) {
+  if constexpr (!std::is_same_v<T, float>) bf16 = teacher_bf16 = nullptr;  // mixed precision is float32's
   check_args(h, w, N, H, V, teachers, K, labels, p);
   const std::int64_t rows = count_distill_rows(labels, N, V, kOp);
   if (rows == 0) {  // every row ignored: zero loss and a zero gradient, as distill_loss
@@ -195,15 +239,16 @@ DistillLossResult linear_distill_head(const T* h, const T* w, const T* b, std::i
     return DistillLossResult{};
   }
   if (impl == Impl::reference)
-    return head_reference(h, w, b, N, H, V, teachers, K, labels, dh, dw, db, p, rows);
-  return head_fast(h, w, b, N, H, V, teachers, K, labels, dh, dw, db, p, rows);
+    return head_reference(h, w, b, N, H, V, teachers, K, labels, dh, dw, db, p, rows, bf16 != nullptr,
+                          teacher_bf16 != nullptr);
+  return head_fast(h, w, b, N, H, V, teachers, K, labels, dh, dw, db, p, rows, bf16, teacher_bf16);
 }
 
 #define CODISTILL_HEAD(T)                                                                        \
   template DistillLossResult linear_distill_head<T>(                                             \
       const T*, const T*, const T*, std::int64_t, std::int64_t, std::int64_t,                    \
       const HeadTeacherPtrs<T>*, int, const std::int32_t*, T*, T*, T*, const DistillHeadParams&, \
-      Impl);
+      Impl, Bf16Gemm*, Bf16Gemm*);
 CODISTILL_HEAD(float)
 CODISTILL_HEAD(double)
 #undef CODISTILL_HEAD

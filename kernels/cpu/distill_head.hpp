@@ -14,8 +14,14 @@
 //              The GEMMs split their work over OpenMP threads along V, the loss over rows.
 // Both check every label before writing anything and average over the non-ignored rows of
 // the whole batch.
+// bf16 / teacher_bf16 (float only; null for float32): the student's GEMMs (its logits, dh,
+// dW; the logits gradient rounded as an operand) and the teachers' logits GEMMs multiply
+// bf16-rounded operands with float32 accumulation (kernels/ops.hpp, Compute::bf16); the
+// loss, its row sums and db stay float32. The reference rounds the same operands, then
+// computes in double.
 #include <cstdint>
 
+#include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cpu/impl.hpp"
 #include "kernels/ops.hpp"
@@ -41,6 +47,7 @@ DistillLossResult linear_distill_head(const T* h, const T* w, const T* b, std::i
                                       std::int64_t H, std::int64_t V,
                                       const HeadTeacherPtrs<T>* teachers, int K,
                                       const std::int32_t* labels, T* dh, T* dw, T* db,
-                                      const DistillHeadParams& p, Impl impl = Impl::fast);
+                                      const DistillHeadParams& p, Impl impl = Impl::fast,
+                                      Bf16Gemm* bf16 = nullptr, Bf16Gemm* teacher_bf16 = nullptr);
 
 }  // namespace codistill::kernels::cpu

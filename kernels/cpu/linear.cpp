@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/bias.hpp"
 #include "kernels/cpu/gemm.hpp"
@@ -49,39 +51,69 @@ void backward_reference(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db
   if (db) bias_grad_rows(dy, db, M, N, accumulate, Impl::reference);
 }
 
+// The reference path's bf16 operands: the values bf16 holds, in float (T is float here).
+template <class T>
+std::vector<T> rounded(const T* x, std::int64_t n) {
+  std::vector<T> out(x, x + n);
+  if constexpr (std::is_same_v<T, float>) round_values_to_bf16(out.data(), out.data(), n);
+  return out;
+}
+
 }  // namespace
 
 template <class T>
 void linear_forward(const T* x, const T* w, const T* b, T* y, std::int64_t M, std::int64_t N,
-                    std::int64_t K, Impl impl) {
+                    std::int64_t K, Impl impl, Bf16Gemm* bf16) {
   check("linear_forward", M, N, K);
+  if constexpr (!std::is_same_v<T, float>) bf16 = nullptr;  // mixed precision is float32's
   if (impl == Impl::reference) {
-    forward_reference(x, w, b, y, M, N, K);
+    if (bf16) {
+      const auto xr = rounded(x, M * K), wr = rounded(w, N * K);
+      forward_reference(xr.data(), wr.data(), b, y, M, N, K);
+    } else {
+      forward_reference(x, w, b, y, M, N, K);
+    }
     return;
   }
-  // y = x * w^T: the transpose is a BLAS flag, no copy of w.
-  gemm<T>(false, true, M, N, K, T(1), x, w, T(0), y, Impl::fast);
+  // y = x * w^T: the transpose is a BLAS flag (a stride for oneDNN), no copy of w.
+  gemm_compute<T>(bf16, false, true, M, N, K, x, w, false, y);
   if (b) bias_add_rows(y, b, M, N, Impl::fast);
 }
 
 template <class T>
 void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::int64_t M,
-                     std::int64_t N, std::int64_t K, bool accumulate, Impl impl) {
+                     std::int64_t N, std::int64_t K, bool accumulate, Impl impl, Bf16Gemm* bf16) {
   check("linear_backward", M, N, K);
+  if constexpr (!std::is_same_v<T, float>) bf16 = nullptr;
   if (impl == Impl::reference) {
-    backward_reference(x, w, dy, dx, dw, db, M, N, K, accumulate);
+    if (bf16) {  // the GEMM operands rounded; db sums dy itself (no GEMM: float32)
+      const auto xr = rounded(x, M * K), wr = rounded(w, N * K), dyr = rounded(dy, M * N);
+      backward_reference(xr.data(), wr.data(), dyr.data(), dx, dw, static_cast<T*>(nullptr), M, N, K, accumulate);
+      if (db) bias_grad_rows(dy, db, M, N, accumulate, Impl::reference);
+    } else {
+      backward_reference(x, w, dy, dx, dw, db, M, N, K, accumulate);
+    }
     return;
   }
-  if (dx) gemm<T>(false, false, M, K, N, T(1), dy, w, T(0), dx, Impl::fast);   // dy * w
-  gemm<T>(true, false, N, K, M, T(1), dy, x, accumulate ? T(1) : T(0), dw, Impl::fast);  // dy^T x
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16 && M > 0) {  // dy rounded once for both products
+      const std::uint16_t* g = bf16->round_operand(dy, M * N);
+      if (dx) bf16->gemm(false, false, M, K, N, g, w, false, dx);
+      bf16->gemm(true, false, N, K, M, g, x, accumulate, dw);
+      if (db) bias_grad_rows(dy, db, M, N, accumulate, Impl::fast);
+      return;
+    }
+  }
+  if (dx) gemm_compute<T>(bf16, false, false, M, K, N, dy, w, false, dx);  // dy * w
+  gemm_compute<T>(bf16, true, false, N, K, M, dy, x, accumulate, dw);      // dy^T x
   if (db) bias_grad_rows(dy, db, M, N, accumulate, Impl::fast);
 }
 
 #define CODISTILL_LINEAR(T)                                                                  \
   template void linear_forward<T>(const T*, const T*, const T*, T*, std::int64_t,            \
-                                  std::int64_t, std::int64_t, Impl);                         \
+                                  std::int64_t, std::int64_t, Impl, Bf16Gemm*);              \
   template void linear_backward<T>(const T*, const T*, const T*, T*, T*, T*, std::int64_t,   \
-                                   std::int64_t, std::int64_t, bool, Impl);
+                                   std::int64_t, std::int64_t, bool, Impl, Bf16Gemm*);
 CODISTILL_LINEAR(float)
 CODISTILL_LINEAR(double)
 #undef CODISTILL_LINEAR

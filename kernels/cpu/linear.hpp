@@ -4,18 +4,23 @@
 //   backward: dx[M,K]  = dy[M,N] * w[N,K]                  (skipped when dx is null)
 //             dw[N,K] (+)= dy^T * x,  db[N] (+)= sum over rows of dy   (db may be null)
 // accumulate = true adds into dw/db; false overwrites them.
+// bf16 (float only; null for float32): the GEMMs' operands are rounded to bfloat16 and
+// accumulated in float32 (kernels/ops.hpp, Compute::bf16): through the engine on the fast
+// path; on the reference path the operands are rounded, then the double loops run.
 #include <cstdint>
 
+#include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/impl.hpp"
 
 namespace codistill::kernels::cpu {
 
 template <class T>
 void linear_forward(const T* x, const T* w, const T* b, T* y, std::int64_t M, std::int64_t N,
-                    std::int64_t K, Impl impl = Impl::fast);
+                    std::int64_t K, Impl impl = Impl::fast, Bf16Gemm* bf16 = nullptr);
 
 template <class T>
 void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::int64_t M,
-                     std::int64_t N, std::int64_t K, bool accumulate, Impl impl = Impl::fast);
+                     std::int64_t N, std::int64_t K, bool accumulate, Impl impl = Impl::fast,
+                     Bf16Gemm* bf16 = nullptr);
 
 }  // namespace codistill::kernels::cpu

@@ -103,7 +103,8 @@ bool CudaEvent::ready() {
 
 CudaQueue::CudaQueue(Backend& backend, Device device, QueueOptions options)
     : Queue(backend, device, options),
-      resources_(std::make_unique<StreamResources>(device.index, options.allow_tf32)) {}
+      resources_(std::make_unique<StreamResources>(device.index, options.allow_tf32,
+                                                   options.compute == Compute::bf16)) {}
 
 void CudaQueue::synchronize() {
   CODISTILL_CUDA_CHECK(cudaSetDevice(device().index));
@@ -254,6 +255,9 @@ std::unique_ptr<kernels::Queue> CudaBackend::make_queue(Device device, QueueOpti
     throw std::invalid_argument("cuda backend: no device " + device.str() + " (" +
                                 std::to_string(n) + " visible: cuda:0 to cuda:" +
                                 std::to_string(n - 1) + ")");
+  if (!supports_compute(options.compute))
+    throw std::invalid_argument(std::string("cuda backend: cannot compute GEMMs in ") +
+                                compute_name(options.compute) + " here");
   return std::make_unique<CudaQueue>(*this, device, options);
 }
 

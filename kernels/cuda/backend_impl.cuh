@@ -63,6 +63,8 @@ class CudaBackend final : public kernels::Backend {
   int device_count() const override;
   std::string unavailable_reason() const override;
   bool supports(Op op, DType dtype) const override;
+  // float32, and bf16 mixed precision (bf16 cublasGemmEx operands, float32 accumulation).
+  bool supports_compute(Compute /*c*/) const override { return true; }
 
   std::shared_ptr<std::byte> allocate(std::size_t bytes, int device) override;
   Tensor staging_for(const Tensor& device_tensor) override;

@@ -20,6 +20,9 @@ struct Context {
   void* stream = nullptr;  // cudaStream_t
   bool allow_tf32 = false;
   void* resources = nullptr;  // the queue's StreamResources (owned by the queue), bound to stream
+  // Mixed precision (QueueOptions::compute == bf16): float32 GEMMs round their operands to
+  // bf16 (kernels/cuda/bf16.hpp) and multiply with float32 accumulation (linear.cu).
+  bool bf16_gemm = false;
 };
 
 // A non-blocking stream on one device (does not synchronize with the legacy stream), with

@@ -110,6 +110,10 @@ cpu::DistillLossResult linear_distill_head(const HeadOperands& a, const HeadTeac
   }
 
   const bool grad = a.dhidden || a.dweight || a.dbias;
+  // The teachers' logits compute as DistillHeadParams::teacher_compute says; the student's
+  // as the queue does (ctx).
+  Context teacher_ctx = ctx;
+  teacher_ctx.bf16_gemm = p.teacher_compute == Compute::bf16;
   std::vector<std::int64_t> dims;
   for (int k = 0; k < K; ++k) dims.push_back(teachers[k].dim);
   const auto* const* slots_dev = reinterpret_cast<const float* const*>(base + off_ptrs);
@@ -125,7 +129,7 @@ cpu::DistillLossResult linear_distill_head(const HeadOperands& a, const HeadTeac
       float* tk = z + static_cast<std::size_t>(k + 1) * slot;
       GemmOperands tf;
       tf.x = t.hidden + plans::operand_offset(c, t.dim), tf.w = t.weight, tf.y = tk;
-      run_gemm_plan(pl.teacher_logits[static_cast<std::size_t>(k)], tf, ctx);
+      run_gemm_plan(pl.teacher_logits[static_cast<std::size_t>(k)], tf, teacher_ctx);
       if (t.bias) bias_activation_forward(tk, t.bias, nullptr, c.rows, V, Activation::none, ctx);
     }
     detail::queue_distill_rows(z, slots.data(), slots_dev, K, a.labels + c.row0, grad ? z : nullptr, c.rows, V,

@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <cstdint>
 #include <string>
 
+#include "kernels/cuda/bf16.hpp"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/linear.hpp"
@@ -59,10 +61,33 @@ float* out_of(const Operands& ops, plans::Operand o) {
   }
 }
 
-// C = alpha op(A) op(B) + beta C (column-major), float32 in and out, exactly as planned.
+// C = alpha op(A) op(B) + beta C (column-major), float32 in and out, exactly as planned
+// (through bf16 operands when the context says so).
 // TF32 tensor cores only when the context allows them: plain float32 keeps results within
 // float tolerance of the CPU.
+// Mixed precision (ctx.bf16_gemm): the two inputs rounded to bf16 into the queue's bf16
+// scratch (same layouts, so the plan is unchanged), then bf16 x bf16 -> float32 with float32
+// accumulation (CUBLAS_COMPUTE_32F: tensor cores, no TF32 involved).
+void gemm_bf16(const Context& ctx, const plans::GemmPlan& p, const Operands& ops) {
+  cublasHandle_t h = handle_for(ctx);
+  const std::int64_t na = plans::a_span(p), nb = plans::b_span(p);
+  const std::int64_t na_padded = (na + 127) / 128 * 128;  // B starts 256-byte aligned
+  auto* ws = static_cast<std::uint16_t*>(
+      resources_of(ctx, "linear (bf16)").bf16_scratch(static_cast<std::size_t>(na_padded + nb) * 2));
+  round_to_bf16(in_of(ops, p.a), ws, na, ctx);
+  round_to_bf16(in_of(ops, p.b), ws + na_padded, nb, ctx);
+  CODISTILL_CUBLAS_CHECK(cublasGemmEx(
+      h, op_of(p.transa), op_of(p.transb), static_cast<int>(p.m), static_cast<int>(p.n),
+      static_cast<int>(p.k), &p.alpha, ws, CUDA_R_16BF, static_cast<int>(p.lda), ws + na_padded,
+      CUDA_R_16BF, static_cast<int>(p.ldb), &p.beta, out_of(ops, p.c), CUDA_R_32F,
+      static_cast<int>(p.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 void gemm(const Context& ctx, const plans::GemmPlan& p, const Operands& ops) {
+  if (ctx.bf16_gemm) {
+    gemm_bf16(ctx, p, ops);
+    return;
+  }
   cublasHandle_t h = handle_for(ctx);
   const cublasComputeType_t compute =
       ctx.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;

@@ -21,8 +21,8 @@ namespace codistill::kernels::cuda {
                            " failed: " + cudnnGetErrorString(status));
 }
 
-StreamResources::StreamResources(int device, bool allow_tf32)
-    : device_(device), allow_tf32_(allow_tf32) {
+StreamResources::StreamResources(int device, bool allow_tf32, bool bf16_gemm)
+    : device_(device), allow_tf32_(allow_tf32), bf16_gemm_(bf16_gemm) {
   CODISTILL_CUDA_CHECK(cudaSetDevice(device));
   // Non-blocking: work on this stream does not wait for (nor block) the legacy default
   // stream, which synchronous cudaMemcpy calls elsewhere in the process use.
@@ -41,6 +41,7 @@ StreamResources::~StreamResources() {
   optimizer_tables_.reset();
   cached_free(cublas_workspace_, device_);
   cached_free(scratch_, device_);
+  cached_free(bf16_, device_);
   pinned_free(pinned_);
   unregister_stream(device_, stream_);
   cudaStreamDestroy(stream_);
@@ -95,21 +96,34 @@ OptimizerTables& StreamResources::optimizer_tables() {
   return *optimizer_tables_;
 }
 
-void* StreamResources::scratch(std::size_t bytes) {
+namespace {
+
+// A device buffer of this stream grown to at least `bytes` (kept between calls); when it
+// must grow, the stream is synchronized first: work queued earlier may still use it.
+void* grow_device(void*& buf, std::size_t& have, std::size_t bytes, int device, cudaStream_t stream) {
   if (bytes == 0) return nullptr;
-  if (scratch_bytes_ >= bytes) return scratch_;
-  if (scratch_) {
-    // Work queued earlier on this stream may still use the old buffer.
-    CODISTILL_CUDA_CHECK(cudaSetDevice(device_));
-    CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    cached_free(scratch_, device_);
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
+  if (have >= bytes) return buf;
+  if (buf) {
+    CODISTILL_CUDA_CHECK(cudaSetDevice(device));
+    CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cached_free(buf, device);
+    buf = nullptr;
+    have = 0;
   }
   const std::size_t size = std::max(bytes, std::size_t{1} << 20);  // avoid regrowing by crumbs
-  scratch_ = cached_malloc(size, device_);
-  scratch_bytes_ = size;
-  return scratch_;
+  buf = cached_malloc(size, device);
+  have = size;
+  return buf;
+}
+
+}  // namespace
+
+void* StreamResources::scratch(std::size_t bytes) {
+  return grow_device(scratch_, scratch_bytes_, bytes, device_, stream_);
+}
+
+void* StreamResources::bf16_scratch(std::size_t bytes) {
+  return grow_device(bf16_, bf16_bytes_, bytes, device_, stream_);
 }
 
 void* StreamResources::pinned_scratch(std::size_t bytes) {

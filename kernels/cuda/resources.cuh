@@ -41,7 +41,7 @@ struct OptimizerTablesDeleter {
 class StreamResources {
  public:
   // A fresh non-blocking stream on `device`; the library handles come on first use.
-  StreamResources(int device, bool allow_tf32);
+  StreamResources(int device, bool allow_tf32, bool bf16_gemm = false);
   // Waits for the stream, then frees everything (errors ignored: the runtime may already
   // be shutting down at exit).
   ~StreamResources();
@@ -51,7 +51,7 @@ class StreamResources {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   bool allow_tf32() const { return allow_tf32_; }
-  Context context() { return {device_, stream_, allow_tf32_, this}; }
+  Context context() { return {device_, stream_, allow_tf32_, this, bf16_gemm_}; }
 
   // Bound to the stream; cuBLAS's workspace is a buffer of this stream's own (so that
   // concurrent streams never share one), atomics off (reproducible results).
@@ -67,10 +67,14 @@ class StreamResources {
   // The same for page-locked host memory (asynchronous copies to and from the device need
   // it): for small per-op uploads and results, so no op pins and unpins memory per call.
   void* pinned_scratch(std::size_t bytes);
+  // Device memory for the bf16 operands of one GEMM (linear.cu), as scratch() but its own
+  // buffer: an op may hold scratch() across the GEMMs it runs (the fused head's chunks).
+  void* bf16_scratch(std::size_t bytes);
 
  private:
   int device_;
   bool allow_tf32_;
+  bool bf16_gemm_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
@@ -79,6 +83,8 @@ class StreamResources {
   std::unique_ptr<OptimizerTables, OptimizerTablesDeleter> optimizer_tables_;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  void* bf16_ = nullptr;
+  std::size_t bf16_bytes_ = 0;
   void* pinned_ = nullptr;
   std::size_t pinned_bytes_ = 0;
 };

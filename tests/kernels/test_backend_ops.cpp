@@ -142,10 +142,20 @@ void run_cases(const char* family, Cases cases, const std::vector<Target>& ts) {
         ++tally[j].unsupported[std::string(k::op_name(c.ops().back())) + " " + k::dtype_name(c.dtype)];
         continue;
       }
+      if (!ts[j].backend->supports_compute(c.options.compute)) {
+        ++tally[j].unsupported[std::string(k::op_name(c.ops().back())) + " " + k::compute_name(c.options.compute) +
+                               " compute"];
+        continue;
+      }
       INFO("backend " << ts[j].label);
       try {
         if (!want) {
-          Ctx ref(k::default_cpu_queue(true), c.dtype);
+          // A bf16-compute case's reference rounds the same GEMM operands (its own queue).
+          std::unique_ptr<k::Queue> bf16_ref;
+          if (c.options.compute != k::Compute::f32)
+            bf16_ref = k::backend_for(k::DeviceKind::cpu)
+                           .make_queue(k::Device::cpu(), {.reference = true, .compute = c.options.compute});
+          Ctx ref(bf16_ref ? *bf16_ref : k::default_cpu_queue(true), c.dtype);
           want = c.run(ref);
         }
         const auto q = make_queue(ts[j], c.options);

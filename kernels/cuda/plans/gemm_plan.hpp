@@ -25,6 +25,12 @@ struct GemmPlan {
   float alpha = 1.0f, beta = 0.0f;
 };
 
+// The elements cuBLAS reads of A and of B (column-major, leading dimensions included): what
+// the bf16 path (linear.cu) rounds before a bf16 GEMM, so each must be exactly its operand's
+// tensor (tests/kernels/cuda_plans/test_gemm_plan.cpp).
+inline std::int64_t a_span(const GemmPlan& p) { return p.lda * (p.transa == Trans::transpose ? p.m : p.k); }
+inline std::int64_t b_span(const GemmPlan& p) { return p.ldb * (p.transb == Trans::transpose ? p.k : p.n); }
+
 // y[M, N] = x[M, K] w[N, K]^T
 inline GemmPlan linear_forward(std::int64_t M, std::int64_t N, std::int64_t K) {
   return {Trans::transpose, Trans::none, N, M, K, Operand::w, Operand::x, Operand::y,

@@ -150,6 +150,7 @@ train:
   eval_batch_size: 500
   allow_tf32: true
   fused_head: true
+  precision: bf16
 checkpoint:
   every: 100
   keep: 5
@@ -167,6 +168,7 @@ codistill:
   mode: sync
   sync_timeout_s: 30
   fixed_teachers: [runs/big, "a b/worker-001"]
+  teacher_precision: float32
 )";
 
 }  // namespace codistill::test

@@ -61,6 +61,8 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.train.eval_batch_size == 500);
   CHECK(c.train.allow_tf32);
   CHECK(c.train.fused_head);
+  CHECK(c.train.precision == "bf16");
+  CHECK(c.codistill.teacher_precision == "float32");
   CHECK_FALSE(c.checkpoint.async);
   CHECK(c.checkpoint.on_busy == "skip");
   CHECK(c.codistill.enabled);
@@ -269,6 +271,17 @@ TEST_CASE("the group section: defaults and ranges", "[config]") {
     CHECK(e.key_path() == key);
     CHECK(e.detail() == "expected a number > 0, got '0'");
   }
+  // Mixed precision: the student's and the teachers' GEMM arithmetic, named and listed.
+  CHECK(load_text("").train.precision == "float32");
+  CHECK(load_text("").codistill.teacher_precision == "same");
+  CHECK(load_text(nested("train.precision", "bf16")).train.precision == "bf16");
+  CHECK(load_text(nested("codistill.teacher_precision", "bf16")).codistill.teacher_precision == "bf16");
+  const ConfigError fp16 = error_of(nested("train.precision", "fp16"));
+  CHECK(fp16.key_path() == "train.precision");
+  CHECK(fp16.detail() == "expected one of float32, bf16, got 'fp16'");
+  const ConfigError tp = error_of(nested("codistill.teacher_precision", "float16"));
+  CHECK(tp.key_path() == "codistill.teacher_precision");
+  CHECK(tp.detail() == "expected one of same, float32, bf16, got 'float16'");
   // nccl is a kind of the process-group seam, but not one a CPU trainer's config may name yet.
   CHECK(error_of(nested("group.kind", "nccl")).detail() == "expected one of auto, single, mpi, got 'nccl'");
   // The rank count is the launcher's, never a key.

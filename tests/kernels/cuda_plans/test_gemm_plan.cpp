@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -107,5 +108,53 @@ TEST_CASE("cuBLAS plans respect cuBLAS's leading-dimension rules", "[plans]") {
     CHECK(p.lda >= a_rows);
     CHECK(p.ldb >= b_rows);
     CHECK(p.ldc >= p.m);
+  }
+}
+
+TEST_CASE("bf16 plans: the operand spans cuBLAS reads are the operands, and rounded they give the bf16 product",
+          "[plans][bf16]") {
+  // linear.cu's bf16 path rounds a_span(p) elements of A and b_span(p) of B, then runs the
+  // unchanged plan on them: each span must be its operand's whole tensor, no more (a read past
+  // it) and no less (unrounded garbage in the product).
+  const std::int64_t sizes[][3] = {{1, 1, 1}, {13, 7, 29}, {64, 10, 784}, {33, 65, 17}};
+  std::uint64_t seed = 100;
+  for (const auto& s : sizes) {
+    const std::int64_t M = s[0], N = s[1], K = s[2];
+    INFO("M=" << M << " N=" << N << " K=" << K);
+    auto numel = [&](plans::Operand o) {
+      switch (o) {
+        case plans::Operand::x: case plans::Operand::dx: return M * K;
+        case plans::Operand::w: case plans::Operand::dw: return N * K;
+        default: return M * N;
+      }
+    };
+    for (const auto& p : {plans::linear_forward(M, N, K), plans::linear_backward_input(M, N, K),
+                          plans::linear_backward_weight(M, N, K, true)}) {
+      CHECK(plans::a_span(p) == numel(p.a));
+      CHECK(plans::b_span(p) == numel(p.b));
+    }
+    // The forward on bf16-rounded spans (the CPU's rule) against the double product of the
+    // rounded values: only float32 summation order apart.
+    auto bf16 = [](float f) {
+      std::uint32_t u;
+      std::memcpy(&u, &f, 4);
+      u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+      std::memcpy(&f, &u, 4);
+      return f;
+    };
+    Buffers b;
+    b.x = random(M * K, seed++), b.w = random(N * K, seed++);
+    b.y.assign(M * N, 7.0f);
+    const auto plan = plans::linear_forward(M, N, K);
+    for (std::int64_t i = 0; i < plans::a_span(plan); ++i) b.of(plan.a)[i] = bf16(b.of(plan.a)[i]);
+    for (std::int64_t i = 0; i < plans::b_span(plan); ++i) b.of(plan.b)[i] = bf16(b.of(plan.b)[i]);
+    execute(plan, b);
+    std::vector<double> want(M * N, 0.0);
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t k = 0; k < K; ++k) want[m * N + n] += double(b.x[m * K + k]) * b.w[n * K + k];
+    require_close(b.y, want, static_cast<int>(K));
+    for (float v : b.x) REQUIRE(v == bf16(v));  // every element of x was rounded
+    for (float v : b.w) REQUIRE(v == bf16(v));
   }
 }

@@ -74,9 +74,14 @@ class LinearBackward final : public OpCase {
                                 act_ == Activation::none ? nullptr : &saved, dpre.defined() ? &dpre : nullptr,
                                 c.q);
     const double floor = backward_floor(act_);
-    std::vector<Output> out{c.out("dw", dw, c.bound(M), floor)};
-    if (dx_) out.push_back(c.out("dx", dx, c.bound(N), floor));
-    if (db_) out.push_back(c.out("db", db, c.bound(M), floor));
+    // bf16 compute through gelu: the fast and reference gelu' differ by float32 ulps, so about
+    // one dpre element in 10^4 rounds to the other bf16 neighbour, moving its sums by up to a
+    // bf16 ulp of one term out of N (2^-8 / sqrt(N) of the output): four times the bound.
+    const bool straddles = act_ == Activation::gelu && c.q.options().compute == k::Compute::bf16;
+    auto bound = [&](double terms) { return straddles ? 4 * Ctx::kBf16ComputeBound : c.bound(terms); };
+    std::vector<Output> out{c.out("dw", dw, bound(M), floor)};
+    if (dx_) out.push_back(c.out("dx", dx, bound(N), floor));
+    if (db_) out.push_back(c.out("db", db, bound(M), floor));
     return out;
   }
 
@@ -201,6 +206,20 @@ inline Cases linear_cases() {
   add<LinearForward>(out, {DType::f32}, LinearShape{129, 65, 300}, true, Activation::relu);
   add<LinearBackward>(out, {DType::f32}, LinearShape{129, 65, 300}, true, true, Activation::none);
   for (std::size_t i = from; i < out.size(); ++i) out[i]->options.allow_tf32 = true;
+  // bf16 compute (mixed precision): float32 tensors, bf16 GEMM operands, against the
+  // reference on the same rounded operands. Odd sizes, the fused activations, dx and db on
+  // and off, accumulation, and shapes the step has (its 1024-row batches, 4 x d_model).
+  const std::size_t bf = out.size();
+  for (const LinearShape& s : {LinearShape{1, 1, 1}, LinearShape{7, 13, 33}, LinearShape{129, 65, 300},
+                               LinearShape{1024, 512, 128}, LinearShape{0, 5, 7}})
+    for (Activation act : {Activation::none, Activation::relu, Activation::gelu}) {
+      add<LinearForward>(out, {DType::f32}, s, true, act);
+      add<LinearBackward>(out, {DType::f32}, s, true, true, act);
+    }
+  add<LinearForward>(out, {DType::f32}, LinearShape{33, 1000, 17}, false, Activation::none);
+  add<LinearBackward>(out, {DType::f32}, LinearShape{300, 10, 784}, false, false, Activation::none);
+  add<LinearBackward>(out, {DType::f32}, LinearShape{600, 45, 3}, true, true, Activation::none, /*zeroed=*/true);
+  for (std::size_t i = bf; i < out.size(); ++i) out[i]->options.compute = k::Compute::bf16;
   return out;
 }
 

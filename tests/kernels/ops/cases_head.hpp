@@ -20,15 +20,19 @@ class DistillHeadCase final : public OpCase {
   std::string name() const override {
     std::string s = "linear_distill_head " + sizes({{"N", n_}, {"H", h_}, {"V", v_}, {"K", k()}});
     for (std::int64_t d : dims_) s += " H_k=" + std::to_string(d);
+    if (teacher_compute == k::Compute::bf16) s += " teachers bf16";
     s += " T=" + std::to_string(t_).substr(0, 3) + (chunk_ ? " chunk=" + std::to_string(chunk_) : " default workspace");
     return s + (bias_ ? " bias" : "") + (all_ignored_ ? " all rows ignored" : "");
   }
   std::vector<Op> ops() const override { return {Op::linear_distill_head}; }
   bool reproducible() const override { return true; }
+  // DistillHeadParams::teacher_compute (the student's is the queue's, OpCase::options).
+  k::Compute teacher_compute = k::Compute::f32;
 
   std::vector<Output> run(Ctx& c) const override {
     k::DistillHeadParams p;
     p.loss = {t_, 0.7, 1.3};
+    p.teacher_compute = teacher_compute;
     const std::size_t elem = c.dtype() == DType::f64 ? 8 : 4;
     if (chunk_) p.workspace_bytes = static_cast<std::size_t>((k() + 1) * chunk_ * v_) * elem;
     // Weights of about 3 / sqrt(fan-in): logits of a few units, as a trained head's.
@@ -114,6 +118,21 @@ inline Cases head_cases() {
                        std::int64_t{2}, false);
   add<DistillHeadCase>(out, f32_f64, std::int64_t{3}, std::int64_t{8}, std::int64_t{131072}, D{8, 4, 8, 6}, 2.0,
                        std::int64_t{2}, true);
+  // bf16 compute: the student's GEMMs (its queue), the teachers' (teacher_compute), or both,
+  // against the reference on the same rounded operands; chunks that do not divide N.
+  const auto mixed = [&](std::int64_t n, std::int64_t h, std::int64_t v, D dims, std::int64_t chunk, bool bias,
+                         bool student, bool teachers) {
+    add<DistillHeadCase>(out, {DType::f32}, n, h, v, std::move(dims), 2.0, chunk, bias);
+    auto& c = static_cast<DistillHeadCase&>(*out.back());
+    if (student) c.options.compute = k::Compute::bf16;
+    if (teachers) c.teacher_compute = k::Compute::bf16;
+  };
+  for (auto [student, teachers] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+    mixed(13, 24, 257, D{24}, 4, true, student, teachers);
+    mixed(10, 8, 1000, D{8, 12, 5, 16}, 3, true, student, teachers);
+    mixed(64, 128, 8192, D{128}, 0, false, student, teachers);
+  }
+  mixed(7, 16, 33, D{}, 1, false, true, false);
   // Every row ignored: zero loss and rows, dh zero, dW and db as they were.
   add<DistillHeadCase>(out, f32_f64, std::int64_t{6}, std::int64_t{8}, std::int64_t{300}, D{8}, 2.0, std::int64_t{4},
                        true, true);
