@@ -9,7 +9,8 @@
 # Throughput is rank 0's / the process's `done.train_examples_per_s` (the group's examples).
 # Writes RESULTS_DIR/group_cpu.json and .txt (raw output).
 # Environment: RANKS (2), REPEATS (3), STEPS (MLP 3000, others 300), BUILD_DIR (build/),
-#   SKIP_BUILD=1, RESULTS_DIR (bench/results).
+#   SKIP_BUILD=1, RESULTS_DIR (bench/results), GROUP_ARGS (more arguments for the group's
+#   ranks, e.g. "--set group.bucket_mb=0.25": buckets small enough to start during backward).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -38,7 +39,9 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 eps() { grep '"done"' "$1/worker-000/metrics.jsonl" | /usr/bin/python3 -c \
   'import json,sys; print(json.loads(sys.stdin.read())["train_examples_per_s"])'; }
 common=(--set train.eval_every=0 --set checkpoint.every=0 --set data.test_limit=500)
-echo "worker groups: $ranks ranks x 1 thread vs 1 process x $ranks threads; $repeats rounds; $train" | log
+read -ra group_args <<<"${GROUP_ARGS:-}"
+echo "worker groups: $ranks ranks x 1 thread vs 1 process x $ranks threads; $repeats rounds; $train;" \
+  "group args: ${GROUP_ARGS:-none}" | log
 
 runs="$work/runs.tsv"
 : >"$runs"
@@ -60,7 +63,7 @@ for cfg in "${configs[@]}"; do
       lb="$(loadavg)"
       if [ "$c" = group ]; then
         "${mpirun[@]}" "$train" --config "$cfg" --run-dir "$dir" --set run.threads=1 \
-          --set "data.batch_size=$batch" --set "train.steps=$steps" "${common[@]}" >"$dir.out" 2>&1 ||
+          --set "data.batch_size=$batch" --set "train.steps=$steps" "${common[@]}" "${group_args[@]}" >"$dir.out" 2>&1 ||
           { cat "$dir.out" >&2; exit 1; }
       else
         "$train" --config "$cfg" --run-dir "$dir" --set "run.threads=$ranks" \

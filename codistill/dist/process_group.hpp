@@ -86,7 +86,9 @@ class ProcessGroup {
 
   // Sums a small float64 vector over all ranks, in place, at once (no buckets, at most
   // INT_MAX values): statistics that float32 would round (synchronized BatchNorm's sums).
-  // Not to be called while start_all_reduce_sum's buckets are in flight.
+  // May be called while start_all_reduce_sum's buckets are in flight (synchronized
+  // BatchNorm's backward runs while the later layers' gradients are being reduced): every
+  // rank issues the collectives in the same order, which is all MPI asks.
   virtual void all_reduce_sum_f64(std::span<double> data) = 0;
 
   // Copies root's `data` into every other rank's `data` (same length on every rank).

@@ -37,6 +37,46 @@ void all_reduce_gradients(dist::ProcessGroup& group, kernels::Tensor& grads, ker
   }
 }
 
+GradientReducer::GradientReducer(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q)
+    : group_(group), grads_(grads), q_(q) {
+  if (grads.dtype() != kernels::DType::f32)
+    throw std::invalid_argument(fmt::format("gradient all-reduce: the gradient block is {}, not float32",
+                                            kernels::dtype_name(grads.dtype())));
+  host_ = q.backend().staging_for(grads).same_memory(grads);
+  buckets_ = dist::bucket_ranges(static_cast<std::size_t>(grads.numel()), group.options().bucket_bytes);
+}
+
+void GradientReducer::start_down_to(std::int64_t first) {
+  float* data = grads_.data<float>();
+  while (started_ < buckets_.size()) {
+    const dist::Bucket& b = buckets_[buckets_.size() - 1 - started_];
+    if (static_cast<std::int64_t>(b.begin) < first) break;
+    group_.start_all_reduce_sum(std::span<float>(data + b.begin, b.end - b.begin));
+    ++started_;
+  }
+}
+
+void GradientReducer::ready(std::int64_t first) {
+  if (!host_ || group_.size() == 1) return;
+  q_.synchronize();  // the gradients queued so far are in memory (a no-op on the CPU)
+  start_down_to(first);
+  if (first > 0) overlapped_ = started_;  // some layers' backward still to run
+  group_.poll();
+}
+
+void GradientReducer::finish() {
+  if (group_.size() == 1) return;
+  if (!host_) {
+    all_reduce_gradients(group_, grads_, q_);
+    return;
+  }
+  q_.synchronize();
+  early_ = overlapped_;
+  start_down_to(0);
+  group_.wait_all();
+  started_ = overlapped_ = 0;
+}
+
 void broadcast_values(dist::ProcessGroup& group, std::vector<std::int64_t>& values) {
   if (group.size() == 1 || values.empty()) return;
   group.broadcast(std::as_writable_bytes(std::span<std::int64_t>(values)), 0);

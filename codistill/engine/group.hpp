@@ -26,6 +26,36 @@ dist::GroupOptions group_options(const GroupConfig& cfg);
 // already weighted by its share of the group's rows (engine/step.hpp).
 void all_reduce_gradients(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q);
 
+// Phase 6 overlapped with phase 5: the gradient block's buckets (group.bucket_mb, laid out
+// as ProcessGroup::all_reduce_sum lays them out) start, last bucket first, as soon as
+// backward has finished them (StepHooks::gradients_ready), and each call drives MPI once
+// (it progresses only inside its calls); finish() starts the rest and waits for all.
+// Element-wise sums do not depend on when a bucket starts, so the result is
+// all_reduce_gradients's, bit for bit. Only where the block is host memory (the CPU
+// backend); elsewhere nothing starts early and finish() is all_reduce_gradients.
+class GradientReducer {
+ public:
+  GradientReducer(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q);
+  void ready(std::int64_t first);  // elements [first, end) are final
+  void finish();
+  // Buckets of the last step that started while layers' backward was still to run (what
+  // overlapped), and all of them.
+  std::size_t started_early() const { return early_; }
+  std::size_t buckets() const { return buckets_.size(); }
+
+ private:
+  void start_down_to(std::int64_t first);
+
+  dist::ProcessGroup& group_;
+  kernels::Tensor& grads_;
+  kernels::Queue& q_;
+  bool host_ = false;  // the block is host memory: buckets can start during backward
+  std::vector<dist::Bucket> buckets_;
+  std::size_t started_ = 0;     // buckets started this step, counted from the last
+  std::size_t overlapped_ = 0;  // ... of which before the first layer's backward ended
+  std::size_t early_ = 0;       // overlapped_ of the last finished step
+};
+
 // Copies rank 0's int64 values to every rank (each passes a vector of the same length).
 void broadcast_values(dist::ProcessGroup& group, std::vector<std::int64_t>& values);
 

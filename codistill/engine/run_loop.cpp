@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -142,8 +143,12 @@ TrainSummary Trainer::run() {
 
   StepHooks hooks;
   if (s.lead) hooks.before_update = [&] { s.checkpoints->before_update(); };  // a snapshot copied behind the passes
-  if (s.group->size() > 1)
-    hooks.reduce_gradients = [&](kernels::Tensor& grads, kernels::Queue& q) { all_reduce_gradients(*s.group, grads, q); };
+  std::optional<GradientReducer> reducer;  // phase 6, overlapped with phase 5 where it can be
+  if (s.group->size() > 1) {
+    reducer.emplace(*s.group, s.model.arena().grads(), s.model.queue());
+    hooks.gradients_ready = [&](std::int64_t first) { reducer->ready(first); };
+    hooks.reduce_gradients = [&](kernels::Tensor&, kernels::Queue&) { reducer->finish(); };
+  }
   bool group_stop = false;  // agreed by all ranks after the last step
   std::vector<Teacher*> step_teachers;
   const auto started = Clock::now();
@@ -188,6 +193,9 @@ TrainSummary Trainer::run() {
   TrainSummary sum;
   sum.steps = s.worker.step;
   sum.interrupted = interrupted;
+  if (reducer && s.worker.step > 0)
+    info("gradient all-reduce: {} bucket(s) of at most {} floats, {} started while backward still ran (last step)",
+         reducer->buckets(), s.group->options().bucket_bytes / sizeof(float), reducer->started_early());
   if (interrupted) info("stop requested: finished step {}, publishing a checkpoint and stopping", s.worker.step);
   if (!s.lead) return sum;  // rank 0 publishes, evaluates and reports for the group
   s.checkpoints->save(s.worker, /*overlap=*/false);  // the final state (no-op if published already)

@@ -79,7 +79,17 @@ StepResult TrainStep::run(std::int64_t step, const std::vector<Teacher*>& teache
   for (std::size_t i = 0; i < slot.micro.size(); ++i) {
     const double share =
         batch_rows > 0 ? static_cast<double>(slot.host.rows[i]) / static_cast<double>(batch_rows) : 0.0;
-    const kernels::DistillLossResult part = micro_step(step, slot, i, share, teachers);
+    // The last micro-batch's backward makes the gradients final, layer by layer.
+    const bool last = i + 1 == slot.micro.size();
+    if (last && hooks.gradients_ready) student_.set_gradients_ready(hooks.gradients_ready);
+    kernels::DistillLossResult part;
+    try {
+      part = micro_step(step, slot, i, share, teachers);
+    } catch (...) {
+      if (last && hooks.gradients_ready) student_.set_gradients_ready(nullptr);
+      throw;
+    }
+    if (last && hooks.gradients_ready) student_.set_gradients_ready(nullptr);
     r.loss.loss += part.loss;  // already weighted through the scaled loss weights
     r.loss.ce += share * part.ce;
     r.loss.distill += share * part.distill;

@@ -57,6 +57,10 @@
 namespace codistill {
 
 struct StepHooks {
+  // During the last micro-batch's backward (phase 5), each time the gradient block is final
+  // from element `first` to its end (Model::set_gradients_ready): where phase 6 may start
+  // reducing it already (unset: nothing happens early).
+  std::function<void(std::int64_t first)> gradients_ready;
   // Phase 6: sums the gradient block over the worker's ranks (unset: identity).
   std::function<void(kernels::Tensor& grads, kernels::Queue& q)> reduce_gradients;
   // Phase 7: waits for a checkpoint snapshot in flight (unset: nothing to wait for).

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
@@ -54,6 +55,28 @@ void Model::backward(const Tensor& dlogits) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("layer ") + e.what());
   }
+}
+
+void Model::set_gradients_ready(std::function<void(std::int64_t first)> fn) {
+  if (!fn) {
+    root_->set_after_child_backward(nullptr);
+    return;
+  }
+  finalize();
+  // ready[i]: the lowest gradient offset among children i.. (those done once child i is),
+  // the end of the block where none of them owns a parameter.
+  const auto& children = root_->children();
+  const std::int64_t end = arena_.grads().numel();
+  std::vector<std::int64_t> ready(children.size() + 1, end);
+  for (std::size_t i = children.size(); i-- > 0;) {
+    ready[i] = ready[i + 1];
+    const std::string prefix = children[i].first + "/";
+    for (const ArenaEntry& e : arena_.param_entries())
+      if (e.path.compare(0, prefix.size(), prefix) == 0) ready[i] = std::min(ready[i], e.offset);
+  }
+  root_->set_after_child_backward([fn = std::move(fn), ready = std::move(ready), end](std::size_t i) {
+    if (ready[i] < end) fn(ready[i]);
+  });
 }
 
 std::optional<Model::LinearHead> Model::linear_head() {

@@ -7,6 +7,7 @@
 // block and gives the model a queue of that device's backend, on which everything it does
 // is queued without waiting: synchronize() waits for it.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,13 @@ class Model {
   kernels::Tensor forward(const kernels::Tensor& x, bool training);
   // dlogits: [B, classes]; accumulates parameter grads. The input gradient is not computed.
   void backward(const kernels::Tensor& dlogits);
+  // fn(first) during backward/backward_features each time more gradients are final: every
+  // element of the arena's gradient block from offset `first` (in elements) to its end
+  // will not change again in this backward (the root's children run last to first and own
+  // ascending ranges of the arena; a parameter shared with an earlier child, as a tied
+  // head's, counts as that child's). Work queued on the model's queue before the call has
+  // produced them. Null: no calls.
+  void set_gradients_ready(std::function<void(std::int64_t first)> fn);
   // Zeroes every gradient: one zero of the arena's gradient block on the model's queue.
   void zero_grad();
 

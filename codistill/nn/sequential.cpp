@@ -76,6 +76,7 @@ Tensor Sequential::backward_prefix(const Tensor& dy, std::size_t n, bool need_dx
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("'" + name + "' backward: " + e.what());
     }
+    if (after_child_backward_) after_child_backward_(i);
   }
   return need_dx ? g : Tensor{};
 }

@@ -6,6 +6,7 @@
 // activation in its own output pass and the activation layer passes through: decided
 // again whenever the queue changes (set_queue).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,9 @@ class Sequential : public Module {
   kernels::Tensor forward_prefix(const kernels::Tensor& x, bool training, std::size_t n);
   kernels::Tensor backward_prefix(const kernels::Tensor& dy, std::size_t n, bool need_dx);
   const std::vector<std::pair<std::string, ModulePtr>>& children() const { return children_; }
+  // Called with i after child i's backward (children run last to first), for a caller that
+  // starts work on gradients as soon as they are final (Model::set_gradients_ready).
+  void set_after_child_backward(std::function<void(std::size_t)> fn) { after_child_backward_ = std::move(fn); }
 
  protected:
   kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
@@ -39,6 +43,7 @@ class Sequential : public Module {
  private:
   static constexpr std::size_t kUnknown = static_cast<std::size_t>(-1);
   std::vector<std::pair<std::string, ModulePtr>> children_;
+  std::function<void(std::size_t)> after_child_backward_;
   // Index of the first child with parameters (children_.size(): none), found on the first
   // backward after the children last changed.
   std::size_t first_with_params_ = kUnknown;

@@ -6,7 +6,7 @@
 #   scripts/experiments/sync_vs_codistill.sh CONFIG OUT "SEEDS" [train args...]
 # Environment: RANKS ("1 2 4 8"), BATCH (per-rank batch, 32), LR (the learning rate of one
 # rank at batch BATCH, 0.0125), TARGET (test loss, 0.40), STEPS (budget, 3000), EVAL (every,
-# 100), GROUPS (how a group of R ranks runs: "process" (default), one process with batch
+# 100), GROUP_MODE (how a group of R ranks runs: "process" (default), one process with batch
 # R x B, which takes the same steps as R ranks with batch B (tests/trainer/
 # test_group_process.cpp: within 1.7e-7 after 40 steps), or "mpirun", R real ranks, oversubscribed
 # here), JOBS (runs at once, 1).
@@ -19,8 +19,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 [ $# -ge 3 ] || { echo "usage: $0 CONFIG OUT \"SEEDS\" [train args...]" >&2; exit 2; }
 config="$1" out="$2" seeds="$3"; shift 3
 ranks_list="${RANKS:-1 2 4 8}" batch="${BATCH:-32}" lr="${LR:-0.0125}" target="${TARGET:-0.40}"
-steps="${STEPS:-3000}" eval_every="${EVAL:-100}" groups="${GROUPS:-process}" jobs_max="${JOBS:-1}"
-case "$groups" in process|mpirun) ;; *) echo "GROUPS must be process or mpirun, got '$groups'" >&2; exit 2 ;; esac
+steps="${STEPS:-3000}" eval_every="${EVAL:-100}" groups="${GROUP_MODE:-process}" jobs_max="${JOBS:-1}"
+case "$groups" in process|mpirun) ;; *) echo "GROUP_MODE must be process or mpirun, got '$groups'" >&2; exit 2 ;; esac
 mkdir -p "$out"
 common=(--set train.steps="$steps" --set train.eval_every="$eval_every" --set checkpoint.every="$steps"
         --set optimizer.schedule.kind=constant --set run.threads=1 --set data.shard=disjoint)

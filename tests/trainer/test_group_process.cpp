@@ -190,10 +190,18 @@ TEST_CASE("a group of 2 ranks with batch B ends where one process with batch 2B 
       }
       auto single = run_guarded(train(dir, "single", "--worker 0 --set data.batch_size=32"), dir, "single");
       REQUIRE(single.exit_code == 0);
-      auto group = run_guarded(mpirun(2) + train(dir, "group", "--worker 0 --set data.batch_size=16"), dir, "group");
+      // Buckets of 256 floats: most of them start while backward is still running (the
+      // reduction overlaps the backward pass), which must not change the result.
+      auto group = run_guarded(
+          mpirun(2) + train(dir, "group", "--worker 0 --set data.batch_size=16 --set group.bucket_mb=0.0009765625"), dir,
+          "group");
       INFO(group.out << group.err);
       REQUIRE(group.exit_code == 0);
       CHECK(group.out.find("worker group: 2 ranks") != std::string::npos);
+      // The MLP's 3 layers own 3 ranges of the gradient block: after the last two layers'
+      // backward, the buckets wholly inside their ranges have started.
+      CHECK(group.out.find("bucket(s) of at most 256 floats, ") != std::string::npos);
+      CHECK(group.out.find("floats, 0 started while backward") == std::string::npos);
 
       const auto a = ckpt::read(ckpt::RunStore(dir.str("single")).checkpoint_path(0, 40));
       const auto b = ckpt::read(ckpt::RunStore(dir.str("group")).checkpoint_path(0, 40));
@@ -248,7 +256,7 @@ TEST_CASE("synchronized BatchNorm: a group of 2 ranks with batch B ends where on
   for (bool sync : {true, false}) {
     INFO((sync ? "synchronized" : "per-rank statistics"));
     const std::string run = sync ? "sync" : "local";
-    auto group = run_guarded(mpirun(2) + train(dir, run, std::string("--set data.batch_size=16 --set group.sync_batchnorm=") +
+    auto group = run_guarded(mpirun(2) + train(dir, run, std::string("--set data.batch_size=16 --set group.bucket_mb=0.0009765625 --set group.sync_batchnorm=") +
                                                              (sync ? "true" : "false")),
                              dir, run);
     INFO(group.out << group.err);
