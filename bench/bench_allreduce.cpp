@@ -5,10 +5,14 @@
 //   mpirun -np 2 --oversubscribe build/bench/bench_allreduce [FLOATS...] [--calls N]
 // (default sizes: the fmnist_mlp gradient, 269,322 floats, and the ResNet-8's, 77,754).
 // Rank 0 prints; a run outside mpirun is the single-process identity (a baseline of ~0).
+// --broadcast: rank 0's span copied to every rank instead (ProcessGroup::broadcast): what
+// sending a teacher checkpoint's bytes to a group's ranks would cost, against each rank
+// reading the file itself (bench_checkpoint's read times).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,9 +22,12 @@ int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   std::vector<std::size_t> sizes;
   int calls = 200;
+  bool broadcast = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--calls" && i + 1 < argc)
+    if (a == "--broadcast")
+      broadcast = true;
+    else if (a == "--calls" && i + 1 < argc)
       calls = std::atoi(argv[++i]);
     else
       sizes.push_back(std::strtoull(argv[i], nullptr, 10));
@@ -39,15 +46,18 @@ int main(int argc, char** argv) {
       for (int c = 0; c < calls + 5; ++c) {
         group->barrier();  // every rank starts together: the time is the collective's own
         const auto t = Clock::now();
-        group->all_reduce_sum(data);
+        if (broadcast)
+          group->broadcast(std::span<float>(data), 0);
+        else
+          group->all_reduce_sum(data);
         const double dt = std::chrono::duration<double, std::milli>(Clock::now() - t).count();
         if (c >= 5) ms.push_back(dt);  // the first calls set up MPI's buffers
         std::fill(data.begin(), data.end(), 1.0f);
       }
       std::sort(ms.begin(), ms.end());
       if (group->rank() == 0)
-        std::printf("allreduce %s ranks %d floats %zu bytes %zu calls %d median_ms %.4f best_ms %.4f median_GBps %.3f\n",
-                    group->kind().c_str(), group->size(), n, n * sizeof(float), calls, ms[ms.size() / 2], ms[0],
+        std::printf("%s %s ranks %d floats %zu bytes %zu calls %d median_ms %.4f best_ms %.4f median_GBps %.3f\n",
+                    broadcast ? "broadcast" : "allreduce", group->kind().c_str(), group->size(), n, n * sizeof(float), calls, ms[ms.size() / 2], ms[0],
                     static_cast<double>(n * sizeof(float)) / (ms[ms.size() / 2] * 1e6));
     }
   } catch (const std::exception& e) {
