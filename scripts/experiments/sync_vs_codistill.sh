@@ -4,7 +4,7 @@
 # codistilling groups of R/2 ranks each (each group on its own half of the data); the
 # steps each needs to reach a target test loss, over several seeds.
 #   scripts/experiments/sync_vs_codistill.sh CONFIG OUT "SEEDS" [train args...]
-# Environment: RANKS ("1 2 4 8"), BATCH (per-rank batch, 32), LR (the learning rate of one
+# Environment: RANK_COUNTS ("1 2 4 8"), BATCH (per-rank batch, 32), LR (the learning rate of one
 # rank at batch BATCH, 0.0125), TARGET (test loss, 0.40), STEPS (budget, 3000), EVAL (every,
 # 100), GROUP_MODE (how a group of R ranks runs: "process" (default), one process with batch
 # R x B, which takes the same steps as R ranks with batch B (tests/trainer/
@@ -18,7 +18,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 [ $# -ge 3 ] || { echo "usage: $0 CONFIG OUT \"SEEDS\" [train args...]" >&2; exit 2; }
 config="$1" out="$2" seeds="$3"; shift 3
-ranks_list="${RANKS:-1 2 4 8}" batch="${BATCH:-32}" lr="${LR:-0.0125}" target="${TARGET:-0.40}"
+ranks_list="${RANK_COUNTS:-1 2 4 8}" batch="${BATCH:-32}" lr="${LR:-0.0125}" target="${TARGET:-0.40}"
 steps="${STEPS:-3000}" eval_every="${EVAL:-100}" groups="${GROUP_MODE:-process}" jobs_max="${JOBS:-1}"
 case "$groups" in process|mpirun) ;; *) echo "GROUP_MODE must be process or mpirun, got '$groups'" >&2; exit 2 ;; esac
 mkdir -p "$out"
