@@ -13,9 +13,11 @@
 # share of the training FLOPs counted from the model (forward GEMM/conv work over
 # forward + backward), the floor the overhead meets when a teacher forward runs exactly as
 # fast per FLOP as the student's own step.
-# Writes RESULTS_DIR/teacher_overhead_cpu.json and .txt (raw output).
+# Writes RESULTS_DIR/NAME.json and .txt (raw output).
 # Environment: THREADS (2), REPEATS (3), KS ("0 1 2"), STEPS (per config: 3000 for the MLP,
-#   300 otherwise), BUILD_DIR (build/), SKIP_BUILD=1, RESULTS_DIR (bench/results).
+#   300 otherwise), BUILD_DIR (build/), SKIP_BUILD=1, RESULTS_DIR (bench/results), NAME
+#   (teacher_overhead_cpu), EXTRA_ARGS (more arguments for every measured run, e.g.
+#   "--set codistill.teacher_precision=bf16": teachers' forwards in bf16).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -37,12 +39,14 @@ for k in $ks; do [ "$k" -gt "$kmax" ] && kmax=$k; done
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$results"
-raw="$results/teacher_overhead_cpu.txt"
+name_out="${NAME:-teacher_overhead_cpu}"
+raw="$results/$name_out.txt"
+read -ra extra <<<"${EXTRA_ARGS:-}"
 : >"$raw"
 log() { tee -a "$raw"; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 common=(--set "run.threads=$threads" --set train.eval_every=0 --set checkpoint.every=0)
-echo "teacher overhead: K in {$ks}, $repeats rounds, $threads threads; $train" | log
+echo "teacher overhead: K in {$ks}, $repeats rounds, $threads threads; $train; extra args: ${EXTRA_ARGS:-none}" | log
 
 runs="$work/runs.tsv"
 : >"$runs"
@@ -68,7 +72,7 @@ for cfg in "${configs[@]}"; do
         done
       fi
       lb="$(loadavg)"
-      "$train" --config "$cfg" --run-dir "$rdir" --worker 0 "${common[@]}" "${codistill[@]}" \
+      "$train" --config "$cfg" --run-dir "$rdir" --worker 0 "${common[@]}" "${codistill[@]}" "${extra[@]}" \
         --set "train.steps=$steps" --set train.log_every=$((steps / 3)) --set data.shard=full \
         >"$rdir.out" 2>&1 || { cat "$rdir.out" >&2; exit 1; }
       la="$(loadavg)"
@@ -81,5 +85,5 @@ for cfg in "${configs[@]}"; do
   done
 done
 
-/usr/bin/python3 "$root/bench/teacher_overhead_report.py" "$runs" "$raw" "$results/teacher_overhead_cpu.json" \
+/usr/bin/python3 "$root/bench/teacher_overhead_report.py" "$runs" "$raw" "$results/$name_out.json" \
   "$threads" "$repeats" "$build"
