@@ -26,6 +26,7 @@ python="${PYTHON:-python3}"
 rounds="${ROUNDS:-3}" steps="${STEPS:-30}"
 parts=" ${PARTS:-step train} "
 data="${TEXT_DATA:-$root/data/python-docs}"
+failed=0  # any failing run makes the exit status 1 (the session's stage then says so)
 echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "bundle: $(head -n 3 "$bundle/build-info.txt" | tr '\n' ' ')"
 
@@ -37,14 +38,17 @@ if [[ "$parts" == *" step "* ]]; then
       # shellcheck disable=SC2086
       "$bundle/bin/bench_gpt_step" $shape --device cuda --steps "$steps" --warmup 5 |
         sed "s/^{/{\"round\": $r, /" | tee -a "$out/gpt_step_cuda.jsonl"
+      [ "${PIPESTATUS[0]}" = 0 ] || failed=1
       # bf16 mixed precision (train.precision: bf16; bf16 cublasGemmEx operands, float32
       # accumulation) beside it.
       # shellcheck disable=SC2086
       "$bundle/bin/bench_gpt_step" $shape --device cuda --precision bf16 --steps "$steps" --warmup 5 |
         sed "s/^{/{\"round\": $r, /" | tee -a "$out/gpt_step_cuda.jsonl"
+      [ "${PIPESTATUS[0]}" = 0 ] || failed=1
       # shellcheck disable=SC2086
       "$python" bench/torch_gpt_step.py $shape --device cuda --steps "$steps" --warmup 5 |
         sed "s/^{/{\"round\": $r, /" | tee -a "$out/gpt_step_cuda.jsonl"
+      [ "${PIPESTATUS[0]}" = 0 ] || failed=1
     done
   done
   "$python" - "$out/gpt_step_cuda.jsonl" <<'PY'
@@ -69,16 +73,18 @@ if [[ "$parts" == *" train "* ]]; then
   [ -f "$data/prepare.json" ] || { echo "run_gpu_lm.sh: no prepared text in $data" >&2; exit 2; }
   for fused in false true; do
     run="$(mktemp -d)/text_gpt"
-    t0=$(date +%s.%N)
+    t0=$(date +%s%N)
     "$bundle/bin/codistill-train" --config configs/text_gpt.yaml --device cuda --run-dir "$run" \
       --set data.path="$data" --set train.fused_head="$fused" >"$run.log" 2>&1
     rc=$?
-    t1=$(date +%s.%N)
+    t1=$(date +%s%N)
+    [ "$rc" = 0 ] || failed=1
     {
-      echo "text_gpt.yaml on cuda, train.fused_head=$fused: exit $rc, wall $(echo "$t1 - $t0" | bc) s"
+      echo "text_gpt.yaml on cuda, train.fused_head=$fused: exit $rc, wall $(((t1 - t0) / 1000000)) ms"
       tail -n 3 "$run.log"
       grep '"event":"eval"' "$run/worker-000/metrics.jsonl" | tail -n 2
       grep '"event":"train"' "$run/worker-000/metrics.jsonl" | tail -n 1
     } | tee -a "$out/text_gpt_cuda.txt"
   done
 fi
+exit "$failed"

@@ -131,19 +131,18 @@ class ProcessGroupSum final : public GroupSum {
 }  // namespace
 
 int synchronize_batchnorm(dist::ProcessGroup& group, Model& model) {
+  std::vector<BatchNorm*> layers;
+  visit_modules(model.root(), [&](const std::string&, Module& m) {
+    if (auto* bn = dynamic_cast<BatchNorm*>(&m)) layers.push_back(bn);
+  });
+  if (layers.empty()) return 0;  // nothing to synchronize, whatever the backend
   const kernels::Backend& backend = model.queue().backend();
   if (!backend.supports(kernels::Op::batchnorm_sync, kernels::DType::f32))
     throw std::invalid_argument(fmt::format("synchronized BatchNorm is not built for the {} backend (its group "
                                             "kind, nccl, is not built either)", backend.name()));
   auto sum = std::make_shared<ProcessGroupSum>(group);
-  int layers = 0;
-  visit_modules(model.root(), [&](const std::string&, Module& m) {
-    if (auto* bn = dynamic_cast<BatchNorm*>(&m)) {
-      bn->set_group_sum(sum);
-      ++layers;
-    }
-  });
-  return layers;
+  for (BatchNorm* bn : layers) bn->set_group_sum(sum);
+  return static_cast<int>(layers.size());
 }
 
 }  // namespace codistill

@@ -292,12 +292,17 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   kernels::QueueOptions queue_options;
   queue_options.allow_tf32 = c.train.allow_tf32;
   queue_options.compute = student_compute(c);
-  try {
-    s.model.to_device(s.device, queue_options);
-  } catch (const std::invalid_argument& e) {
-    if (queue_options.compute == kernels::Compute::f32) throw;
-    throw ConfigError("train.precision", "", 0, e.what());  // a backend without bf16 GEMMs
+  // Refused here, naming the key, rather than by to_device (whose other refusals, e.g. a
+  // device that does not exist, are not about precision).
+  for (const auto& [key, compute] : {std::pair{"train.precision", queue_options.compute},
+                                     std::pair{"codistill.teacher_precision", teacher_compute(c)}}) {
+    const kernels::Backend& backend = kernels::backend_for(s.device);
+    if (!backend.supports_compute(compute))
+      throw ConfigError(key, "", 0,
+                        fmt::format("the {} backend cannot compute GEMMs in {}", backend.name(),
+                                    kernels::compute_name(compute)));
   }
+  s.model.to_device(s.device, queue_options);
   s.log->info("device {} ({} backend{}{})", s.device.str(), s.model.queue().backend().name(),
               c.train.allow_tf32 ? ", TF32 allowed" : "",
               queue_options.compute == kernels::Compute::bf16 ? ", bf16 mixed precision" : "");

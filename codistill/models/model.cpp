@@ -68,11 +68,28 @@ void Model::set_gradients_ready(std::function<void(std::int64_t first)> fn) {
   const auto& children = root_->children();
   const std::int64_t end = arena_.grads().numel();
   std::vector<std::int64_t> ready(children.size() + 1, end);
+  // Each child's [lowest, highest end) of its own entries; they must ascend with the
+  // children without overlapping, or an early call could cover a gradient a later-running
+  // (earlier) child still adds to. The arena lays entries out in module order, so they do;
+  // should that ever change, nothing is reported early (the reduction then waits for the
+  // end of backward) rather than something wrong.
+  std::int64_t below = end;  // the lowest offset of the children after this one
+  bool ordered = true;
   for (std::size_t i = children.size(); i-- > 0;) {
-    ready[i] = ready[i + 1];
     const std::string prefix = children[i].first + "/";
+    std::int64_t lo = end, hi = 0;
     for (const ArenaEntry& e : arena_.param_entries())
-      if (e.path.compare(0, prefix.size(), prefix) == 0) ready[i] = std::min(ready[i], e.offset);
+      if (e.path.compare(0, prefix.size(), prefix) == 0) {
+        lo = std::min(lo, e.offset);
+        hi = std::max(hi, e.offset + e.numel);
+      }
+    if (lo < end && hi > below) ordered = false;
+    below = std::min(below, lo);
+    ready[i] = std::min(ready[i + 1], lo);
+  }
+  if (!ordered) {
+    root_->set_after_child_backward(nullptr);
+    return;
   }
   root_->set_after_child_backward([fn = std::move(fn), ready = std::move(ready), end](std::size_t i) {
     if (ready[i] < end) fn(ready[i]);
@@ -182,7 +199,7 @@ void Model::place(kernels::Device device, kernels::QueueOptions options, bool co
                                 backend.name() + " does not compute in that dtype (to_dtype(float32) first)");
   if (!backend.supports_compute(options.compute))
     throw std::invalid_argument(std::string(backend.name()) + " cannot compute GEMMs in " +
-                                kernels::compute_name(options.compute) + " (train.precision)");
+                                kernels::compute_name(options.compute));
   auto queue = backend.make_queue(device, options);
   synchronize();  // nothing may still run on the memory moved away
   arena_.to_device(*root_, device, copy);

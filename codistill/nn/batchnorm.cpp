@@ -41,14 +41,20 @@ kernels::BatchNormShape BatchNorm::shape_of(const Tensor& x) const {
   return {x.dim(0), channels_, spatial, eps_, momentum_};
 }
 
-// The sums to host memory (staging: itself on the CPU), summed over the ranks, back.
+// The sums to host memory (staging: itself on the CPU), summed over the ranks, back. The
+// staging tensor is kept (one per layer, not one per call) and the copy back is waited
+// for, so that it is never reused while a copy from it is queued.
 void BatchNorm::all_reduce(Tensor& sums) {
   kernels::Queue& q = queue();
-  Tensor host = backend().staging_for(sums);
-  q.copy(host, sums);
+  if (staged_for_ != sums.raw()) {  // sums_ (re)allocated, or another device
+    host_sums_ = backend().staging_for(sums);
+    staged_for_ = sums.raw();
+  }
+  q.copy(host_sums_, sums);
   q.synchronize();
-  group_sum_->all_reduce_sum({host.data<double>(), static_cast<std::size_t>(host.numel())});
-  q.copy(sums, host);
+  group_sum_->all_reduce_sum({host_sums_.data<double>(), static_cast<std::size_t>(host_sums_.numel())});
+  q.copy(sums, host_sums_);
+  q.synchronize();
 }
 
 Tensor BatchNorm::do_forward(const Tensor& x, bool training) {

@@ -53,7 +53,8 @@ class BatchNorm : public Layer {
   // the group's.
   void all_reduce(kernels::Tensor& sums);
   std::shared_ptr<GroupSum> group_sum_;
-  kernels::Tensor local_sums_, sums_;
+  kernels::Tensor local_sums_, sums_, host_sums_;
+  const void* staged_for_ = nullptr;  // the sums host_sums_ stages
   bool trained_ = false;  // the last forward used batch statistics
   bool synced_ = false;   // ... and they were the group's
 };

@@ -45,7 +45,9 @@ done
 failed=0
 for p in "${pids[@]}"; do wait "$p" || failed=1; done
 [ "$failed" = 0 ] || { echo "independent_vs_codistill.sh: a run failed (its log: $out/*.log)" >&2; exit 1; }
-first="${settings%% *}"; first_run="$out/${first%%:*}-n${first##*:}-s${seeds%% *}"
+read -r first _ <<<"$settings"
+read -r first_seed _ <<<"$seeds"
+first_run="$out/${first%%:*}-n${first##*:}-s$first_seed"
 if grep -q '"kind":"text"' "$first_run/worker-000/metrics.jsonl"; then
   exec /usr/bin/python3 "$root/scripts/experiments/summarize_text.py" "$out" "$seeds" "$settings"
 fi

@@ -21,7 +21,9 @@ def events(run, w):
 
 
 def curve(evs):
-    return [(e["step"], e["loss"]) for e in evs if e["event"] == "eval"]
+    # By step, the last value of a step evaluated twice (a resumed run repeats its last eval).
+    by_step = {e["step"]: e["loss"] for e in evs if e["event"] == "eval"}
+    return sorted(by_step.items())
 
 
 def steps_to(c, target):
@@ -51,7 +53,10 @@ for seed in seeds:
         for w in range(n):
             evs = events(f"{kind}-n{n}-s{seed}", w)
             unigram = next((e["unigram_ce"] for e in evs if e["event"] == "data"), unigram)
-            curves.append(curve(evs))
+            c = curve(evs)
+            if not c:
+                sys.exit(f"{out}/{kind}-n{n}-s{seed}/worker-{w:03d}: no eval events")
+            curves.append(c)
         runs[(kind, n, seed)] = curves
 
 rows = {}
@@ -71,7 +76,8 @@ for (kind, n, seed), curves in runs.items():
             else:
                 r["reach"].append(s)
 
-print(f"held-out loss, nats/token (unigram baseline {unigram:.4f}); mean ± std over seeds x workers")
+base = f"{unigram:.4f}" if unigram is not None else "unknown"
+print(f"held-out loss, nats/token (unigram baseline {base}); mean ± std over seeds x workers")
 print(f"{'setting':<15} {'workers':>7} {'final loss':>18} {'best loss':>18} {'perplexity':>11}")
 for k, r in rows.items():
     print(f"{k:<15} {len(r['final']):>7} {st.mean(r['final']):>9.4f} ± {sd(r['final']):.4f} "

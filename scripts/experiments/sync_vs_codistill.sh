@@ -5,20 +5,24 @@
 # steps each needs to reach a target test loss, over several seeds.
 #   scripts/experiments/sync_vs_codistill.sh CONFIG OUT "SEEDS" [train args...]
 # Environment: RANK_COUNTS ("1 2 4 8"), BATCH (per-rank batch, 32), LR (the learning rate of one
-# rank at batch BATCH, 0.0125), TARGET (test loss, 0.40), STEPS (budget, 3000), EVAL (every,
+# rank at batch BATCH, 0.0125), TARGET (test losses, "0.40 0.37 0.35"), STEPS (budget, 3000), EVAL (every,
 # 100), GROUP_MODE (how a group of R ranks runs: "process" (default), one process with batch
 # R x B, which takes the same steps as R ranks with batch B (tests/trainer/
 # test_group_process.cpp: within 1.7e-7 after 40 steps), or "mpirun", R real ranks, oversubscribed
-# here), JOBS (runs at once, 1).
+# here, with group.sync_batchnorm so that a model with BatchNorm is the same experiment), JOBS
+# (runs at once, 1).
 # Learning rate: the linear scaling rule (Goyal et al. 2017): R x LR for a total batch of
 # R x B, after the config's warmup; constant schedule, so that "steps to the target" does not
 # depend on the budget. Codistilling groups use the rate of their own total batch (R/2 x B).
-# Finished runs are kept and skipped. Writes OUT/results.json and prints a table.
+# Finished runs are kept and skipped (a run of another STEPS too: steps to a target do not
+# depend on the budget under a constant rate, once reached). Writes OUT/results.json and
+# prints a table: steps to each target, and the best test loss and its step (with a
+# constant rate the test loss ends rising again: the best, not the last, is the model).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 [ $# -ge 3 ] || { echo "usage: $0 CONFIG OUT \"SEEDS\" [train args...]" >&2; exit 2; }
 config="$1" out="$2" seeds="$3"; shift 3
-ranks_list="${RANK_COUNTS:-1 2 4 8}" batch="${BATCH:-32}" lr="${LR:-0.0125}" target="${TARGET:-0.40}"
+ranks_list="${RANK_COUNTS:-1 2 4 8}" batch="${BATCH:-32}" lr="${LR:-0.0125}" target="${TARGET:-0.40 0.37 0.35}"
 steps="${STEPS:-3000}" eval_every="${EVAL:-100}" groups="${GROUP_MODE:-process}" jobs_max="${JOBS:-1}"
 case "$groups" in process|mpirun) ;; *) echo "GROUP_MODE must be process or mpirun, got '$groups'" >&2; exit 2 ;; esac
 mkdir -p "$out"
@@ -30,7 +34,10 @@ one() {
   local name="$1" workers="$2" ranks="$3" seed="$4"; shift 4
   local rate launch=() per_process="$batch"
   rate="$(python3 -c "print($lr * $ranks)")"
+  # R real ranks normalize BatchNorm with the statistics of all their rows, as one process
+  # with the group's batch does (without it they would not be the same experiment).
   if [ "$groups" = mpirun ] && [ "$ranks" -gt 1 ]; then launch=(--ranks "$ranks"); else per_process=$((batch * ranks)); fi
+  [ ${#launch[@]} -gt 0 ] && set -- "$@" --set group.sync_batchnorm=true
   [ -f "$out/$name/done" ] && return 0
   rm -rf "${out:?}/$name"
   "$root/scripts/launch_local.sh" "${launch[@]}" "$config" "$workers" --run-dir "$out/$name" \
@@ -57,16 +64,20 @@ for spec in "${runs[@]}"; do
 done
 failed=0
 for p in "${pids[@]}"; do wait "$p" || failed=1; done
-[ "$failed" = 0 ] || { echo "sync_vs_codistill.sh: a run failed (logs in $out)" >&2; exit 1; }
+# A run that fails (e.g. diverges at a large rate) is summarized with what it logged, and
+# the script exits 1 after the table.
+[ "$failed" = 0 ] || echo "sync_vs_codistill.sh: a run failed (its log in $out; summarized up to where it stopped)" >&2
 
 /usr/bin/python3 - "$out" "$seeds" "$ranks_list" "$target" "$batch" <<'PY'
 import glob, json, statistics as st, sys
-out, seeds, ranks, target, batch = sys.argv[1], sys.argv[2].split(), [int(r) for r in sys.argv[3].split()], float(sys.argv[4]), int(sys.argv[5])
+out, seeds, ranks, targets, batch = (sys.argv[1], sys.argv[2].split(), [int(r) for r in sys.argv[3].split()],
+                                     [float(t) for t in sys.argv[4].split()], int(sys.argv[5]))
 
 def curve(path):
-    return [(e["step"], e["loss"]) for e in map(json.loads, open(path)) if e["event"] == "eval"]
+    by_step = {e["step"]: e["loss"] for e in map(json.loads, open(path)) if e["event"] == "eval"}
+    return sorted(by_step.items())
 
-def steps_to(c):
+def steps_to(c, target):
     prev = None
     for step, loss in c:
         if loss <= target:
@@ -76,31 +87,41 @@ def steps_to(c):
         prev = (step, loss)
     return None
 
+def sd(v):
+    return st.stdev(v) if len(v) > 1 else 0.0
+
 rows = {}
 for kind in ("sync", "codistill"):
     for r in ranks:
         if kind == "codistill" and r < 2:
             continue
-        reach, final, missed = [], [], 0
+        curves = []
         for s in seeds:
             for m in sorted(glob.glob(f"{out}/{kind}-r{r}-s{s}/worker-*/metrics.jsonl")):
                 c = curve(m)
-                final.append(c[-1][1])
-                t = steps_to(c)
-                if t is None:
-                    missed += 1
-                else:
-                    reach.append(t)
-        rows[f"{kind}-r{r}"] = {"ranks": r, "total_batch": r * batch if kind == "sync" else r // 2 * batch,
-                                "steps_to_target": reach, "missed": missed, "final_loss": final}
-print(f"target test loss {target}; per-rank batch {batch}; mean ± std over seeds (x workers)")
-print(f"{'setting':<14} {'batch/group':>11} {'steps to target':>20} {'final loss':>18}")
+                if not c:
+                    sys.exit(f"{m}: no eval events (EVAL larger than STEPS?)")
+                curves.append(c)
+        reach = {t: [steps_to(c, t) for c in curves] for t in targets}
+        rows[f"{kind}-r{r}"] = {"ranks": r, "batch_per_group": r * batch if kind == "sync" else r // 2 * batch,
+                                "runs": len(curves), "steps_to_target": {str(t): v for t, v in reach.items()},
+                                "best_loss": [min(l for _, l in c) for c in curves],
+                                "best_step": [min(c, key=lambda p: p[1])[0] for c in curves],
+                                "final_loss": [c[-1][1] for c in curves]}
+print(f"per-rank batch {batch}; test loss; mean over seeds (x workers); steps to a target interpolated between "
+      f"evaluations, (k/n) when only k of n runs reached it")
+head = "".join(f"{'to ' + str(t):>16}" for t in targets)
+print(f"{'setting':<14} {'batch/group':>11}{head} {'best loss':>17} {'at step':>8}")
 for k, v in rows.items():
-    reach = v["steps_to_target"]
-    s = f"{st.mean(reach):.0f} ± {st.stdev(reach) if len(reach) > 1 else 0:.0f}" if reach else "never"
-    if v["missed"]:
-        s += f" ({v['missed']} missed)"
-    print(f"{k:<14} {v['total_batch']:>11} {s:>20} {st.mean(v['final_loss']):>9.4f} ± "
-          f"{st.stdev(v['final_loss']) if len(v['final_loss']) > 1 else 0:.4f}")
-json.dump({"target": target, "batch_per_rank": batch, "rows": rows}, open(f"{out}/results.json", "w"), indent=1)
+    cells = ""
+    for t in targets:
+        ok = [x for x in v["steps_to_target"][str(t)] if x is not None]
+        cell = f"{st.mean(ok):.0f}" if ok else "never"
+        if len(ok) < v["runs"]:
+            cell += f" ({len(ok)}/{v['runs']})"
+        cells += f"{cell:>16}"
+    print(f"{k:<14} {v['batch_per_group']:>11}{cells} {st.mean(v['best_loss']):>8.4f} ± {sd(v['best_loss']):.4f} "
+          f"{st.mean(v['best_step']):>8.0f}")
+json.dump({"targets": targets, "batch_per_rank": batch, "rows": rows}, open(f"{out}/results.json", "w"), indent=1)
 PY
+exit "$failed"
