@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -83,6 +84,9 @@ struct Entry {
 }  // namespace
 
 struct DnnlConv::State {
+  // The shared default CPU queue may be reached from more than one thread: calls take turns
+  // (they share the scratch), uncontended in the trainer, where one thread runs the ops.
+  std::mutex mu;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::map<Key, Entry> entries;
@@ -192,10 +196,14 @@ struct DnnlConv::State {
 DnnlConv::DnnlConv() : st_(std::make_unique<State>()) {}
 DnnlConv::~DnnlConv() = default;
 
-bool DnnlConv::supports(const Conv2dShape& s, bool bias) { return st_->entry(s, bias).ok; }
+bool DnnlConv::supports(const Conv2dShape& s, bool bias) {
+  std::lock_guard lock(st_->mu);
+  return st_->entry(s, bias).ok;
+}
 
 void DnnlConv::forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s) {
   State& st = *st_;
+  std::lock_guard lock(st.mu);
   Entry& e = st.entry(s, b != nullptr);
   if (!e.ok) throw std::logic_error("DnnlConv::forward: no oneDNN primitive for this shape (ask supports first)");
   std::unordered_map<int, memory> args;
@@ -213,6 +221,7 @@ void DnnlConv::forward(const float* x, const float* w, const float* b, float* y,
 void DnnlConv::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                         const Conv2dShape& s) {
   State& st = *st_;
+  std::lock_guard lock(st.mu);
   Entry& e = st.entry(s, db != nullptr);
   if (!e.ok) throw std::logic_error("DnnlConv::backward: no oneDNN primitive for this shape (ask supports first)");
   const memory pad = st.scratchpad(e);

@@ -11,7 +11,8 @@
 // handle): the engine and stream, the primitives per shape and thread count (creating one
 // costs far more than running it), the reorders around them, and the scratch memory they
 // all share (oneDNN's scratchpad in user mode, the blocked copies): grown to the largest
-// call, reused by every call, freed with the queue. Calls on one queue must not overlap.
+// call, reused by every call, freed with the queue. Calls from several threads take turns
+// (a mutex: the shared default CPU queue can be reached from any thread).
 //
 // Deterministic: a given shape and thread count always gets the same primitive, and
 // oneDNN's CPU convolutions reduce in a fixed order, so the outputs are bit-identical run to
