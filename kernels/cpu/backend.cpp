@@ -15,6 +15,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/conv2d.hpp"
+#include "kernels/cpu/dnnl_conv.hpp"
 #include "kernels/cpu/distill_head.hpp"
 #include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cpu/elementwise.hpp"
@@ -59,10 +60,23 @@ class CpuQueue final : public Queue {
   void zero(Tensor& t) override {
     if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
   }
+  // The queue's oneDNN state for convolutions (engine, primitives per shape, scratch), made
+  // on first use.
+  cpu::DnnlConv& conv() {
+    if (!conv_) conv_ = std::make_unique<cpu::DnnlConv>();
+    return *conv_;
+  }
 
  private:
   std::unique_ptr<cpu::Bf16Gemm> bf16_;
+  std::unique_ptr<cpu::DnnlConv> conv_;
 };
+
+CpuQueue& cpu_queue(Queue& q, const char* op) {
+  auto* c = dynamic_cast<CpuQueue*>(&q);
+  if (!c) throw std::invalid_argument(std::string(op) + " (cpu): the queue is not a CPU queue");
+  return *c;
+}
 
 // Synchronized batchnorm's sums: float64 [2C + 1] (kernels/ops.hpp).
 void check_sums(const Tensor& sums, const BatchNormShape& s, const char* what) {
@@ -74,9 +88,7 @@ void check_sums(const Tensor& sums, const BatchNormShape& s, const char* what) {
 // The engine of GEMMs computed as `c` on q: null for float32 (the ops' BLAS path).
 cpu::Bf16Gemm* gemm_engine(Queue& q, Compute c) {
   if (c != Compute::bf16) return nullptr;
-  auto* cq = dynamic_cast<CpuQueue*>(&q);
-  if (!cq) throw std::invalid_argument("cpu backend: an op on a queue of the " + std::string(q.backend().name()) + " backend");
-  return &cq->bf16_gemm();
+  return &cpu_queue(q, "a bf16 GEMM").bf16_gemm();
 }
 cpu::Bf16Gemm* gemm_engine(Queue& q) { return gemm_engine(q, q.options().compute); }
 
@@ -192,6 +204,13 @@ class CpuBackend final : public Backend {
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, const Conv2dShape& s,
                       Queue& q) override {
     require_support(*this, Op::conv2d, x.dtype(), "conv2d");
+    // float32 on the fast path: oneDNN where it has a primitive for the shape (dnnl_conv.hpp).
+    if (!q.options().reference && x.dtype() == DType::f32) {
+      s.validate();
+      cpu::DnnlConv& dc = cpu_queue(q, "conv2d").conv();
+      if (dc.supports(s, b != nullptr))
+        return dc.forward(x.data<float>(), w.data<float>(), opt<float>(b), y.data<float>(), s);
+    }
     dispatch_floating(x.dtype(), [&]<class T>() {
       cpu::conv2d_forward<T>(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), s, impl_of(q));
     });
@@ -199,6 +218,13 @@ class CpuBackend final : public Backend {
   void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db,
                        const Conv2dShape& s, Queue& q) override {
     require_support(*this, Op::conv2d, x.dtype(), "conv2d backward");
+    if (!q.options().reference && x.dtype() == DType::f32) {
+      s.validate();
+      cpu::DnnlConv& dc = cpu_queue(q, "conv2d backward").conv();
+      if (dc.supports(s, db != nullptr))
+        return dc.backward(x.data<float>(), w.data<float>(), dy.data<float>(), opt<float>(dx), dw.data<float>(),
+                           opt<float>(db), s);
+    }
     dispatch_floating(x.dtype(), [&]<class T>() {
       cpu::conv2d_backward<T>(x.data<T>(), w.data<T>(), dy.data<T>(), opt<T>(dx), dw.data<T>(), opt<T>(db), s,
                               /*accumulate=*/true, impl_of(q));

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -50,35 +51,34 @@ void forward_channel_ref(const T* x, const T* gamma, const T* beta, T* rm, T* rv
     }
 }
 
-// One channel, fast: the same two passes, each inner run a vectorizable reduction; the
-// normalization folds into one multiply-add per element (scale, shift in T).
+// One channel, fast: one statistics pass instead of two. Sums of x - K and (x - K)^2 in
+// double, shifted by K = the channel's first value (so the variance does not come from the
+// difference of two large sums when |mean| >> std), then var = E[(x-K)^2] - E[x-K]^2; the
+// normalization folds into one multiply-add per element (scale, shift in T). Statistics
+// still in double, as the reference's; they agree within rounding.
 template <class T>
 void forward_channel_fast(const T* x, const T* gamma, const T* beta, T* rm, T* rv, T* y, T* sm, T* si,
                           bool training, const BatchNormShape& s, const Layout& L, std::int64_t c) {
   const double M = static_cast<double>(s.per_channel());
   double mean, var;
   if (training) {
-    double sum = 0;
+    const double K = x[L.at(0, c)];
+    double sum = 0, sq = 0;
     for (std::int64_t n = 0; n < L.N; ++n) {
       const T* p = x + L.at(n, c);
-      double part = 0;
-#pragma omp simd reduction(+ : part)
-      for (std::int64_t i = 0; i < L.S; ++i) part += p[i];
-      sum += part;
-    }
-    mean = sum / M;
-    double sq = 0;
-    for (std::int64_t n = 0; n < L.N; ++n) {
-      const T* p = x + L.at(n, c);
-      double part = 0;
-#pragma omp simd reduction(+ : part)
+      double a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
       for (std::int64_t i = 0; i < L.S; ++i) {
-        const double d = p[i] - mean;
-        part += d * d;
+        const double d = static_cast<double>(p[i]) - K;
+        a += d;
+        b += d * d;
       }
-      sq += part;
+      sum += a;
+      sq += b;
     }
-    var = sq / M;
+    const double shift = sum / M;
+    mean = K + shift;
+    var = std::max(0.0, sq / M - shift * shift);
     rm[c] = static_cast<T>((1 - s.momentum) * rm[c] + s.momentum * mean);
     rv[c] = static_cast<T>((1 - s.momentum) * rv[c] + s.momentum * var * M / (M - 1));
   } else {
@@ -119,6 +119,8 @@ void backward_channel(const T* x, const T* gamma, const T* sm, const T* si, cons
   dgamma[c] = static_cast<T>(dgamma[c] + sum_dy_xh);
   if (!dx) return;
   const double g = gamma[c] * invstd;
+  // dx stays in double in the fast path too: in float it drifts past the op tests' bound
+  // where the terms nearly cancel (dx ~ 1e-5 from O(1) inputs; measured).
   for (std::int64_t n = 0; n < L.N; ++n) {
     const T* px = x + L.at(n, c);
     const T* pd = dy + L.at(n, c);

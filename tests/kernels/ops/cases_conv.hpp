@@ -141,6 +141,19 @@ inline Cases conv_cases() {
     add<Conv2dBackward>(out, dtypes, s, false, true);
     add<Conv2dBackward>(out, dtypes, s, true, true, /*zeroed=*/true);
   }
+  // The CPU's oneDNN path picks its kernel by shape (AVX-512 blocks of 16 channels, AVX2
+  // blocks of 8, 1x1 kernels, plain-layout input for few channels, GEMM-based otherwise):
+  // the ResNet shapes (1x1 stride-2 projections, 3x3 stride 2 onto odd maps, 64 channels),
+  // channel counts off the blocks, a large kernel and an asymmetric window.
+  const k::Conv2dShape kernel_choice[] = {
+      conv(3, 16, 15, 15, 32, 1, 1, 2, 2, 0, 0), conv(2, 32, 9, 9, 64, 3, 3, 2, 2, 1, 1),
+      conv(2, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1),   conv(2, 3, 17, 17, 20, 7, 7, 3, 3, 3, 3),
+      conv(1, 24, 5, 6, 40, 2, 3, 1, 2, 0, 1)};
+  for (const auto& s : kernel_choice) {
+    add<Conv2dForward>(out, {DType::f32, DType::f64}, s, true);
+    add<Conv2dBackward>(out, {DType::f32, DType::f64}, s, true, true);
+    add<Conv2dBackward>(out, {DType::f32, DType::f64}, s, false, false);
+  }
   // Large enough for split reductions (atomics would show as run-to-run differences).
   add<Conv2dBackward>(out, {DType::f32}, conv(4, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1), true, true);
   const std::size_t from = out.size();  // TF32 where a backend has it

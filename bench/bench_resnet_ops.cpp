@@ -1,0 +1,176 @@
+// Where a ResNet-8 CPU training step goes, op by op: the layers of configs/fmnist_resnet8.yaml
+// (channels 16/32/64, one block per stage, batch 128, 28x28 inputs) run through the CPU
+// backend's fast queue as the model runs them: convolution forward and backward (the
+// backend's path, and for comparison the im2col + GEMM path of kernels/cpu/conv2d.cpp),
+// batch norm, relu, the residual adds, global average pooling and one SGD update of the
+// parameters. Prints milliseconds per step per op class and the share of the total.
+//   bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu]   (--cpu: process CPU time, not wall)
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "kernels/cpu/conv2d.hpp"
+#include "kernels/cpu/impl.hpp"
+
+namespace k = codistill::kernels;
+
+namespace {
+
+k::Tensor filled(k::Shape shape, float scale) {
+  k::Tensor t = k::Tensor::empty(std::move(shape));
+  float* p = t.data<float>();
+  unsigned s = 12345;
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    s = s * 1664525u + 1013904223u;
+    p[i] = scale * (static_cast<float>(s >> 8) / 16777216.0f - 0.5f);
+  }
+  return t;
+}
+
+k::Conv2dShape conv(std::int64_t b, std::int64_t c, std::int64_t hw, std::int64_t o, std::int64_t kk,
+                    std::int64_t stride) {
+  k::Conv2dShape s;
+  s.batch = b, s.in_channels = c, s.height = hw, s.width = hw, s.out_channels = o;
+  s.kernel_h = s.kernel_w = kk, s.stride_h = s.stride_w = stride, s.pad_h = s.pad_w = kk / 2;
+  return s;
+}
+
+// Wall time, or with --cpu the process's CPU time: on a shared, loaded machine CPU time at
+// one thread is the steadier measure of the work itself (it leaves out time preempted).
+double now_ms(bool cpu) {
+  timespec ts{};
+  clock_gettime(cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+struct Timer {
+  bool cpu = false;
+  std::map<std::string, double> ms;
+  void run(const std::string& what, const std::function<void()>& f) {
+    const double t0 = now_ms(cpu);
+    f();
+    ms[what] += now_ms(cpu) - t0;
+  }
+};
+
+// One conv + BN (+ relu) unit with its tensors.
+struct Unit {
+  k::Conv2dShape s;
+  bool first;  // the stem: no input gradient
+  k::Tensor x, w, y, dy, dx, dw, gamma, beta, rm, rv, sm, si, z, dz, dbn, dgamma, dbeta;
+  explicit Unit(k::Conv2dShape sh, bool is_first) : s(sh), first(is_first) {
+    x = filled({s.batch, s.in_channels, s.height, s.width}, 2);
+    w = filled({s.out_channels, s.in_channels, s.kernel_h, s.kernel_w}, 0.2f);
+    const k::Shape ys{s.batch, s.out_channels, s.out_height(), s.out_width()};
+    y = k::Tensor::empty(ys), dy = filled(ys, 0.01f), z = k::Tensor::empty(ys), dz = k::Tensor::empty(ys);
+    dbn = k::Tensor::empty(ys);  // kept apart from dy so that repeated steps see the same data
+    dx = k::Tensor::empty(x.shape()), dw = k::Tensor::zeros(w.shape());
+    gamma = k::Tensor::full({s.out_channels}, 1.0), beta = k::Tensor::zeros({s.out_channels});
+    rm = k::Tensor::zeros({s.out_channels}), rv = k::Tensor::full({s.out_channels}, 1.0);
+    sm = k::Tensor::empty({s.out_channels}), si = k::Tensor::empty({s.out_channels});
+    dgamma = k::Tensor::zeros({s.out_channels}), dbeta = k::Tensor::zeros({s.out_channels});
+  }
+  k::BatchNormShape bn() const {
+    k::BatchNormShape b;
+    b.batch = s.batch, b.channels = s.out_channels, b.spatial = s.out_height() * s.out_width();
+    return b;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, reps = 30;
+  std::int64_t B = 128;
+  bool cpu_time = false;
+  for (int i = 1; i < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--cpu")) {
+      cpu_time = true, --i;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--batch")) B = std::atoll(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu]\n");
+      return 2;
+    }
+  }
+  k::cpu::set_num_threads(threads);
+  k::Backend& be = k::backend_for(k::DeviceKind::cpu);
+  auto q = be.make_queue(k::Device::cpu());
+  // The convolutions of ResNet-8 (16/32/64, one block per stage): stem, 2 per block, and the
+  // 1x1 stride-2 projections of stages 2 and 3.
+  std::vector<Unit> units;
+  units.emplace_back(conv(B, 1, 28, 16, 3, 1), true);
+  units.emplace_back(conv(B, 16, 28, 16, 3, 1), false);
+  units.emplace_back(conv(B, 16, 28, 16, 3, 1), false);
+  units.emplace_back(conv(B, 16, 28, 32, 3, 2), false);
+  units.emplace_back(conv(B, 32, 14, 32, 3, 1), false);
+  units.emplace_back(conv(B, 16, 28, 32, 1, 2), false);
+  units.emplace_back(conv(B, 32, 14, 64, 3, 2), false);
+  units.emplace_back(conv(B, 64, 7, 64, 3, 1), false);
+  units.emplace_back(conv(B, 32, 14, 64, 1, 2), false);
+  std::int64_t params = 0;
+  for (const Unit& u : units) params += u.w.numel() + 2 * u.s.out_channels;
+  k::Tensor pv = filled({params}, 0.1f), pg = filled({params}, 0.01f), pm = k::Tensor::zeros({params});
+  k::Tensor pooled = k::Tensor::empty({B, 64}), dpooled = filled({B, 64}, 0.01f);
+  k::SgdScalars sgd;
+  sgd.lr = 0.1, sgd.momentum = 0.9, sgd.nesterov = true, sgd.weight_decay = 5e-4;
+
+  Timer t;
+  t.cpu = cpu_time;
+  for (int r = -3; r < reps; ++r) {
+    if (r == 0) t.ms.clear();
+    for (Unit& u : units) {
+      t.run("conv forward", [&] { be.conv2d_forward(u.x, u.w, nullptr, u.y, u.s, *q); });
+      t.run("conv forward (im2col)", [&] {
+        k::cpu::conv2d_forward<float>(u.x.data<float>(), u.w.data<float>(), nullptr, u.y.data<float>(), u.s);
+      });
+      const k::BatchNormShape bs = u.bn();
+      t.run("batchnorm forward", [&] {
+        be.batchnorm_forward(u.y, u.gamma, u.beta, u.rm, u.rv, u.z, u.sm, u.si, true, bs, *q);
+      });
+      t.run("relu forward", [&] { be.activation_forward(u.z, u.z, k::Activation::relu, *q); });
+    }
+    // three residual adds (+ their relus are counted above, one per unit: close enough)
+    for (int i : {2, 4, 7}) t.run("add", [&] { be.add(units[i].z, units[i].z, units[i].z, *q); });
+    t.run("global avgpool", [&] {
+      be.global_avgpool_forward(units[7].z, pooled, B * 64, 49, *q);
+      be.global_avgpool_backward(dpooled, units[7].dz, B * 64, 49, *q);
+    });
+    for (int i = static_cast<int>(units.size()) - 1; i >= 0; --i) {
+      Unit& u = units[static_cast<std::size_t>(i)];
+      t.run("relu backward", [&] { be.activation_backward(u.z, u.dy, u.dz, k::Activation::relu, *q); });
+      t.run("batchnorm backward", [&] {
+        be.batchnorm_backward(u.y, u.gamma, u.sm, u.si, u.dz, &u.dbn, u.dgamma, u.dbeta, true, u.bn(), *q);
+      });
+      k::Tensor* dx = u.first ? nullptr : &u.dx;
+      t.run("conv backward", [&] { be.conv2d_backward(u.x, u.w, u.dy, dx, u.dw, nullptr, u.s, *q); });
+      t.run("conv backward (im2col)", [&] {
+        k::cpu::conv2d_backward<float>(u.x.data<float>(), u.w.data<float>(), u.dy.data<float>(),
+                                       dx ? dx->data<float>() : nullptr, u.dw.data<float>(), nullptr, u.s, true);
+      });
+    }
+    t.run("sgd update", [&] { be.sgd_update(pv, pg, &pm, sgd, *q); });
+  }
+  double total = 0;
+  for (const auto& [what, ms] : t.ms)
+    if (what.find("im2col") == std::string::npos) total += ms;
+  std::printf("ResNet-8 step ops, batch %lld, %d threads, %s, mean of %d steps (im2col rows: the old path, not in the total)\n",
+              static_cast<long long>(B), threads, cpu_time ? "CPU time" : "wall time", reps);
+  for (const auto& [what, ms] : t.ms)
+    std::printf("%-24s %8.2f ms  %5.1f%%\n", what.c_str(), ms / reps,
+                what.find("im2col") == std::string::npos ? 100 * ms / total : 0.0);
+  std::printf("%-24s %8.2f ms  -> %.0f examples/s for these ops alone\n", "total", total / reps,
+              B * 1000.0 * reps / total);
+  return 0;
+}
