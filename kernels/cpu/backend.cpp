@@ -10,73 +10,25 @@
 #include "kernels/cpu/avgpool.hpp"
 #include "kernels/cpu/batchnorm.hpp"
 #include "kernels/cpu/batchnorm_sync.hpp"
-#include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/conv2d.hpp"
-#include "kernels/cpu/dnnl_conv.hpp"
 #include "kernels/cpu/distill_head.hpp"
 #include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/optimizer.hpp"
 #include "kernels/cpu/pool.hpp"
+#include "kernels/cpu/queue.hpp"
 #include "kernels/cpu/softmax.hpp"
 
 namespace codistill::kernels {
 
 namespace {
 
-// Work on the CPU runs when it is queued, so a queue is only the choice of implementation
-// and every event has been reached when it is recorded.
-class CpuEvent final : public Event {
- public:
-  void synchronize() override {}
-  bool ready() override { return true; }
-};
-
-class CpuQueue final : public Queue {
- public:
-  CpuQueue(Backend& b, QueueOptions o) : Queue(b, Device::cpu(), o) {}
-  // This queue's bf16 GEMM engine (oneDNN primitives per shape, operand workspaces): per
-  // queue, as the CUDA queue's plan caches, made on first use.
-  cpu::Bf16Gemm& bf16_gemm() {
-    if (!bf16_) bf16_ = std::make_unique<cpu::Bf16Gemm>();
-    return *bf16_;
-  }
-  void synchronize() override {}
-  std::unique_ptr<Event> make_event() override { return std::make_unique<CpuEvent>(); }
-  void record(Event& /*event*/) override {}
-  void wait(Event& /*event*/) override {}
-  void copy(Tensor& dst, const Tensor& src) override {
-    if (dst.same_memory(src)) {
-      if (dst.numel() != src.numel() || dst.dtype() != src.dtype())
-        throw std::invalid_argument("Queue::copy: a tensor onto itself with another size or dtype");
-      return;
-    }
-    dst.copy_from(src);
-  }
-  void zero(Tensor& t) override {
-    if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
-  }
-  // The queue's oneDNN state for convolutions (engine, primitives per shape, scratch), made
-  // on first use.
-  cpu::DnnlConv& conv() {
-    if (!conv_) conv_ = std::make_unique<cpu::DnnlConv>();
-    return *conv_;
-  }
-
- private:
-  std::unique_ptr<cpu::Bf16Gemm> bf16_;
-  std::unique_ptr<cpu::DnnlConv> conv_;
-};
-
-CpuQueue& cpu_queue(Queue& q, const char* op) {
-  auto* c = dynamic_cast<CpuQueue*>(&q);
-  if (!c) throw std::invalid_argument(std::string(op) + " (cpu): the queue is not a CPU queue");
-  return *c;
-}
+using cpu::CpuQueue;
+using cpu::cpu_queue;
 
 // Synchronized batchnorm's sums: float64 [2C + 1] (kernels/ops.hpp).
 void check_sums(const Tensor& sums, const BatchNormShape& s, const char* what) {

@@ -1,0 +1,68 @@
+#pragma once
+// The CPU backend's queue and event (internal to kernels/cpu/backend.cpp): work on the CPU
+// runs when it is queued, so a queue is the choice of implementation (fast or reference)
+// plus the per-queue state of the libraries it calls (oneDNN's bf16 GEMMs and
+// convolutions: primitives per shape, made on first use), as a CUDA queue owns its
+// handles and plan caches.
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/backend.hpp"
+#include "kernels/cpu/bf16.hpp"
+#include "kernels/cpu/dnnl_conv.hpp"
+
+namespace codistill::kernels::cpu {
+
+// Work on the CPU runs when it is queued, so a queue is only the choice of implementation
+// and every event has been reached when it is recorded.
+class CpuEvent final : public Event {
+ public:
+  void synchronize() override {}
+  bool ready() override { return true; }
+};
+
+class CpuQueue final : public Queue {
+ public:
+  CpuQueue(Backend& b, QueueOptions o) : Queue(b, Device::cpu(), o) {}
+  // This queue's bf16 GEMM engine (oneDNN primitives per shape, operand workspaces): per
+  // queue, as the CUDA queue's plan caches, made on first use.
+  cpu::Bf16Gemm& bf16_gemm() {
+    if (!bf16_) bf16_ = std::make_unique<cpu::Bf16Gemm>();
+    return *bf16_;
+  }
+  void synchronize() override {}
+  std::unique_ptr<Event> make_event() override { return std::make_unique<CpuEvent>(); }
+  void record(Event& /*event*/) override {}
+  void wait(Event& /*event*/) override {}
+  void copy(Tensor& dst, const Tensor& src) override {
+    if (dst.same_memory(src)) {
+      if (dst.numel() != src.numel() || dst.dtype() != src.dtype())
+        throw std::invalid_argument("Queue::copy: a tensor onto itself with another size or dtype");
+      return;
+    }
+    dst.copy_from(src);
+  }
+  void zero(Tensor& t) override {
+    if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
+  }
+  // The queue's oneDNN state for convolutions (engine, primitives per shape, scratch), made
+  // on first use.
+  cpu::DnnlConv& conv() {
+    if (!conv_) conv_ = std::make_unique<cpu::DnnlConv>();
+    return *conv_;
+  }
+
+ private:
+  std::unique_ptr<cpu::Bf16Gemm> bf16_;
+  std::unique_ptr<cpu::DnnlConv> conv_;
+};
+
+inline CpuQueue& cpu_queue(Queue& q, const char* op) {
+  auto* c = dynamic_cast<CpuQueue*>(&q);
+  if (!c) throw std::invalid_argument(std::string(op) + " (cpu): the queue is not a CPU queue");
+  return *c;
+}
+
+}  // namespace codistill::kernels::cpu
