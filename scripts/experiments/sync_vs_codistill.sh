@@ -95,16 +95,24 @@ for kind in ("sync", "codistill"):
     for r in ranks:
         if kind == "codistill" and r < 2:
             continue
-        curves = []
+        curves, diverged, total = [], 0, 0
         for s in seeds:
             for m in sorted(glob.glob(f"{out}/{kind}-r{r}-s{s}/worker-*/metrics.jsonl")):
+                total += 1
                 c = curve(m)
-                if not c:
-                    sys.exit(f"{m}: no eval events (EVAL larger than STEPS?)")
-                curves.append(c)
+                # A run that stopped on a non-finite loss (codistill-train's divergence error).
+                log = m.replace("metrics.jsonl", "stdout.txt")
+                if "training diverged" in open(log, errors="replace").read():
+                    diverged += 1
+                if c:
+                    curves.append(c)
+        if not curves:
+            rows[f"{kind}-r{r}"] = {"ranks": r, "runs": total, "diverged": diverged}
+            continue
         reach = {t: [steps_to(c, t) for c in curves] for t in targets}
         rows[f"{kind}-r{r}"] = {"ranks": r, "batch_per_group": r * batch if kind == "sync" else r // 2 * batch,
-                                "runs": len(curves), "steps_to_target": {str(t): v for t, v in reach.items()},
+                                "runs": total, "diverged": diverged,
+                                "steps_to_target": {str(t): v for t, v in reach.items()},
                                 "best_loss": [min(l for _, l in c) for c in curves],
                                 "best_step": [min(c, key=lambda p: p[1])[0] for c in curves],
                                 "final_loss": [c[-1][1] for c in curves]}
@@ -113,6 +121,9 @@ print(f"per-rank batch {batch}; test loss; mean over seeds (x workers); steps to
 head = "".join(f"{'to ' + str(t):>16}" for t in targets)
 print(f"{'setting':<14} {'batch/group':>11}{head} {'best loss':>17} {'at step':>8}")
 for k, v in rows.items():
+    if "best_loss" not in v:
+        print(f"{k:<14} every run diverged ({v['diverged']})")
+        continue
     cells = ""
     for t in targets:
         ok = [x for x in v["steps_to_target"][str(t)] if x is not None]
@@ -121,7 +132,7 @@ for k, v in rows.items():
             cell += f" ({len(ok)}/{v['runs']})"
         cells += f"{cell:>16}"
     print(f"{k:<14} {v['batch_per_group']:>11}{cells} {st.mean(v['best_loss']):>8.4f} ± {sd(v['best_loss']):.4f} "
-          f"{st.mean(v['best_step']):>8.0f}")
+          f"{st.mean(v['best_step']):>8.0f}" + (f"   ({v['diverged']} diverged)" if v["diverged"] else ""))
 json.dump({"targets": targets, "batch_per_rank": batch, "rows": rows}, open(f"{out}/results.json", "w"), indent=1)
 PY
 exit "$failed"
