@@ -175,6 +175,27 @@ TEST_CASE("a gpt worker group of 2 ranks with batch 4 trains as one process with
   CHECK(a.meta.examples_seen == b.meta.examples_seen);  // 12 steps x 8 windows
   // Float32 reduction order only (a sum over 8 windows against two sums over 4).
   CHECK(max_relative_difference(a, b) < 1e-5);
+
+  // The all-reduce overlapped with backward (buckets of 256 floats, started as soon as the
+  // layers after them are done) gives the sums of the unoverlapped one (a single 25 MiB
+  // bucket, started after backward) bit for bit, with a tied head (its weight's gradient
+  // comes from the first and the last layer) and the fused head (the head's gradient comes
+  // from the loss).
+  const std::string tied = alone + " --set model.tie_embeddings=true --set train.fused_head=true";
+  for (const char* bucket : {"0.0009765625", "25"}) {
+    const ProcessResult r = run_command("timeout 300 " + mpirun_prefix(CODISTILL_MPIEXEC, 2) +
+                                            worker_cmd(dir, 0, std::string("b") + bucket,
+                                                       tied + " --set group.bucket_mb=" + bucket),
+                                        dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    if (std::string(bucket) != "25") {
+      CHECK(r.out.find("bucket(s) of at most 256 floats, ") != std::string::npos);
+      CHECK(r.out.find("floats, 0 started while backward") == std::string::npos);
+    }
+  }
+  require_identical((worker_dir(dir, "b0.0009765625", 0) / "ckpt-000000012.h5").string(),
+                    (worker_dir(dir, "b25", 0) / "ckpt-000000012.h5").string());
 }
 
 // bf16 mixed precision end to end (train.precision, codistill.teacher_precision): two gpt
