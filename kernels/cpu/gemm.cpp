@@ -1,10 +1,12 @@
 #include "kernels/cpu/gemm.hpp"
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -37,10 +39,23 @@ int to_blas_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// float32 goes to oneDNN's sgemm, not OpenBLAS's: Debian 12's OpenBLAS (0.3.21) predates its
+// Zen 4 support and runs its AVX2 kernels here, while oneDNN's JIT sgemm uses AVX-512: on
+// this machine's GEMMs of one MLP step, one thread, 117 vs 230 GFLOP/s (bench_sgemm has
+// both). It runs on the calling thread only: inside our parallel regions oneDNN sees
+// omp_in_parallel() and stays serial; outside one, its thread count is the caller's OpenMP
+// one, set to 1 for the call (an ICV of the calling thread alone) and restored. float64
+// (the gradient checks') stays on OpenBLAS: oneDNN has no dgemm.
 void blas_call(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                const float* B, int ldb, float beta, float* C, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
-              N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const bool top = !omp_in_parallel();
+  const int threads = top ? omp_get_max_threads() : 1;
+  if (top && threads != 1) omp_set_num_threads(1);
+  const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (top && threads != 1) omp_set_num_threads(threads);
+  // Sizes and strides were checked by the callers (to_blas_int, the leading dimensions come
+  // from them): a failure here is a broken invariant, and it may be inside a parallel region.
+  if (st != dnnl_success) std::abort();
 }
 void blas_call(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
                const double* B, int ldb, double beta, double* C, int ldc) {
@@ -80,7 +95,7 @@ void gemm_reference(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64
 }
 
 // Splits [0, len) into `parts` contiguous blocks whose edges are multiples of `align`
-// (whole SIMD panels for OpenBLAS' kernels); returns block `part`.
+// (whole SIMD panels for the libraries' kernels); returns block `part`.
 std::pair<std::int64_t, std::int64_t> block(std::int64_t len, int parts, int part,
                                             std::int64_t align) {
   const std::int64_t units = (len + align - 1) / align;
@@ -113,7 +128,7 @@ void gemm_fast(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
     return;
   }
   // Each thread owns a block of rows (or columns) of C: no two threads write the same
-  // element and each element's sum runs in OpenBLAS' fixed order, so the result depends
+  // element and each element's sum runs in the library's fixed order, so the result depends
   // only on the thread count.
 #pragma omp parallel num_threads(nt)
   {

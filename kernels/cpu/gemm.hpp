@@ -1,7 +1,8 @@
 #pragma once
 // General matrix multiply, row-major:  C[M,N] = alpha * op(A) * op(B) + beta * C
 // op(A) is A[M,K] (trans_a = false) or A[K,M]^T; op(B) is B[K,N] or B[N,K]^T.
-// fast: OpenBLAS, the work split across OpenMP threads along the larger of M and N.
+// fast: float32 on oneDNN's sgemm (AVX-512 here), float64 on OpenBLAS; the work split across
+// OpenMP threads along the larger of M and N, one serial library call per thread.
 // beta = 0 overwrites C (its old contents, NaN included, are never read).
 #include <cstdint>
 
@@ -13,7 +14,7 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
           const T* A, const T* B, T beta, T* C, Impl impl = Impl::fast);
 
-// One single-threaded OpenBLAS call with explicit leading dimensions (row-major), for
+// One single-threaded library call (as gemm's) with explicit leading dimensions (row-major), for
 // callers that already spread their work over OpenMP threads (conv2d: one image per
 // thread). Same semantics as gemm; lda/ldb/ldc are the row strides of A, B, C as stored.
 template <class T>
