@@ -10,7 +10,11 @@
 # R x B, which takes the same steps as R ranks with batch B (tests/trainer/
 # test_group_process.cpp: within 1.7e-7 after 40 steps), or "mpirun", R real ranks, oversubscribed
 # here, with group.sync_batchnorm so that a model with BatchNorm is the same experiment), JOBS
-# (runs at once, 1).
+# (runs at once, 1), SLACK (unset: every run gets STEPS steps; a number k: a group of R ranks
+# gets min(STEPS, ceil(k x STEPS / R)) steps, at least 5 evaluations: under the linear
+# scaling rule a perfectly scaling run needs STEPS / R steps, so k times that leaves room for
+# a run that scales worse, and the large-R runs do not spend R times the work of R = 1 going
+# past their target).
 # Learning rate: the linear scaling rule (Goyal et al. 2017): R x LR for a total batch of
 # R x B, after the config's warmup; constant schedule, so that "steps to the target" does not
 # depend on the budget. Codistilling groups use the rate of their own total batch (R/2 x B).
@@ -32,8 +36,9 @@ common=(--set train.steps="$steps" --set train.eval_every="$eval_every" --set ch
 # one RUN WORKERS RANKS: a run of WORKERS workers, each a group of RANKS ranks at batch B.
 one() {
   local name="$1" workers="$2" ranks="$3" seed="$4"; shift 4
-  local rate launch=() per_process="$batch"
+  local rate launch=() per_process="$batch" budget="$steps"
   rate="$(python3 -c "print($lr * $ranks)")"
+  [ -n "${SLACK:-}" ] && budget="$(python3 -c "import math; print(max(5 * $eval_every, min($steps, math.ceil($SLACK * $steps / $ranks))))")"
   # R real ranks normalize BatchNorm with the statistics of all their rows, as one process
   # with the group's batch does (without it they would not be the same experiment).
   if [ "$groups" = mpirun ] && [ "$ranks" -gt 1 ]; then launch=(--ranks "$ranks"); else per_process=$((batch * ranks)); fi
@@ -42,7 +47,8 @@ one() {
   rm -rf "${out:?}/$name"
   "$root/scripts/launch_local.sh" "${launch[@]}" "$config" "$workers" --run-dir "$out/$name" \
     --set run.seed="$seed" --set data.batch_size="$per_process" --set optimizer.lr="$rate" \
-    --set codistill.enabled="$([ "$workers" -gt 1 ] && echo true || echo false)" "${common[@]}" "$@" \
+    --set codistill.enabled="$([ "$workers" -gt 1 ] && echo true || echo false)" "${common[@]}" \
+    --set train.steps="$budget" --set checkpoint.every="$budget" "$@" \
     >"$out/$name.log" || return 1
   touch "$out/$name/done"
 }
