@@ -4,7 +4,10 @@
 // backend's path, and for comparison the im2col + GEMM path of kernels/cpu/conv2d.cpp),
 // batch norm, relu, the residual adds, global average pooling and one SGD update of the
 // parameters. Prints milliseconds per step per op class and the share of the total.
-//   bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu]   (--cpu: process CPU time, not wall)
+//   bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu] [--nhwc]
+//   (--cpu: process CPU time, not wall; --nhwc: channels-last maps, as the trainer's resnet
+//   runs on the CPU by default: convolutions NHWC, batch norm as [B*H*W, C] rows, pooling
+//   per pixel)
 #include <time.h>
 
 #include <cstdio>
@@ -80,6 +83,7 @@ struct Unit {
   k::BatchNormShape bn() const {
     k::BatchNormShape b;
     b.batch = s.batch, b.channels = s.out_channels, b.spatial = s.out_height() * s.out_width();
+    if (s.channels_last) b.batch *= b.spatial, b.spatial = 1;
     return b;
   }
 };
@@ -89,10 +93,10 @@ struct Unit {
 int main(int argc, char** argv) {
   int threads = 2, reps = 30;
   std::int64_t B = 128;
-  bool cpu_time = false;
+  bool cpu_time = false, nhwc = false;
   for (int i = 1; i < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--cpu")) {
-      cpu_time = true, --i;
+    if (!std::strcmp(argv[i], "--cpu") || !std::strcmp(argv[i], "--nhwc")) {
+      (argv[i][2] == 'c' ? cpu_time : nhwc) = true, --i;
       continue;
     }
     if (i + 1 >= argc) break;
@@ -100,7 +104,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--batch")) B = std::atoll(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu]\n");
+      std::fprintf(stderr, "usage: bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu] [--nhwc]\n");
       return 2;
     }
   }
@@ -119,6 +123,7 @@ int main(int argc, char** argv) {
   units.emplace_back(conv(B, 32, 14, 64, 3, 2), false);
   units.emplace_back(conv(B, 64, 7, 64, 3, 1), false);
   units.emplace_back(conv(B, 32, 14, 64, 1, 2), false);
+  for (Unit& u : units) u.s.channels_last = nhwc;
   std::int64_t params = 0;
   for (const Unit& u : units) params += u.w.numel() + 2 * u.s.out_channels;
   k::Tensor pv = filled({params}, 0.1f), pg = filled({params}, 0.01f), pm = k::Tensor::zeros({params});
@@ -144,8 +149,13 @@ int main(int argc, char** argv) {
     // three residual adds (+ their relus are counted above, one per unit: close enough)
     for (int i : {2, 4, 7}) t.run("add", [&] { be.add(units[i].z, units[i].z, units[i].z, *q); });
     t.run("global avgpool", [&] {
-      be.global_avgpool_forward(units[7].z, pooled, B * 64, 49, *q);
-      be.global_avgpool_backward(dpooled, units[7].dz, B * 64, 49, *q);
+      if (nhwc) {
+        be.global_avgpool_forward(units[7].z, pooled, B, 49, 64, *q);
+        be.global_avgpool_backward(dpooled, units[7].dz, B, 49, 64, *q);
+      } else {
+        be.global_avgpool_forward(units[7].z, pooled, B * 64, 49, 1, *q);
+        be.global_avgpool_backward(dpooled, units[7].dz, B * 64, 49, 1, *q);
+      }
     });
     for (int i = static_cast<int>(units.size()) - 1; i >= 0; --i) {
       Unit& u = units[static_cast<std::size_t>(i)];
@@ -165,8 +175,9 @@ int main(int argc, char** argv) {
   double total = 0;
   for (const auto& [what, ms] : t.ms)
     if (what.find("im2col") == std::string::npos) total += ms;
-  std::printf("ResNet-8 step ops, batch %lld, %d threads, %s, mean of %d steps (im2col rows: the old path, not in the total)\n",
-              static_cast<long long>(B), threads, cpu_time ? "CPU time" : "wall time", reps);
+  std::printf("ResNet-8 step ops, batch %lld, %d threads, %s, %s maps, mean of %d steps (im2col rows: the old path, "
+              "not in the total)\n",
+              static_cast<long long>(B), threads, cpu_time ? "CPU time" : "wall time", nhwc ? "NHWC" : "NCHW", reps);
   for (const auto& [what, ms] : t.ms)
     std::printf("%-24s %8.2f ms  %5.1f%%\n", what.c_str(), ms / reps,
                 what.find("im2col") == std::string::npos ? 100 * ms / total : 0.0);

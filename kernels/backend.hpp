@@ -99,6 +99,10 @@ class Backend {
   // Whether its queues can compute GEMMs this way (QueueOptions::compute); make_queue
   // refuses one it cannot.
   virtual bool supports_compute(Compute c) const { return c == Compute::f32; }
+  // Whether its image ops take channels-last (NHWC) maps: Conv2dShape::channels_last, and
+  // global_avgpool with channels > 1 (batch norm needs nothing: an NHWC map is the [rows,
+  // channels] case of BatchNormShape, batch = B*H*W, spatial = 1).
+  virtual bool supports_channels_last() const { return false; }
 
   // ---- memory (Tensor allocates through these) ----
   virtual std::shared_ptr<std::byte> allocate(std::size_t bytes, int device) = 0;
@@ -180,12 +184,14 @@ class Backend {
                                          const Tensor& save_invstd, const Tensor& dy, const Tensor& local_sums,
                                          const Tensor& sums, Tensor* dx, Tensor& dgamma, Tensor& dbeta,
                                          const BatchNormShape& s, Queue& q);
-  // Global average pooling over x viewed as [rows, spatial]: y[r] = mean of row r (summed in
-  // order); backward dx[r, i] = dy[r] / spatial (dx overwritten).
+  // Global average pooling over x viewed as [rows, spatial, channels]: y[r, c] = the mean of
+  // x[r, :, c] (summed in order of the spatial index); backward dx[r, i, c] = dy[r, c] /
+  // spatial (dx overwritten). NCHW maps: rows = B*C, channels = 1; channels-last (NHWC) maps:
+  // rows = B, channels = C (only where supports_channels_last()).
   virtual void global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
-                                      Queue& q) = 0;
+                                      std::int64_t channels, Queue& q) = 0;
   virtual void global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
-                                       Queue& q) = 0;
+                                       std::int64_t channels, Queue& q) = 0;
   // x, y: [rows, features]; gamma, beta: [features]; save_mean/save_invstd: [rows]
   // (LayerNormShape in kernels/ops.hpp). dx may be null; dgamma and dbeta accumulate.
   virtual void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,

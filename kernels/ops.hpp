@@ -56,10 +56,15 @@ const char* activation_name(Activation a);
 
 // 2-D convolution (cross-correlation, as PyTorch), NCHW, weight [O, C, KH, KW].
 // OH = (H + 2*pad_h - KH) / stride_h + 1, likewise OW.
+// channels_last: x, y, dx and dy are stored [B, H, W, C] (NHWC: each pixel's channels
+// contiguous), the layout oneDNN's CPU convolutions run without reordering; the logical
+// shapes and the weight layout (OIHW) stay as above. Backend::supports_channels_last says
+// which backends take it.
 struct Conv2dShape {
   std::int64_t batch = 1, in_channels = 1, height = 1, width = 1;
   std::int64_t out_channels = 1, kernel_h = 1, kernel_w = 1;
   std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  bool channels_last = false;
   std::int64_t out_height() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
   std::int64_t out_width() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
   // Throws std::invalid_argument for impossible shapes (empty output, non-positive sizes).

@@ -80,6 +80,9 @@ struct ModelConfig {
   // checkpoint), whose parameters and buffers replace the initialization at step 0. Not
   // part of the architecture: not in model_fields(), so not in a checkpoint's `model`.
   std::string init_from;  // "" = off
+  // How image maps lie in memory: auto | nchw | nhwc (Model::set_memory_format). Not part of
+  // the architecture either: the parameters and checkpoints are the same in every format.
+  std::string memory_format = "auto";
   // Filled from the data, not from the config file:
   std::vector<std::int64_t> input_shape;  // [C, H, W]
   std::int64_t classes = 0;

@@ -422,7 +422,8 @@ std::vector<std::string> config_differences(const Config& a, const Config& b) {
       !std::equal(a.worker_models.begin(), a.worker_models.end(), b.worker_models.begin(),
                   [](const auto& x, const auto& y) {
                     return x.first == y.first && model_yaml(x.second) == model_yaml(y.second) &&
-                           x.second.init_from == y.second.init_from;  // not in model_yaml
+                           x.second.init_from == y.second.init_from &&  // not in model_yaml
+                           x.second.memory_format == y.second.memory_format;
                   }))
     paths.emplace_back("worker_models");
   return paths;

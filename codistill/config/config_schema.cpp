@@ -112,8 +112,9 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(data.prefetch, any()),
   };
   for (auto& f : make_model_keys()) keys.push_back(f);
-  // A model key of the config file but not of the architecture (model_fields()).
+  // Model keys of the config file but not of the architecture (model_fields()).
   keys.push_back(CODISTILL_KEY(model.init_from, any()));
+  keys.push_back(CODISTILL_KEY(model.memory_format, one_of({"auto", "nchw", "nhwc"})));
   std::vector<Field> rest = {
       CODISTILL_KEY(optimizer.kind, one_of({"sgd", "adamw"})),
       CODISTILL_KEY(optimizer.lr, gt(0)),

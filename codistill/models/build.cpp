@@ -172,6 +172,10 @@ void build_resnet(const ModelConfig& cfg, Rng& rng, Model& model) {
   }
   b.push("pool", [] { return std::make_unique<GlobalAvgPool>(); });
   b.classifier_head();
+  // Every image layer here can switch to channels-last (convolutions, batch norms, the
+  // pooling; the rest is elementwise or after the pooling). The input comes NCHW from the
+  // data: the same bytes as NHWC when it has one channel; with more, the model stays NCHW.
+  model.set_channels_last_allowed(in == 1);
 }
 
 using BuildFn = void (*)(const ModelConfig&, Rng&, Model&);
@@ -215,6 +219,7 @@ Model build_model(const ModelConfig& given, Rng& rng) {
   model.set_input_shape(cfg.input_shape);
   it->second(cfg, rng, model);
   model.finalize();
+  model.set_memory_format(cfg.memory_format);
   return model;
 }
 

@@ -1,6 +1,7 @@
 #include "codistill/models/model.hpp"
 #include "codistill/nn/tied_linear.hpp"
 #include "codistill/nn/linear.hpp"
+#include "codistill/nn/channels_last.hpp"
 
 #include <fmt/format.h>
 
@@ -200,6 +201,7 @@ void Model::place(kernels::Device device, kernels::QueueOptions options, bool co
   if (!backend.supports_compute(options.compute))
     throw std::invalid_argument(std::string(backend.name()) + " cannot compute GEMMs in " +
                                 kernels::compute_name(options.compute));
+  const bool channels_last = wants_channels_last(backend);
   auto queue = backend.make_queue(device, options);
   synchronize();  // nothing may still run on the memory moved away
   arena_.to_device(*root_, device, copy);
@@ -207,6 +209,39 @@ void Model::place(kernels::Device device, kernels::QueueOptions options, bool co
   // the old one, e.g. an event, is let go while it still exists).
   root_->set_queue(*queue);
   queue_ = std::move(queue);
+  apply_channels_last(channels_last);
+}
+
+void Model::set_memory_format(const std::string& format) {
+  if (format != "auto" && format != "nchw" && format != "nhwc")
+    throw std::invalid_argument("memory format must be one of auto, nchw, nhwc, got '" + format + "'");
+  const std::string old = memory_format_;
+  memory_format_ = format;
+  try {
+    apply_channels_last(wants_channels_last(queue().backend()));
+  } catch (...) {
+    memory_format_ = old;
+    throw;
+  }
+}
+
+bool Model::wants_channels_last(const kernels::Backend& backend) const {
+  if (memory_format_ == "nchw") return false;
+  const bool can = channels_last_allowed_ && backend.supports_channels_last();
+  if (memory_format_ == "nhwc" && !can)
+    throw std::invalid_argument(
+        channels_last_allowed_
+            ? std::string("memory format nhwc: the ") + backend.name() + " backend has no channels-last image ops"
+            : std::string("memory format nhwc: this model cannot run channels-last (only a resnet on inputs of one "
+                          "channel can)"));
+  return can;
+}
+
+void Model::apply_channels_last(bool on) {
+  visit_modules(*root_, [&](const std::string&, Module& m) {
+    if (auto* layer = dynamic_cast<ChannelsLastLayer*>(&m)) layer->set_channels_last(on);
+  });
+  channels_last_ = on;
 }
 
 void Model::drop_grads() {

@@ -100,6 +100,18 @@ class Model {
   void synchronize() const;
   std::string summary();  // one line per module, indented by depth: name, kind, output shape, params
 
+  // How image maps lie in memory between the layers (codistill/nn/channels_last.hpp):
+  // "auto" (channels-last where the architecture allows it and the backend supports it,
+  // NCHW otherwise), "nchw", or "nhwc" (required: refused with the reason where it cannot
+  // be). build_model says whether the architecture allows it (every image layer of the
+  // tree switchable and an input of one channel, whose NCHW and NHWC bytes are the same).
+  // Applied now and again on every device move; never changes parameters or checkpoints.
+  // Throws std::invalid_argument for another name or an "nhwc" that cannot be.
+  void set_memory_format(const std::string& format);
+  void set_channels_last_allowed(bool allowed) { channels_last_allowed_ = allowed; }
+  // Whether the image layers run channels-last now.
+  bool channels_last() const { return channels_last_; }
+
   // Input shape without the batch dimension (set by build_model; summary() uses it).
   void set_input_shape(kernels::Shape shape) { input_shape_ = std::move(shape); }
   const kernels::Shape& input_shape() const { return input_shape_; }
@@ -114,6 +126,10 @@ class Model {
 
  private:
   void place(kernels::Device device, kernels::QueueOptions options, bool copy);
+  // Whether the image layers should run channels-last on `backend` (throws for an "nhwc"
+  // that cannot be), and setting them.
+  bool wants_channels_last(const kernels::Backend& backend) const;
+  void apply_channels_last(bool on);
 
   std::unique_ptr<Sequential> root_;
   std::unique_ptr<kernels::Queue> queue_;  // null: the CPU's shared queue
@@ -122,6 +138,9 @@ class Model {
   bool fingerprint_modules_ = false;
   kernels::Shape input_shape_;
   kernels::DType input_dtype_ = kernels::DType::f32;
+  std::string memory_format_ = "auto";
+  bool channels_last_allowed_ = false;
+  bool channels_last_ = false;
 };
 
 // Builds the model of cfg.kind ("mlp" | "cnn" | "resnet" | "layers" | "gpt"), initialized from rng. cfg.input_shape and

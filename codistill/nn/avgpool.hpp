@@ -1,13 +1,14 @@
 #pragma once
 // Global average pooling: [B, C, H, W] -> [B, C], each channel's plane averaged (the head of
-// a ResNet, before its classifier).
+// a ResNet, before its classifier). The map NCHW, or NHWC once set_channels_last.
 #include <string>
 
+#include "codistill/nn/channels_last.hpp"
 #include "codistill/nn/module.hpp"
 
 namespace codistill {
 
-class GlobalAvgPool : public Layer {
+class GlobalAvgPool : public Layer, public ChannelsLastLayer {
  public:
   std::string kind() const override { return "global_avgpool"; }
   // [C, H, W] -> [C].

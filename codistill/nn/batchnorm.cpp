@@ -38,6 +38,7 @@ kernels::BatchNormShape BatchNorm::shape_of(const Tensor& x) const {
                                 kernels::shape_str(x.shape()));
   std::int64_t spatial = 1;
   for (int d = 2; d < x.ndim(); ++d) spatial *= x.dim(d);
+  if (channels_last_ && x.ndim() == 4) return {x.dim(0) * spatial, channels_, 1, eps_, momentum_};
   return {x.dim(0), channels_, spatial, eps_, momentum_};
 }
 

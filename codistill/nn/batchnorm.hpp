@@ -10,18 +10,21 @@
 // of every rank's rows, through two float64 all-reduces per forward and backward
 // (Op::batchnorm_sync in kernels/ops.hpp); dgamma/dbeta stay this rank's share, summed by
 // the group's gradient all-reduce.
+// Channels-last (set_channels_last): a 4-D input's map is NHWC, normalized as [B*H*W, C]
+// rows (BatchNormShape with spatial 1): the same statistics, another memory order.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <memory>
 
+#include "codistill/nn/channels_last.hpp"
 #include "codistill/nn/group_sum.hpp"
 #include "codistill/nn/module.hpp"
 
 namespace codistill {
 
-class BatchNorm : public Layer {
+class BatchNorm : public Layer, public ChannelsLastLayer {
  public:
   // weight = 1, bias = 0, running_mean = 0, running_var = 1 (float32).
   explicit BatchNorm(std::int64_t channels, double eps = 1e-5, double momentum = 0.1);

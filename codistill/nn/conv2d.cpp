@@ -40,6 +40,7 @@ kernels::Conv2dShape Conv2d::conv_shape(const Shape& x) const {
   s.kernel_h = s.kernel_w = k_;
   s.stride_h = s.stride_w = stride_;
   s.pad_h = s.pad_w = pad_;
+  s.channels_last = channels_last_;
   return s;
 }
 

@@ -1,17 +1,19 @@
 #pragma once
-// 2-D convolution, NCHW, square kernel: weight [out, in, k, k], bias [out].
+// 2-D convolution, square kernel: weight [out, in, k, k], bias [out]; maps NCHW, or NHWC once
+// set_channels_last (codistill/nn/channels_last.hpp).
 // Padding defaults to k/2 ('same' output size for odd k at stride 1). The bias is added
 // inside the convolution op (no separate bias pass).
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "codistill/nn/channels_last.hpp"
 #include "codistill/nn/module.hpp"
 #include "kernels/ops.hpp"
 
 namespace codistill {
 
-class Conv2d : public Layer {
+class Conv2d : public Layer, public ChannelsLastLayer {
  public:
   static constexpr std::int64_t kSamePadding = -1;
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,

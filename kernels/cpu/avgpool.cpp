@@ -56,9 +56,53 @@ void global_avgpool_backward(const T* dy, T* dx, std::int64_t rows, std::int64_t
   }
 }
 
+template <class T>
+void global_avgpool_nhwc_forward(const T* x, T* y, std::int64_t batch, std::int64_t spatial, std::int64_t channels,
+                                 Impl impl) {
+  check(batch * channels, spatial);
+  if (channels < 1) throw std::invalid_argument("global_avgpool: channels must be >= 1, got " + std::to_string(channels));
+  const T inv = T(1) / static_cast<T>(spatial);
+  // Each channel's sum runs over i in order, as the NCHW rows do; the fast path adds the
+  // pixels' channel vectors one pixel after another (vectorized across channels).
+  const bool par = impl == Impl::fast && batch * spatial * channels >= kParallelMin && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+  for (std::int64_t b = 0; b < batch; ++b) {
+    T* out = y + b * channels;
+    for (std::int64_t c = 0; c < channels; ++c) out[c] = 0;
+    for (std::int64_t i = 0; i < spatial; ++i) {
+      const T* p = x + (b * spatial + i) * channels;
+#pragma omp simd
+      for (std::int64_t c = 0; c < channels; ++c) out[c] += p[c];
+    }
+    for (std::int64_t c = 0; c < channels; ++c) out[c] *= inv;
+  }
+}
+
+template <class T>
+void global_avgpool_nhwc_backward(const T* dy, T* dx, std::int64_t batch, std::int64_t spatial, std::int64_t channels,
+                                  Impl impl) {
+  check(batch * channels, spatial);
+  if (channels < 1) throw std::invalid_argument("global_avgpool: channels must be >= 1, got " + std::to_string(channels));
+  const T inv = T(1) / static_cast<T>(spatial);
+  const bool par = impl == Impl::fast && batch * spatial * channels >= kParallelMin && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = 0; i < spatial; ++i) {
+      T* q = dx + (b * spatial + i) * channels;
+#pragma omp simd
+      for (std::int64_t c = 0; c < channels; ++c) q[c] = dy[b * channels + c] * inv;
+    }
+}
+
 template void global_avgpool_forward<float>(const float*, float*, std::int64_t, std::int64_t, Impl);
 template void global_avgpool_forward<double>(const double*, double*, std::int64_t, std::int64_t, Impl);
 template void global_avgpool_backward<float>(const float*, float*, std::int64_t, std::int64_t, Impl);
 template void global_avgpool_backward<double>(const double*, double*, std::int64_t, std::int64_t, Impl);
+template void global_avgpool_nhwc_forward<float>(const float*, float*, std::int64_t, std::int64_t, std::int64_t, Impl);
+template void global_avgpool_nhwc_forward<double>(const double*, double*, std::int64_t, std::int64_t, std::int64_t,
+                                                  Impl);
+template void global_avgpool_nhwc_backward<float>(const float*, float*, std::int64_t, std::int64_t, std::int64_t, Impl);
+template void global_avgpool_nhwc_backward<double>(const double*, double*, std::int64_t, std::int64_t, std::int64_t,
+                                                   Impl);
 
 }  // namespace codistill::kernels::cpu

@@ -93,6 +93,7 @@ class CpuBackend final : public Backend {
     return false;
   }
   bool supports_compute(Compute /*c*/) const override { return true; }
+  bool supports_channels_last() const override { return true; }
 
   std::shared_ptr<std::byte> allocate(std::size_t bytes, int /*device*/) override {
     // 64-byte alignment: whole cache lines and aligned AVX-512 loads.
@@ -256,17 +257,23 @@ class CpuBackend final : public Backend {
   }
 
   void global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
-                              Queue& q) override {
+                              std::int64_t channels, Queue& q) override {
     require_support(*this, Op::global_avgpool, x.dtype(), "global_avgpool");
     dispatch_floating(x.dtype(), [&]<class T>() {
-      cpu::global_avgpool_forward<T>(x.data<T>(), y.data<T>(), rows, spatial, impl_of(q));
+      if (channels == 1)
+        cpu::global_avgpool_forward<T>(x.data<T>(), y.data<T>(), rows, spatial, impl_of(q));
+      else
+        cpu::global_avgpool_nhwc_forward<T>(x.data<T>(), y.data<T>(), rows, spatial, channels, impl_of(q));
     });
   }
   void global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
-                               Queue& q) override {
+                               std::int64_t channels, Queue& q) override {
     require_support(*this, Op::global_avgpool, dy.dtype(), "global_avgpool backward");
     dispatch_floating(dy.dtype(), [&]<class T>() {
-      cpu::global_avgpool_backward<T>(dy.data<T>(), dx.data<T>(), rows, spatial, impl_of(q));
+      if (channels == 1)
+        cpu::global_avgpool_backward<T>(dy.data<T>(), dx.data<T>(), rows, spatial, impl_of(q));
+      else
+        cpu::global_avgpool_nhwc_backward<T>(dy.data<T>(), dx.data<T>(), rows, spatial, channels, impl_of(q));
     });
   }
 

@@ -1,5 +1,7 @@
 #include "kernels/cpu/batchnorm.hpp"
 
+#include "kernels/cpu/batchnorm_rows.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -143,6 +145,8 @@ template <class T>
 void batchnorm_forward(const T* x, const T* gamma, const T* beta, T* running_mean, T* running_var, T* y,
                        T* save_mean, T* save_invstd, bool training, const BatchNormShape& s, Impl impl) {
   s.validate(training);
+  if (impl == Impl::fast && s.spatial == 1)  // [rows, channels]: streamed by rows
+    return batchnorm_rows_forward(x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, s);
   const Layout L{s.batch, s.channels, s.spatial};
   if (impl == Impl::reference) {
     for (std::int64_t c = 0; c < L.C; ++c)
@@ -159,6 +163,8 @@ template <class T>
 void batchnorm_backward(const T* x, const T* gamma, const T* save_mean, const T* save_invstd, const T* dy, T* dx,
                         T* dgamma, T* dbeta, bool training, const BatchNormShape& s, Impl impl) {
   s.validate(training);
+  if (impl == Impl::fast && s.spatial == 1)  // [rows, channels]: streamed by rows
+    return batchnorm_rows_backward(x, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s);
   const Layout L{s.batch, s.channels, s.spatial};
   // The reference and the fast path share the per-channel arithmetic (it is already the
   // plain formula); the fast path adds threads over channels.

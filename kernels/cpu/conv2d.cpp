@@ -1,5 +1,7 @@
 #include "kernels/cpu/conv2d.hpp"
 
+#include "kernels/cpu/nhwc.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -330,6 +332,16 @@ void backward_fast(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, con
 template <class T>
 void conv2d_forward(const T* x, const T* w, const T* b, T* y, const Conv2dShape& s, Impl impl) {
   s.validate();
+  if (s.channels_last) {  // computed in NCHW between exact permutations (nhwc.hpp)
+    Conv2dShape plain = s;
+    plain.channels_last = false;
+    const std::int64_t S = s.height * s.width, OS = s.out_height() * s.out_width();
+    const std::vector<T> xc = nchw_copy(x, s.batch, s.in_channels, S);
+    std::vector<T> yc(static_cast<std::size_t>(s.batch * s.out_channels * OS));
+    conv2d_forward(xc.data(), w, b, yc.data(), plain, impl);
+    nchw_to_nhwc(yc.data(), y, s.batch, s.out_channels, OS);
+    return;
+  }
   if (impl == Impl::reference)
     forward_reference(x, w, b, y, s);
   else
@@ -340,6 +352,17 @@ template <class T>
 void conv2d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db,
                      const Conv2dShape& s, bool accumulate, Impl impl) {
   s.validate();
+  if (s.channels_last) {  // computed in NCHW between exact permutations (nhwc.hpp)
+    Conv2dShape plain = s;
+    plain.channels_last = false;
+    const std::int64_t S = s.height * s.width, OS = s.out_height() * s.out_width();
+    const std::vector<T> xc = nchw_copy(x, s.batch, s.in_channels, S);
+    const std::vector<T> dyc = nchw_copy(dy, s.batch, s.out_channels, OS);
+    std::vector<T> dxc(dx ? static_cast<std::size_t>(s.batch * s.in_channels * S) : 0);
+    conv2d_backward(xc.data(), w, dyc.data(), dx ? dxc.data() : nullptr, dw, db, plain, accumulate, impl);
+    if (dx) nchw_to_nhwc(dxc.data(), dx, s.batch, s.in_channels, S);
+    return;
+  }
   if (impl == Impl::reference)
     backward_reference(x, w, dy, dx, dw, db, s, accumulate);
   else

@@ -3,6 +3,8 @@
 //   forward:  y[B,O,OH,OW] = conv(x[B,C,H,W], w) + b[O]   (b may be null)
 //   backward: dx (skipped when null), dw (+)= , db (+)=  (db may be null)
 // OH = (H + 2*pad_h - KH) / stride_h + 1, likewise OW.
+// s.channels_last (x, y, dx, dy stored NHWC): computed in NCHW between exact permutations
+// (kernels/cpu/nhwc.hpp); the float32 fast path (DnnlConv) takes NHWC as it is.
 // fast: per image im2col + GEMM, images spread over OpenMP threads (small maps: several
 // images per GEMM). Each thread keeps its im2col scratch between calls (thread_local).
 // A batch smaller than the thread count runs on that many threads. The weight gradient is

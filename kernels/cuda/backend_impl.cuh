@@ -95,9 +95,9 @@ class CudaBackend final : public kernels::Backend {
                           const Tensor& dy, Tensor* dx, Tensor& dgamma, Tensor& dbeta, bool training,
                           const BatchNormShape& s, kernels::Queue& q) override;
   void global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
-                              kernels::Queue& q) override;
+                              std::int64_t channels, kernels::Queue& q) override;
   void global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
-                               kernels::Queue& q) override;
+                               std::int64_t channels, kernels::Queue& q) override;
   void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& save_mean,
                          Tensor& save_invstd, const LayerNormShape& s, kernels::Queue& q) override;
   void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,

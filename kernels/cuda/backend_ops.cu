@@ -110,11 +110,20 @@ void CudaBackend::activation_backward(const Tensor& saved, const Tensor& dy, Ten
 
 // ---- convolution and pooling -----------------------------------------------------------------
 
+namespace {
+// Channels-last maps are not built here (supports_channels_last() is false): refused.
+void require_nchw(const Conv2dShape& s, const char* op) {
+  if (s.channels_last)
+    throw std::invalid_argument(std::string(op) + " (cuda): channels-last maps are not supported by the cuda backend");
+}
+}  // namespace
+
 void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
                                  const Conv2dShape& s, kernels::Queue& q) {
   const char* op = "conv2d";
   CudaQueue& cq = queue_of(q, op);
   require_support(*this, Op::conv2d, x.dtype(), op);
+  require_nchw(s, op);
   s.validate();
   const Device dev = cq.device();
   expect(x, dev, DType::f32, s.batch * s.in_channels * s.height * s.width, op, "x");
@@ -130,6 +139,7 @@ void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor
   const char* op = "conv2d backward";
   CudaQueue& cq = queue_of(q, op);
   require_support(*this, Op::conv2d, x.dtype(), op);
+  require_nchw(s, op);
   s.validate();
   const Device dev = cq.device();
   const std::int64_t nx = s.batch * s.in_channels * s.height * s.width;

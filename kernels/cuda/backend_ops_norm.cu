@@ -64,9 +64,19 @@ void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& gamma, const
 
 // ---- global average pooling --------------------------------------------------------------------
 
+namespace {
+// Channels-last maps are not built here (supports_channels_last() is false): refused.
+void require_planes(std::int64_t channels, const char* op) {
+  if (channels != 1)
+    throw std::invalid_argument(std::string(op) + " (cuda): channels-last maps (channels " + std::to_string(channels) +
+                                " > 1) are not supported by the cuda backend");
+}
+}  // namespace
+
 void CudaBackend::global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
-                                         kernels::Queue& q) {
+                                         std::int64_t channels, kernels::Queue& q) {
   const char* op = "global_avgpool";
+  require_planes(channels, op);
   CudaQueue& cq = queue_of(q, op);
   require_support(*this, Op::global_avgpool, x.dtype(), op);
   expect(x, cq.device(), DType::f32, rows * spatial, op, "x");
@@ -75,8 +85,9 @@ void CudaBackend::global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_
 }
 
 void CudaBackend::global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
-                                          kernels::Queue& q) {
+                                          std::int64_t channels, kernels::Queue& q) {
   const char* op = "global_avgpool backward";
+  require_planes(channels, op);
   CudaQueue& cq = queue_of(q, op);
   require_support(*this, Op::global_avgpool, dy.dtype(), op);
   expect(dy, cq.device(), DType::f32, rows, op, "dy");

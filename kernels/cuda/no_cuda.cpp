@@ -182,8 +182,12 @@ class NoCudaBackend final : public Backend {
                           Tensor&, Tensor&, bool, const BatchNormShape&, Queue&) override {
     unavailable();
   }
-  void global_avgpool_forward(const Tensor&, Tensor&, std::int64_t, std::int64_t, Queue&) override { unavailable(); }
-  void global_avgpool_backward(const Tensor&, Tensor&, std::int64_t, std::int64_t, Queue&) override { unavailable(); }
+  void global_avgpool_forward(const Tensor&, Tensor&, std::int64_t, std::int64_t, std::int64_t, Queue&) override {
+    unavailable();
+  }
+  void global_avgpool_backward(const Tensor&, Tensor&, std::int64_t, std::int64_t, std::int64_t, Queue&) override {
+    unavailable();
+  }
   void layernorm_forward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&,
                          const LayerNormShape&, Queue&) override {
     unavailable();

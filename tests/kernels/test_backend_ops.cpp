@@ -142,6 +142,10 @@ void run_cases(const char* family, Cases cases, const std::vector<Target>& ts) {
         ++tally[j].unsupported[std::string(k::op_name(c.ops().back())) + " " + k::dtype_name(c.dtype)];
         continue;
       }
+      if (c.channels_last() && !ts[j].backend->supports_channels_last()) {
+        ++tally[j].unsupported[std::string(k::op_name(c.ops().back())) + " channels-last"];
+        continue;
+      }
       if (!ts[j].backend->supports_compute(c.options.compute)) {
         ++tally[j].unsupported[std::string(k::op_name(c.ops().back())) + " " + k::compute_name(c.options.compute) +
                                " compute"];

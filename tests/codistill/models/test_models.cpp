@@ -255,3 +255,48 @@ TEST_CASE("dtype mismatch names the layer", "[models]") {
   m.to_dtype(DType::f64);
   CHECK_THROWS_WITH(m.forward(random_input({2, 1, 28, 28}, 1), false), Contains("layer 'fc1'"));
 }
+
+TEST_CASE("memory format: a resnet runs channels-last on the CPU by default, as its NCHW self", "[models]") {
+  const auto seed = test::fresh_seed();
+  INFO("seed " << seed);
+  ModelConfig cfg = resnet_config({16, 32}, 1);
+  cfg.hidden = {12};
+  Model nhwc = build(cfg, seed);
+  CHECK(nhwc.channels_last());  // auto, the CPU backend, one input channel
+  cfg.memory_format = "nchw";
+  Model nchw = build(cfg, seed);
+  CHECK_FALSE(nchw.channels_last());
+  CHECK(nhwc.fingerprint() == nchw.fingerprint());
+  const Tensor x = random_input({6, 1, 28, 28}, seed + 1);
+  const Tensor dlogits = random_input({6, 10}, seed + 2);
+  for (bool training : {true, false}) {
+    INFO((training ? "training" : "eval"));
+    const std::vector<double> a = values(nchw.forward(x, training)), b = values(nhwc.forward(x, training));
+    CHECK(test::max_rel_error(b, a) < 1e-4);
+  }
+  nchw.zero_grad(), nhwc.zero_grad();
+  nchw.forward(x, true), nhwc.forward(x, true);
+  nchw.backward(dlogits), nhwc.backward(dlogits);
+  auto pa = nchw.params(), pb = nhwc.params();
+  REQUIRE(pa.size() == pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    INFO(pa[i].path);
+    CHECK(test::max_rel_error(values(*pb[i].grad), values(*pa[i].grad)) < 1e-3);
+  }
+  auto ba = nchw.buffers(), bb = nhwc.buffers();  // running statistics after the same batches
+  for (std::size_t i = 0; i < ba.size(); ++i) CHECK(test::max_rel_error(values(*bb[i].value), values(*ba[i].value)) < 1e-4);
+
+  // Switching back and forth; names checked; a model that cannot run channels-last says so.
+  nhwc.set_memory_format("nchw");
+  CHECK_FALSE(nhwc.channels_last());
+  nhwc.set_memory_format("nhwc");
+  CHECK(nhwc.channels_last());
+  CHECK_THROWS_WITH(nhwc.set_memory_format("NHWC"), Catch::Contains("one of auto, nchw, nhwc"));
+  Model cnn = build(cnn_config(), seed);
+  CHECK_FALSE(cnn.channels_last());
+  CHECK_THROWS_WITH(cnn.set_memory_format("nhwc"), Catch::Contains("cannot run channels-last"));
+  CHECK_FALSE(cnn.channels_last());
+  ModelConfig rgb = resnet_config({4}, 1);
+  rgb.input_shape = {3, 8, 8};
+  CHECK_FALSE(build(rgb, seed).channels_last());  // an NCHW input of 3 channels: stays NCHW
+}

@@ -338,6 +338,69 @@ TEST_CASE("GlobalAvgPool gradients match finite differences", "[nn][gradcheck]")
   }
 }
 
+// Channels-last maps (NHWC bytes behind the logical [B, C, H, W]): float64 runs the
+// convolution permuted through NCHW, batch norm as [B*H*W, C] rows, the pooling per pixel.
+TEST_CASE("channels-last Conv2d, BatchNorm and GlobalAvgPool gradients match finite differences",
+          "[nn][gradcheck]") {
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed);
+    Rng rng(seed);
+    Conv2d conv(3, 4, 3, 2, 1);
+    conv.init_params(rng, "kaiming_uniform");
+    conv.set_channels_last(true);
+    check_gradients(conv, random_tensor({2, 3, 5, 6}, seed + 1), seed, impl);
+    for (bool training : {true, false}) {
+      BatchNorm bn(4);
+      bn.to_dtype(DType::f64);
+      bn.set_channels_last(true);
+      for (auto& p : bn.params()) *p.value = random_tensor({4}, seed + (p.name == "weight" ? 3 : 4), 0.5, 1.5);
+      for (auto& b : bn.buffers()) *b.value = random_tensor({4}, seed + 5, 0.5, 2);
+      check_gradients(bn, random_tensor({2, 4, 3, 5}, seed + 2), seed, impl, [] {}, training);
+    }
+    GlobalAvgPool gap;
+    gap.set_channels_last(true);
+    check_gradients(gap, random_tensor({2, 5, 3, 4}, seed + 6), seed, impl);
+  }
+}
+
+// The same layer on the same map stored NCHW and NHWC: the same values, permuted.
+TEST_CASE("channels-last layers compute what their NCHW selves compute on the permuted map", "[nn]") {
+  const std::int64_t B = 3, C = 4, H = 5, W = 6, S = H * W;
+  auto permute = [&](const Tensor& nchw, std::int64_t channels, std::int64_t spatial) {
+    Tensor out = Tensor::empty(nchw.shape(), DType::f64);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t c = 0; c < channels; ++c)
+        for (std::int64_t i = 0; i < spatial; ++i)
+          out.data<double>()[(b * spatial + i) * channels + c] = nchw.data<double>()[(b * channels + c) * spatial + i];
+    return out;
+  };
+  for (Impl impl : kImpls) {
+    const auto seed = fresh_seed();
+    INFO("seed " << seed << (impl == Impl::reference ? " reference" : " fast"));
+    const Tensor x = random_tensor({B, C, H, W}, seed);
+    const Tensor xl = permute(x, C, S);
+    Rng rng(seed);
+    Conv2d a(C, 7, 3, 1, 1), b(C, 7, 3, 1, 1);
+    a.init_params(rng, "kaiming_uniform");
+    for (std::size_t i = 0; i < a.params().size(); ++i) *b.params()[i].value = a.params()[i].value->clone();
+    a.to_dtype(DType::f64), b.to_dtype(DType::f64);
+    b.set_channels_last(true);
+    a.set_reference(impl == Impl::reference), b.set_reference(impl == Impl::reference);
+    CHECK(max_rel_error(values(permute(a.forward(x, true), 7, S)), values(b.forward(xl, true))) < 1e-12);
+    BatchNorm na(C), nb(C);
+    na.to_dtype(DType::f64), nb.to_dtype(DType::f64);
+    nb.set_channels_last(true);
+    na.set_reference(impl == Impl::reference), nb.set_reference(impl == Impl::reference);
+    CHECK(max_rel_error(values(permute(na.forward(x, true), C, S)), values(nb.forward(xl, true))) < 1e-12);
+    for (std::size_t i = 0; i < na.buffers().size(); ++i)
+      CHECK(max_rel_error(values(*na.buffers()[i].value), values(*nb.buffers()[i].value)) < 1e-12);
+    GlobalAvgPool ga, gb;
+    gb.set_channels_last(true);
+    CHECK(max_rel_error(values(ga.forward(x, true)), values(gb.forward(xl, true))) < 1e-12);
+  }
+}
+
 TEST_CASE("Residual refuses a body and shortcut of different shapes", "[nn]") {
   Rng rng(1);
   auto body = std::make_unique<Sequential>();

@@ -20,7 +20,13 @@ inline std::string conv_str(const k::Conv2dShape& s) {
   return sizes({{"B", s.batch}, {"C", s.in_channels}, {"H", s.height}, {"W", s.width}, {"O", s.out_channels}}) +
          " k=" + std::to_string(s.kernel_h) + "x" + std::to_string(s.kernel_w) + " stride=" +
          std::to_string(s.stride_h) + "x" + std::to_string(s.stride_w) + " pad=" + std::to_string(s.pad_h) + "x" +
-         std::to_string(s.pad_w);
+         std::to_string(s.pad_w) + (s.channels_last ? " nhwc" : "");
+}
+
+// The same convolution on channels-last (NHWC) maps.
+inline k::Conv2dShape nhwc(k::Conv2dShape s) {
+  s.channels_last = true;
+  return s;
 }
 
 struct ConvSizes {
@@ -39,6 +45,7 @@ class Conv2dForward final : public OpCase {
   std::string name() const override { return "conv2d_forward " + conv_str(s_) + " bias=" + std::to_string(bias_); }
   std::vector<Op> ops() const override { return {Op::conv2d}; }
   bool reproducible() const override { return true; }
+  bool channels_last() const override { return s_.channels_last; }
   std::vector<Output> run(Ctx& c) const override {
     const ConvSizes z(s_);
     Tensor x = c.random(z.x, seed), w = c.random(z.w, seed + 1), b = c.random({s_.out_channels}, seed + 2);
@@ -63,6 +70,7 @@ class Conv2dBackward final : public OpCase {
   }
   std::vector<Op> ops() const override { return {Op::conv2d}; }
   bool reproducible() const override { return true; }
+  bool channels_last() const override { return s_.channels_last; }
   std::vector<Output> run(Ctx& c) const override {
     const ConvSizes z(s_);
     Tensor x = c.random(z.x, seed), w = c.random(z.w, seed + 1), dy = c.random(z.y, seed + 2);
@@ -153,6 +161,19 @@ inline Cases conv_cases() {
     add<Conv2dForward>(out, {DType::f32, DType::f64}, s, true);
     add<Conv2dBackward>(out, {DType::f32, DType::f64}, s, true, true);
     add<Conv2dBackward>(out, {DType::f32, DType::f64}, s, false, false);
+  }
+  // Channels-last maps (oneDNN's direct NHWC kernels on the CPU fast path, the permuted
+  // NCHW computation in the reference and for float64): ResNet-8's shapes, odd ones, one
+  // channel in (the stem: NCHW and NHWC the same bytes).
+  const k::Conv2dShape channels_last[] = {
+      conv(3, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1), conv(2, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1),
+      conv(3, 16, 15, 15, 32, 1, 1, 2, 2, 0, 0), conv(2, 32, 9, 9, 64, 3, 3, 2, 2, 1, 1),
+      conv(2, 3, 11, 13, 5, 3, 3, 1, 1, 1, 1),  conv(1, 4, 9, 7, 6, 3, 2, 2, 1, 0, 1)};
+  for (const auto& s : channels_last) {
+    for (bool bias : {true, false}) add<Conv2dForward>(out, {DType::f32, DType::f64}, nhwc(s), bias);
+    add<Conv2dBackward>(out, {DType::f32, DType::f64}, nhwc(s), true, true);
+    add<Conv2dBackward>(out, {DType::f32, DType::f64}, nhwc(s), false, false);
+    add<Conv2dBackward>(out, {DType::f32}, nhwc(s), true, false, /*zeroed=*/true);
   }
   // Large enough for split reductions (atomics would show as run-to-run differences).
   add<Conv2dBackward>(out, {DType::f32}, conv(4, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1), true, true);

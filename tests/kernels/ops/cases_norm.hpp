@@ -2,6 +2,8 @@
 // Op cases of the normalization entry points: batchnorm (train and eval, forward and
 // backward, with and without dx), synchronized batchnorm (its three steps, the batch split
 // among simulated ranks), layernorm, and global average pooling. See op_case.hpp.
+#include <tuple>
+
 #include "op_case.hpp"
 
 namespace codistill::test::ops {
@@ -140,25 +142,29 @@ class BatchNormSyncCase final : public OpCase {
   bool need_dx_;
 };
 
+// x [rows, spatial, channels]: channels 1 are NCHW planes (rows = B*C), more are
+// channels-last maps (rows = B).
 class GlobalAvgPoolCase final : public OpCase {
  public:
-  GlobalAvgPoolCase(std::int64_t rows, std::int64_t spatial) : rows_(rows), spatial_(spatial) {}
+  GlobalAvgPoolCase(std::int64_t rows, std::int64_t spatial, std::int64_t channels = 1)
+      : rows_(rows), spatial_(spatial), channels_(channels) {}
   std::string name() const override {
-    return "global_avgpool_forward+backward " + sizes({{"rows", rows_}, {"S", spatial_}});
+    return "global_avgpool_forward+backward " + sizes({{"rows", rows_}, {"S", spatial_}, {"C", channels_}});
   }
   std::vector<Op> ops() const override { return {Op::global_avgpool}; }
   bool reproducible() const override { return true; }
+  bool channels_last() const override { return channels_ > 1; }
   std::vector<Output> run(Ctx& c) const override {
-    const Shape xs{rows_, spatial_}, ys{rows_};
+    const Shape xs{rows_, spatial_, channels_}, ys{rows_, channels_};
     Tensor x = c.random(xs, seed), y = c.poison(ys);
-    c.backend().global_avgpool_forward(x, y, rows_, spatial_, c.q);
+    c.backend().global_avgpool_forward(x, y, rows_, spatial_, channels_, c.q);
     Tensor dy = c.random(ys, seed + 1), dx = c.poison(xs);
-    c.backend().global_avgpool_backward(dy, dx, rows_, spatial_, c.q);
+    c.backend().global_avgpool_backward(dy, dx, rows_, spatial_, channels_, c.q);
     return {c.out("y", y, c.bound(static_cast<double>(spatial_))), c.out("dx", dx, c.bound())};
   }
 
  private:
-  std::int64_t rows_, spatial_;
+  std::int64_t rows_, spatial_, channels_;
 };
 
 class LayerNormCase final : public OpCase {
@@ -196,8 +202,11 @@ inline Cases norm_cases() {
   Cases out;
   // 1d ([N, C]: spatial 1), 2d (spatial H*W) and odd sizes; 2 values per channel at least
   // for training.
-  const k::BatchNormShape shapes[] = {bn(2, 1, 1),  bn(7, 3, 1),    bn(64, 33, 1), bn(3, 5, 49),
-                                      bn(2, 16, 196), bn(5, 7, 13), bn(1, 4, 3),   bn(16, 8, 784)};
+  // Spatial 1 is also a channels-last image map ([B*H*W, C]): the CPU streams it by rows in
+  // chunks of 256 (2000 x 16: ResNet-8's stem at batch 2.5; 777 x 5: a partial last chunk).
+  const k::BatchNormShape shapes[] = {bn(2, 1, 1),    bn(7, 3, 1),  bn(64, 33, 1), bn(3, 5, 49),
+                                      bn(2, 16, 196), bn(5, 7, 13), bn(1, 4, 3),   bn(16, 8, 784),
+                                      bn(2000, 16, 1), bn(777, 5, 1)};
   for (const auto& s : shapes)
     for (bool training : {true, false})
       for (bool need_dx : {true, false}) add<BatchNormCase>(out, {DType::f32, DType::f64}, s, training, need_dx);
@@ -207,6 +216,9 @@ inline Cases norm_cases() {
     for (bool need_dx : {true, false}) add<BatchNormSyncCase>(out, {DType::f32, DType::f64}, s, parts, need_dx);
   for (auto [rows, spatial] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {6, 49}, {64, 64}, {7, 13}, {33, 784}})
     add<GlobalAvgPoolCase>(out, {DType::f32, DType::f64}, rows, spatial);
+  for (auto [rows, spatial, channels] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 2},
+                                         {6, 49, 64}, {3, 13, 7}, {33, 784, 16}})
+    add<GlobalAvgPoolCase>(out, {DType::f32, DType::f64}, rows, spatial, channels);
   for (auto [rows, features] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {7, 33}, {64, 128}, {3, 1000}, {300, 17}})
     for (bool need_dx : {true, false}) add<LayerNormCase>(out, {DType::f32, DType::f64}, rows, features, need_dx);
   return out;

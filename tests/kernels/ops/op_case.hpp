@@ -256,6 +256,8 @@ class OpCase {
   virtual std::vector<Op> ops() const = 0;       // what a backend must support to run it
   virtual std::vector<Output> run(Ctx& c) const = 0;
   virtual bool reproducible() const { return false; }  // two runs agree bit for bit
+  // Channels-last (NHWC) image maps: run only where Backend::supports_channels_last().
+  virtual bool channels_last() const { return false; }
 
   std::string label() const { return name() + " [" + short_name(dtype) + (offset ? ", unaligned" : "") +
                                      (options.allow_tf32 ? ", tf32" : "") +
