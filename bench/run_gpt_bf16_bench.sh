@@ -15,23 +15,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-build="$(realpath -m "${BUILD_DIR:-$root/build}")"
-rounds="${ROUNDS:-3}" threads="${THREADS:-2}"
-results="${RESULTS_DIR:-$root/bench/results}"
-[ "${SKIP_BUILD:-0}" = 1 ] || cmake --build "$build" --target bench_gpt_step -j "$threads" >/dev/null
-bin="$build/bench/bench_gpt_step"
-[ -x "$bin" ] || { echo "run_gpt_bf16_bench.sh: no $bin" >&2; exit 1; }
-args=(--B "${B:-8}" --T "${T:-128}" --D "${D:-128}" --heads "${HEADS:-4}" --layers "${LAYERS:-4}" --V "${V:-8192}"
-      --threads "$threads" --steps "${STEPS:-10}" --warmup "${WARMUP:-2}")
+. "$root/bench/gpt_step_common.sh"
 
-mkdir -p "$results"
-raw="$results/gpt_step_bf16_cpu.txt"
-: >"$raw"
-log() { tee -a "$raw"; }
-runs="$(mktemp)"
-trap 'rm -f "$runs"' EXIT
-echo "uptime at start: $(uptime)" | log
-echo "args: ${args[*]}; rounds $rounds; build $build" | log
+gpt_step_start gpt_step_bf16_cpu
 for ((round = 1; round <= rounds; round++)); do
   if ((round % 2)); then order=(float32 bf16); else order=(bf16 float32); fi
   for what in step teacher_forward; do

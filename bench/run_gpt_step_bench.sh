@@ -16,26 +16,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-build="$(realpath -m "${BUILD_DIR:-$root/build}")"
-rounds="${ROUNDS:-3}" threads="${THREADS:-2}"
+. "$root/bench/gpt_step_common.sh"
 torch_py="${TORCH_PYTHON:-/usr/bin/python3}" jax_py="${JAX_PYTHON:-$root/.venv-bench/bin/python}"
-results="${RESULTS_DIR:-$root/bench/results}"
-[ "${SKIP_BUILD:-0}" = 1 ] || cmake --build "$build" --target bench_gpt_step -j "$threads" >/dev/null
-bin="$build/bench/bench_gpt_step"
-[ -x "$bin" ] || { echo "run_gpt_step_bench.sh: no $bin" >&2; exit 1; }
 [ -x "$jax_py" ] || { echo "run_gpt_step_bench.sh: no $jax_py (scripts/setup.sh --bench)" >&2; exit 1; }
-args=(--B "${B:-8}" --T "${T:-128}" --D "${D:-128}" --heads "${HEADS:-4}" --layers "${LAYERS:-4}" --V "${V:-8192}"
-      --threads "$threads" --steps "${STEPS:-10}" --warmup "${WARMUP:-2}")
 [ "${TIED:-0}" = 1 ] && args+=(--tied)
 
-mkdir -p "$results"
-raw="$results/gpt_step_cpu.txt"
-: >"$raw"
-log() { tee -a "$raw"; }
-runs="$(mktemp)"
-trap 'rm -f "$runs"' EXIT
-echo "uptime at start: $(uptime)" | log
-echo "args: ${args[*]}; rounds $rounds; build $build" | log
+gpt_step_start gpt_step_cpu
 contenders=(codistill pytorch jax)
 for ((round = 1; round <= rounds; round++)); do
   for ((i = 0; i < 3; i++)); do

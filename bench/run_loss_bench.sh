@@ -86,25 +86,15 @@ for ((r = 1; r <= repeats; r++)); do
   done
 done
 
-/usr/bin/python3 - "$runs" "$raw" "$results/loss_cpu.json" "$start_load" "$out" "$repeats" "$calls" \
+# bench/provenance.py: the commit, and the source of each build.
+PYTHONPATH="$root/bench${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 - "$runs" "$raw" "$results/loss_cpu.json" "$start_load" "$out" "$repeats" "$calls" \
   "$threads" "$build" "${before:-}" "${contenders[@]}" <<'PY'
-import datetime, json, os, platform, statistics, subprocess, sys
+import datetime, json, platform, statistics, sys
+from provenance import source_head, tree_commit
 runs_path, raw, json_path, start_load, out, repeats, calls, threads, build, before = sys.argv[1:11]
 contenders = sys.argv[11:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-def git(*args, cwd=None):
-    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd).stdout.strip()
-commit = git("rev-parse", "--short", "HEAD") + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-def source_head(build_dir):
-    """The source folder a CMake build was configured from and its git HEAD now."""
-    try:
-        src = next(l.split("=", 1)[1].strip() for l in open(os.path.join(build_dir, "CMakeCache.txt"))
-                   if l.startswith("CMAKE_HOME_DIRECTORY:"))
-    except (OSError, StopIteration):
-        return None
-    head = git("rev-parse", "--short", "HEAD", cwd=src)
-    dirty = git("status", "--porcelain", "--untracked-files=no", cwd=src)
-    return {"source": src, "head": head + ("-dirty" if dirty else "") if head else None}
+commit = tree_commit()
 
 runs = []
 versions = {}

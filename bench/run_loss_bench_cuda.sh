@@ -63,13 +63,8 @@ if ! "$python" -c "import liger_kernel.transformers" 2>/dev/null; then
 fi
 
 gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)"
-commit="$(git rev-parse --short HEAD 2>/dev/null || true)"
-if [ -n "$commit" ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
-  commit="$commit-dirty"
-fi
-bundle_commit=""
-[ -n "$bundle" ] && bundle_commit="$(sed -n 's/^commit=//p' "$bundle/build-info.txt" 2>/dev/null || true)"
-[ -z "$commit" ] && [ -n "$bundle_commit" ] && commit="$bundle_commit (bundle)"
+. "$root/bench/provenance.sh"
+bench_commit "$bundle"
 
 sub=() psub=()
 [ -n "${VS:-}" ] && sub+=(--v "$VS") && psub+=(--v "$VS")

@@ -57,13 +57,8 @@ fi
 
 gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)"
 [ "$device" = cpu ] && gpu="cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), -"
-commit="$(git rev-parse --short HEAD 2>/dev/null || true)"
-if [ -n "$commit" ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
-  commit="$commit-dirty"
-fi
-bundle_commit=""
-[ -n "$bundle" ] && bundle_commit="$(sed -n 's/^commit=//p' "$bundle/build-info.txt" 2>/dev/null || true)"
-[ -z "$commit" ] && [ -n "$bundle_commit" ] && commit="$bundle_commit (bundle)"
+. "$root/bench/provenance.sh"
+bench_commit "$bundle"
 tf32=(); torch_tf32=()
 [ "${TF32:-0}" = 1 ] && tf32=(--set train.allow_tf32=true) && torch_tf32=(--tf32)
 

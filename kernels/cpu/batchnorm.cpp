@@ -1,23 +1,16 @@
 #include "kernels/cpu/batchnorm.hpp"
 
-#include "kernels/cpu/batchnorm_rows.hpp"
-
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/batchnorm_layout.hpp"
+#include "kernels/cpu/batchnorm_rows.hpp"
+
 namespace codistill::kernels::cpu {
 namespace {
 
-constexpr std::int64_t kParallelMin = 1 << 14;
-
-// Channel c's values are `batch` runs of `spatial` contiguous elements, C*S apart.
-struct Layout {
-  std::int64_t N, C, S;
-  std::int64_t at(std::int64_t n, std::int64_t c) const { return (n * C + c) * S; }
-};
+using batchnorm_layout::Layout;
 
 // One channel, reference: plain loops in the order a reader would write them.
 template <class T>
@@ -147,13 +140,13 @@ void batchnorm_forward(const T* x, const T* gamma, const T* beta, T* running_mea
   s.validate(training);
   if (impl == Impl::fast && s.spatial == 1)  // [rows, channels]: streamed by rows
     return batchnorm_rows_forward(x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, s);
-  const Layout L{s.batch, s.channels, s.spatial};
+  const Layout L = batchnorm_layout::layout_of(s);
   if (impl == Impl::reference) {
     for (std::int64_t c = 0; c < L.C; ++c)
       forward_channel_ref(x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, s, L, c);
     return;
   }
-  const bool par = s.batch * s.channels * s.spatial >= kParallelMin && !omp_in_parallel();
+  const bool par = batchnorm_layout::parallel_channels(s, impl);
 #pragma omp parallel for schedule(static) if (par)
   for (std::int64_t c = 0; c < L.C; ++c)
     forward_channel_fast(x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, s, L, c);
@@ -165,10 +158,10 @@ void batchnorm_backward(const T* x, const T* gamma, const T* save_mean, const T*
   s.validate(training);
   if (impl == Impl::fast && s.spatial == 1)  // [rows, channels]: streamed by rows
     return batchnorm_rows_backward(x, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s);
-  const Layout L{s.batch, s.channels, s.spatial};
+  const Layout L = batchnorm_layout::layout_of(s);
   // The reference and the fast path share the per-channel arithmetic (it is already the
   // plain formula); the fast path adds threads over channels.
-  const bool par = impl == Impl::fast && s.batch * s.channels * s.spatial >= kParallelMin && !omp_in_parallel();
+  const bool par = batchnorm_layout::parallel_channels(s, impl);
 #pragma omp parallel for schedule(static) if (par)
   for (std::int64_t c = 0; c < L.C; ++c)
     backward_channel(x, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s, L, c);

@@ -7,14 +7,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/batchnorm_layout.hpp"
+
 namespace codistill::kernels::cpu {
 namespace {
 
 // Rows per chunk of the statistics passes: fixed, so the sums' order is too.
 constexpr std::int64_t kChunk = 256;
-constexpr std::int64_t kParallelMin = 1 << 14;
-
-bool parallel(const BatchNormShape& s) { return s.batch * s.channels >= kParallelMin && !omp_in_parallel(); }
+bool parallel(const BatchNormShape& s) {
+  return s.batch * s.channels >= batchnorm_layout::kParallelMin && !omp_in_parallel();
+}
 
 // Per-channel sums over the rows of f(row, c, a, b) accumulating into a[c], b[c]: chunk
 // partials, then added in chunk order into out_a, out_b.

@@ -1,27 +1,18 @@
 #include "kernels/cpu/batchnorm_sync.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/batchnorm_layout.hpp"
+
 namespace codistill::kernels::cpu {
 namespace {
 
-constexpr std::int64_t kParallelMin = 1 << 14;
-
-// Channel c's values are `batch` runs of `spatial` contiguous elements, C*S apart.
-struct Layout {
-  std::int64_t N, C, S;
-  std::int64_t at(std::int64_t n, std::int64_t c) const { return (n * C + c) * S; }
-};
-
-bool parallel(const BatchNormShape& s, Impl impl) {
-  return impl == Impl::fast && s.batch * s.channels * s.spatial >= kParallelMin && !omp_in_parallel();
-}
+using batchnorm_layout::Layout;
+using batchnorm_layout::parallel_channels;
 
 // The count of the summed sums: a whole number of values, at least 2 (the unbiased running
 // variance divides by M - 1).
@@ -39,8 +30,8 @@ template <class T>
 void batchnorm_sums(const T* x, const T* dy, const T* center, const T* invstd, double* sums, const BatchNormShape& s,
                     Impl impl) {
   s.validate(false);  // one rank may hold a single value per channel: the summed count must be >= 2
-  const Layout L{s.batch, s.channels, s.spatial};
-#pragma omp parallel for schedule(static) if (parallel(s, impl))
+  const Layout L = batchnorm_layout::layout_of(s);
+#pragma omp parallel for schedule(static) if (parallel_channels(s, impl))
   for (std::int64_t c = 0; c < L.C; ++c) {
     const double k = center[c], is = invstd ? static_cast<double>(invstd[c]) : 1.0;
     double a = 0, b = 0;
@@ -76,9 +67,9 @@ void batchnorm_forward_synced(const T* x, const T* gamma, const T* beta, T* runn
                               const double* sums, T* y, T* save_mean, T* save_invstd, const BatchNormShape& s,
                               Impl impl) {
   s.validate(false);  // one rank may hold a single value per channel: the summed count must be >= 2
-  const Layout L{s.batch, s.channels, s.spatial};
+  const Layout L = batchnorm_layout::layout_of(s);
   const double M = summed_count(sums, s);
-#pragma omp parallel for schedule(static) if (parallel(s, impl))
+#pragma omp parallel for schedule(static) if (parallel_channels(s, impl))
   for (std::int64_t c = 0; c < L.C; ++c) {
     const double d = sums[c] / M;
     const double mean = running_mean[c] + d;  // the center of the sums: the running mean before this update
@@ -102,9 +93,9 @@ void batchnorm_backward_synced(const T* x, const T* gamma, const T* save_mean, c
                                const double* local_sums, const double* sums, T* dx, T* dgamma, T* dbeta,
                                const BatchNormShape& s, Impl impl) {
   s.validate(false);  // one rank may hold a single value per channel: the summed count must be >= 2
-  const Layout L{s.batch, s.channels, s.spatial};
+  const Layout L = batchnorm_layout::layout_of(s);
   const double M = summed_count(sums, s);
-#pragma omp parallel for schedule(static) if (parallel(s, impl))
+#pragma omp parallel for schedule(static) if (parallel_channels(s, impl))
   for (std::int64_t c = 0; c < L.C; ++c) {
     dbeta[c] = static_cast<T>(dbeta[c] + local_sums[c]);
     dgamma[c] = static_cast<T>(dgamma[c] + local_sums[L.C + c]);

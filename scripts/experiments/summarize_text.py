@@ -12,35 +12,14 @@ import json
 import statistics as st
 import sys
 
+from eval_curves import curve, sd, steps_to
+
 out, seeds, settings = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 
 
 def events(run, w):
     with open(f"{out}/{run}/worker-{w:03d}/metrics.jsonl") as f:
         return [json.loads(l) for l in f]
-
-
-def curve(evs):
-    # By step, the last value of a step evaluated twice (a resumed run repeats its last eval).
-    by_step = {e["step"]: e["loss"] for e in evs if e["event"] == "eval"}
-    return sorted(by_step.items())
-
-
-def steps_to(c, target):
-    """First step at which the eval curve c reaches target (interpolated), or None."""
-    prev = None
-    for step, loss in c:
-        if loss <= target:
-            if prev is None or prev[1] == loss:
-                return float(step)
-            (s0, l0) = prev
-            return s0 + (step - s0) * (l0 - target) / (l0 - loss)
-        prev = (step, loss)
-    return None
-
-
-def sd(v):
-    return st.stdev(v) if len(v) > 1 else 0.0
 
 
 runs = {}  # (kind, n, seed) -> list of per-worker curves

@@ -74,27 +74,12 @@ for p in "${pids[@]}"; do wait "$p" || failed=1; done
 # the script exits 1 after the table.
 [ "$failed" = 0 ] || echo "sync_vs_codistill.sh: a run failed (its log in $out; summarized up to where it stopped)" >&2
 
-/usr/bin/python3 - "$out" "$seeds" "$ranks_list" "$target" "$batch" <<'PY'
+# eval_curves.py (beside this script): the curves, steps to a target, the spread.
+PYTHONPATH="$root/scripts/experiments${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 - "$out" "$seeds" "$ranks_list" "$target" "$batch" <<'PY'
 import glob, json, statistics as st, sys
+from eval_curves import read_curve, sd, steps_to
 out, seeds, ranks, targets, batch = (sys.argv[1], sys.argv[2].split(), [int(r) for r in sys.argv[3].split()],
                                      [float(t) for t in sys.argv[4].split()], int(sys.argv[5]))
-
-def curve(path):
-    by_step = {e["step"]: e["loss"] for e in map(json.loads, open(path)) if e["event"] == "eval"}
-    return sorted(by_step.items())
-
-def steps_to(c, target):
-    prev = None
-    for step, loss in c:
-        if loss <= target:
-            if prev is None or prev[1] == loss:
-                return float(step)
-            return prev[0] + (step - prev[0]) * (prev[1] - target) / (prev[1] - loss)
-        prev = (step, loss)
-    return None
-
-def sd(v):
-    return st.stdev(v) if len(v) > 1 else 0.0
 
 rows = {}
 for kind in ("sync", "codistill"):
@@ -105,7 +90,7 @@ for kind in ("sync", "codistill"):
         for s in seeds:
             for m in sorted(glob.glob(f"{out}/{kind}-r{r}-s{s}/worker-*/metrics.jsonl")):
                 total += 1
-                c = curve(m)
+                c = read_curve(m)
                 # A run that stopped on a non-finite loss (codistill-train's divergence error).
                 log = m.replace("metrics.jsonl", "stdout.txt")
                 if "training diverged" in open(log, errors="replace").read():

@@ -19,18 +19,20 @@
 #include <vector>
 
 #include "codistill/data/sampler.hpp"
-#include "codistill/data/synthetic.hpp"
 #include "codistill/engine/step.hpp"
 #include "codistill/engine/teachers.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/cuda_test.hpp"
+#include "support/training_setup.hpp"
 
 using namespace codistill;
 using kernels::Compute;
 using kernels::DType;
 using kernels::Tensor;
+using test::flat_params;
+using test::max_abs_diff;
 
 namespace {
 
@@ -38,19 +40,6 @@ kernels::QueueOptions compute(Compute c) {
   kernels::QueueOptions o;
   o.compute = c;
   return o;
-}
-
-std::vector<float> flat_params(Model& m) {
-  m.synchronize();
-  const Tensor v = m.arena().values().to(kernels::Device::cpu());
-  return {v.data<float>(), v.data<float>() + v.numel()};
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(static_cast<double>(a[i]) - b[i]));
-  return d;
 }
 
 // ---- a tiny gpt on a period-11 token stream (each token determines the next) ----
@@ -62,32 +51,21 @@ struct GptRun {
 
 GptRun train_gpt(Compute c, bool fused_head, kernels::Device device = kernels::Device::cpu()) {
   const std::int64_t B = 8, T = 16, V = 64, steps = 120;
-  ModelConfig mc;
-  mc.kind = "gpt";
-  mc.blocks = 2, mc.d_model = 32, mc.heads = 2, mc.seq_len = T, mc.vocab_size = V;
   Rng rng(5);
-  Model m = build_model(mc, rng);
+  Model m = build_model(test::tiny_gpt(2, 32, 2, T, V), rng);
   m.to_device(device, compute(c));
   OptimizerConfig oc;
   oc.kind = "adamw";
   oc.lr = 3e-3;
   auto opt = make_optimizer(oc, m);
-  std::vector<std::int32_t> period;
-  for (int i = 0; i < 11; ++i) period.push_back(static_cast<std::int32_t>((i * 37 + 5) % V));
+  test::PeriodStream stream(V);
   kernels::Queue& q = m.queue();
   kernels::Backend& be = q.backend();
   Tensor x = Tensor::empty({B, T}, DType::i32), labels = Tensor::empty({B * T}, DType::i32);
   Tensor dz = Tensor::empty({B * T, V}, DType::f32, device);
-  Rng data(17);
   GptRun out;
   for (int step = 0; step < steps; ++step) {
-    for (std::int64_t b = 0; b < B; ++b) {
-      const auto off = static_cast<std::int64_t>(data.below(11));
-      for (std::int64_t t = 0; t < T; ++t) {
-        x.data<std::int32_t>()[b * T + t] = period[static_cast<std::size_t>((off + t) % 11)];
-        labels.data<std::int32_t>()[b * T + t] = period[static_cast<std::size_t>((off + t + 1) % 11)];
-      }
-    }
+    stream.next(x.data<std::int32_t>(), labels.data<std::int32_t>(), B, T);
     const Tensor xd = x.to(device), yd = labels.to(device);
     m.zero_grad();
     kernels::DistillLossResult r;
@@ -114,14 +92,7 @@ GptRun train_gpt(Compute c, bool fused_head, kernels::Device device = kernels::D
 
 // ---- an MLP on synthetic data through the real step, optionally with a teacher ----
 
-ModelConfig mlp() {
-  ModelConfig mc;
-  mc.kind = "mlp";
-  mc.hidden = {64, 32};
-  mc.input_shape = {1, 8, 8};
-  mc.classes = 10;
-  return mc;
-}
+ModelConfig mlp() { return test::mlp_config({64, 32}, {1, 8, 8}, 10); }
 
 struct MlpRun {
   std::vector<StepResult> steps;
@@ -132,13 +103,7 @@ struct MlpRun {
 // for nothing: its predictions are as confident as its init makes them) on `teacher` compute.
 MlpRun train_mlp(Compute student, int steps, bool with_teacher = false, Compute teacher = Compute::f32,
                  bool fused_head = false, kernels::Device device = kernels::Device::cpu()) {
-  DataConfig dc;
-  dc.kind = "synthetic";
-  dc.synthetic_train = 1024;
-  dc.synthetic_test = 16;
-  dc.synthetic_classes = 10;
-  dc.synthetic_shape = {1, 8, 8};
-  const data::Splits splits = data::make_synthetic(dc);
+  const data::Splits splits = test::synthetic_splits(1024, 16, 10, {1, 8, 8});
   Rng rng(5);
   Model m = build_model(mlp(), rng);
   m.to_device(device, compute(student));
@@ -149,14 +114,10 @@ MlpRun train_mlp(Compute student, int steps, bool with_teacher = false, Compute 
   Teacher t;
   std::vector<Teacher*> teachers;
   if (with_teacher) {
-    Rng trng(17);
-    t.model = build_model(mlp(), trng);
-    t.model.drop_grads();
-    t.model.to_device(device, compute(teacher));  // its own queue
+    test::make_teacher(t, mlp(), 17, device, compute(teacher));  // its own queue
     teachers.push_back(&t);
   }
-  kernels::DistillLossParams loss;
-  loss.temperature = 2.0, loss.weight = 0.7, loss.hard_weight = 0.5;
+  const kernels::DistillLossParams loss = test::distill_params();
   data::SamplerOptions so;
   so.batch_size = 32;
   so.seed = 3;

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "codistill/data/sampler.hpp"
-#include "codistill/data/synthetic.hpp"
 #include "codistill/engine/step.hpp"
 #include "codistill/engine/teachers.hpp"
 #include "codistill/models/model.hpp"
@@ -29,8 +28,10 @@
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/cuda_test.hpp"
+#include "support/training_setup.hpp"
 
 using namespace codistill;
+using test::max_abs_diff;
 
 namespace {
 
@@ -48,36 +49,17 @@ struct Outcome {
   std::vector<StepResult> steps;
 };
 
-ModelConfig mlp(double dropout) {
-  ModelConfig mc;
-  mc.kind = "mlp";
-  mc.hidden = {32, 16};
-  mc.dropout = dropout;
-  mc.input_shape = {1, 4, 4};
-  mc.classes = 5;
-  return mc;
-}
+ModelConfig mlp(double dropout) { return test::mlp_config({32, 16}, {1, 4, 4}, 5, dropout); }
 
-std::vector<float> flat_params(Model& m) {
-  m.synchronize();
-  std::vector<float> out;
-  for (auto& p : m.params()) {
-    const kernels::Tensor host = p.value->to(kernels::Device::cpu());
-    out.insert(out.end(), host.data<float>(), host.data<float>() + host.numel());
-  }
-  return out;
+// The synthetic data of these tests: 5 classes of [1, 4, 4] images.
+data::Splits splits_of(std::int64_t train, std::int64_t test) {
+  return test::synthetic_splits(train, test, 5, {1, 4, 4});
 }
 
 // Three steps from the same start, on the same batches, in `micro_batches` parts.
 Outcome train(const Setup& s, std::int64_t micro_batches, kernels::Device device = kernels::Device::cpu(),
               bool fused_head = false) {
-  DataConfig dc;
-  dc.kind = "synthetic";
-  dc.synthetic_train = 256;
-  dc.synthetic_test = 16;
-  dc.synthetic_classes = 5;
-  dc.synthetic_shape = {1, 4, 4};
-  const data::Splits splits = data::make_synthetic(dc);
+  const data::Splits splits = splits_of(256, 16);
 
   Rng rng(5);
   Model student = build_model(mlp(s.dropout), rng);
@@ -91,16 +73,10 @@ Outcome train(const Setup& s, std::int64_t micro_batches, kernels::Device device
   Teacher teacher;
   std::vector<Teacher*> teachers;
   if (s.teacher) {
-    Rng teacher_rng(17);
-    teacher.model = build_model(mlp(0.0), teacher_rng);
-    teacher.model.drop_grads();
-    teacher.model.to_device(device);  // its own queue on CUDA
+    test::make_teacher(teacher, mlp(0.0), 17, device);  // its own queue on CUDA
     teachers.push_back(&teacher);
   }
-  kernels::DistillLossParams loss;
-  loss.temperature = 2.0;
-  loss.weight = 0.7;
-  loss.hard_weight = 0.5;
+  const kernels::DistillLossParams loss = test::distill_params();
 
   data::SamplerOptions so;
   so.batch_size = kBatch;
@@ -110,17 +86,10 @@ Outcome train(const Setup& s, std::int64_t micro_batches, kernels::Device device
   step.set_fused_head(fused_head);
 
   Outcome out;
-  out.initial = flat_params(student);
+  out.initial = test::flat_params(student);
   for (int i = 1; i <= 3; ++i) out.steps.push_back(step.run(i, teachers, *optimizer, oc.lr));
-  out.params = flat_params(student);
+  out.params = test::flat_params(student);
   return out;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(static_cast<double>(a[i]) - b[i]));
-  return d;
 }
 
 }  // namespace
@@ -161,13 +130,7 @@ TEST_CASE("micro-batches give the step of the whole batch", "[engine][step]") {
 }
 
 TEST_CASE("micro-batches must divide the batch", "[engine][step]") {
-  DataConfig dc;
-  dc.kind = "synthetic";
-  dc.synthetic_train = 64;
-  dc.synthetic_test = 8;
-  dc.synthetic_classes = 5;
-  dc.synthetic_shape = {1, 4, 4};
-  const data::Splits splits = data::make_synthetic(dc);
+  const data::Splits splits = splits_of(64, 8);
   Rng rng(5);
   Model m = build_model(mlp(0.0), rng);
   data::SamplerOptions so;
@@ -227,13 +190,7 @@ TEST_CASE("a model without a linear head refuses the fused head step", "[engine]
   m.add("act", std::make_unique<ReLU>());
   m.set_input_shape({1, 4, 4});
   m.finalize();
-  DataConfig dc;
-  dc.kind = "synthetic";
-  dc.synthetic_train = 64;
-  dc.synthetic_test = 8;
-  dc.synthetic_classes = 5;
-  dc.synthetic_shape = {1, 4, 4};
-  const data::Splits splits = data::make_synthetic(dc);
+  const data::Splits splits = splits_of(64, 8);
   data::SamplerOptions so;
   so.batch_size = 8;
   data::BatchSampler sampler(splits.train, so);

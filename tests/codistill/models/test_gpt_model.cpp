@@ -15,24 +15,18 @@
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/test_util.hpp"
+#include "support/training_setup.hpp"
 
 using namespace codistill;
 using kernels::DType;
 using kernels::Shape;
 using kernels::Tensor;
+using test::tiny_gpt;
 
 namespace {
 
-ModelConfig tiny(std::int64_t blocks = 2, std::int64_t d = 32, std::int64_t heads = 2, std::int64_t T = 16,
-                 std::int64_t V = 64) {
-  ModelConfig c;
-  c.kind = "gpt";
-  c.blocks = blocks, c.d_model = d, c.heads = heads, c.seq_len = T, c.vocab_size = V;
-  return c;
-}
-
 ModelConfig tied_config() {
-  ModelConfig c = tiny();
+  ModelConfig c = tiny_gpt();
   c.tie_embeddings = true;
   return c;
 }
@@ -47,7 +41,7 @@ Tensor tokens(const std::vector<std::int32_t>& v, std::int64_t B, std::int64_t T
 
 TEST_CASE("gpt: modules, parameter paths, int32 input and [B*T, V] logits", "[models][gpt]") {
   Rng rng(7);
-  Model m = build_model(tiny(), rng);
+  Model m = build_model(tiny_gpt(), rng);
   CHECK(m.input_dtype() == DType::i32);
   CHECK(m.input_shape() == Shape{16});
   std::vector<std::string> paths;
@@ -97,22 +91,22 @@ TEST_CASE("gpt: modules, parameter paths, int32 input and [B*T, V] logits", "[mo
 
 TEST_CASE("gpt: config checks name the key", "[models][gpt]") {
   Rng rng(1);
-  ModelConfig c = tiny();
+  ModelConfig c = tiny_gpt();
   c.heads = 3;
   CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("model.heads"));
-  c = tiny();
+  c = tiny_gpt();
   c.vocab_size = 0;
   CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("vocab_size"));
   c.classes = 50;  // from the data
   CHECK(build_model(c, rng).params().back().value->dim(0) == 50);
-  c = tiny();
+  c = tiny_gpt();
   c.classes = 50;
   CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("differs"));
 }
 
 TEST_CASE("gpt: the model attribute rebuilds the same model", "[models][gpt]") {
   Rng rng(3);
-  ModelConfig c = tiny(1, 16, 4, 8, 20);
+  ModelConfig c = tiny_gpt(1, 16, 4, 8, 20);
   c.dropout = 0.1;
   Model a = build_model(c, rng);
   const std::string yaml = model_yaml(resolve_gpt(c));
@@ -140,7 +134,7 @@ TEST_CASE("gpt: whole-model gradients match finite differences (double), tied he
   const bool tied = GENERATE(false, true);
   INFO((tied ? "tied head" : "untied head"));
   Rng rng(11);
-  ModelConfig cfg = tiny(1, 4, 2, 3, 5);
+  ModelConfig cfg = tiny_gpt(1, 4, 2, 3, 5);
   cfg.tie_embeddings = tied;
   Model m = build_model(cfg, rng);
   m.to_dtype(DType::f64);
@@ -183,27 +177,19 @@ TEST_CASE("gpt: whole-model gradients match finite differences (double), tied he
 TEST_CASE("gpt: a tiny model learns a repeating token stream on the CPU", "[models][gpt][train]") {
   const std::int64_t B = 8, T = 16, V = 64;
   Rng rng(5);
-  Model m = build_model(tiny(2, 32, 2, T, V), rng);
+  Model m = build_model(tiny_gpt(2, 32, 2, T, V), rng);
   OptimizerConfig oc;
   oc.kind = "adamw";
   oc.lr = 3e-3;
   auto opt = make_optimizer(oc, m);
-  // A period-11 stream over 11 distinct tokens: each token determines the next one.
-  std::vector<std::int32_t> period;
-  for (int i = 0; i < 11; ++i) period.push_back(static_cast<std::int32_t>((i * 37 + 5) % V));
+  // Each token determines the next one.
+  test::PeriodStream stream(V);
   kernels::Backend& be = m.queue().backend();
   Tensor labels = Tensor::empty({B * T}, DType::i32), dz = Tensor::empty({B * T, V});
-  Rng data(17);
   double first = 0, last = 0;
   for (int step = 0; step < 150; ++step) {
     std::vector<std::int32_t> ids(static_cast<std::size_t>(B * T));
-    for (std::int64_t b = 0; b < B; ++b) {
-      const auto off = static_cast<std::int64_t>(data.below(11));
-      for (std::int64_t t = 0; t < T; ++t) {
-        ids[static_cast<std::size_t>(b * T + t)] = period[static_cast<std::size_t>((off + t) % 11)];
-        labels.data<std::int32_t>()[b * T + t] = period[static_cast<std::size_t>((off + t + 1) % 11)];
-      }
-    }
+    stream.next(ids.data(), labels.data<std::int32_t>(), B, T);
     m.zero_grad();
     const Tensor z = m.forward(tokens(ids, B, T), true);
     const auto r = be.distill_loss(z, {}, labels, &dz, {}, m.queue());
@@ -219,7 +205,7 @@ TEST_CASE("gpt: a tiny model learns a repeating token stream on the CPU", "[mode
 
 TEST_CASE("gpt: a tied head reads and trains the token embedding's weight", "[models][gpt]") {
   Rng rng(5), rng2(5);
-  ModelConfig c = tiny();
+  ModelConfig c = tiny_gpt();
   c.tie_embeddings = true;
   Model tied = build_model(c, rng);
   c.tie_embeddings = false;
@@ -254,11 +240,11 @@ TEST_CASE("gpt: the head fused into the loss gives the unfused loss and gradient
           "[models][gpt][fused_head]") {
   const bool tied = GENERATE(false, true);
   INFO((tied ? "tied head" : "untied head"));
-  ModelConfig c = tiny(1, 16, 2, 8, 40);
+  ModelConfig c = tiny_gpt(1, 16, 2, 8, 40);
   c.tie_embeddings = tied;
   Rng rng(21), trng(22);
   Model m = build_model(c, rng);
-  ModelConfig tc = tiny(1, 24, 2, 8, 40);  // a teacher of another width
+  ModelConfig tc = tiny_gpt(1, 24, 2, 8, 40);  // a teacher of another width
   Model teacher = build_model(tc, trng);
   teacher.drop_grads();
   REQUIRE(m.linear_head());
