@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
@@ -20,6 +21,16 @@ using codistill::test::TempDir;
 
 namespace {
 
+// A GPU machine that runs a bundle may have no MPI launcher: skipped (CTest), not failed.
+bool mpirun_found() {
+  const std::string probe = std::string(CODISTILL_MPIEXEC) + " --version >/dev/null 2>&1";
+  if (std::system(probe.c_str()) == 0) return true;
+  std::cout << "skipped: no MPI launcher (" << CODISTILL_MPIEXEC << " --version failed)" << std::endl;
+  SUCCEED("no MPI launcher");
+  return false;
+}
+
+
 constexpr int hang_guard_s = 180;
 
 // Whether `ranks` ranks of an nccl group can run here; says why not (CTest: skipped).
@@ -27,12 +38,15 @@ bool can_run(int ranks) {
   const std::string why = codistill::dist::kind_unavailable_reason("nccl");
   if (!why.empty()) {
     std::cout << "skipped: no CUDA device to run NCCL on (" << why << ")" << std::endl;
+    SUCCEED("no NCCL");
     return false;
   }
+  if (!mpirun_found()) return false;
   const int gpus = codistill::kernels::backend_for(codistill::kernels::DeviceKind::cuda).device_count();
   if (gpus < ranks) {
     std::cout << "skipped: no CUDA device for each of " << ranks << " ranks (" << gpus
               << " visible; NCCL refuses two ranks on one GPU)" << std::endl;
+    SUCCEED("too few CUDA devices");
     return false;
   }
   return true;
