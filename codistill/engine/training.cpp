@@ -93,7 +93,10 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   // one; any other device is refused (exit 2) rather than reduced through the wrong memory.
   if (group.reduces_device_memory()) {
     const kernels::Device chosen = kernels::Device::parse(group.device());
-    if (c.device.find(':') == std::string::npos && s.device.kind == chosen.kind) s.device = usable_device(group.device());
+    if (c.device.find(':') == std::string::npos && s.device.kind == chosen.kind) {
+      s.device = usable_device(group.device());
+      s.cfg.device = s.device.str();  // what the rest reads (teachers go to this device too)
+    }
     try {
       check_group_device(group, s.device);
     } catch (const std::invalid_argument& e) {
