@@ -79,7 +79,7 @@ done
 
 stages_wanted=" ${STAGES:-tests sanitizer train loss} "
 want() { [[ "$stages_wanted" == *" $1 "* ]]; }
-pattern="${TEST_PATTERN:-backend_ops|_cuda|^test_step$|^test_mixed_precision$|^test_bf16_simt$}"
+pattern="${TEST_PATTERN:-backend_ops|_cuda|^test_step$|^test_mixed_precision$|^test_bf16_simt$|nccl}"
 logs="$(mktemp -d)"
 want tests && stage tests 240 env TMPDIR="$logs" bundle/run_ctest.sh -j "${JOBS:-8}" --timeout 220 "$pattern"
 want tests && tar -C "$logs" -czf "$out/tests.tar.gz" . 2>/dev/null

@@ -75,6 +75,12 @@ class Queue {
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
   virtual void zero(Tensor& t) = 0;  // t on this queue's device
 
+  // The backend's own handle of this queue's stream, opaque: a cudaStream_t on CUDA, null
+  // where queued work runs at once on the host (the CPU). For a library outside the backend
+  // that must order its own device work with this queue's (the nccl process group, which
+  // the engine hands it to); a void pointer so that no backend type appears here.
+  virtual void* native_stream() const { return nullptr; }
+
  protected:
   Queue(Backend& backend, Device device, QueueOptions options)
       : backend_(backend), device_(device), options_(options) {}

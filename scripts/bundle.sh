@@ -70,6 +70,8 @@ done
 while IFS= read -r p; do progs+=("$p"); done < <(find "$build/bench" -maxdepth 1 -type f -perm -u+x -name 'bench_*' | sort)
 if [ "$tests" = 1 ]; then
   while IFS= read -r p; do progs+=("$p"); done < <(find "$build/tests" -maxdepth 1 -type f -perm -u+x -name 'test_*' | sort)
+  # The rank program test_process_group_nccl starts under mpirun (its [cuda] cases).
+  [ -x "$build/tests/nccl_ranks" ] && progs+=("$build/tests/nccl_ranks")
 fi
 
 if [ -e "$out" ]; then

@@ -162,7 +162,7 @@ struct CodistillConfig {
 // exchange gradients. The rank count is the launcher's (mpirun -np R), never the config's:
 // the same file runs as one process or as a group of any size.
 struct GroupConfig {
-  std::string kind = "auto";    // auto (mpi under mpirun/srun, else single) | single | mpi
+  std::string kind = "auto";    // auto (mpi under mpirun/srun, else single) | single | mpi | nccl
   double timeout_s = 300;       // deadline of each collective (a dead or hung rank)
   double bucket_mb = 25;        // gradient all-reduce bucket size, MiB
   bool sync_batchnorm = false;  // BatchNorm statistics over the group's ranks (CPU backend)

@@ -115,6 +115,12 @@ class Binder {
         !((c.codistill.enabled || !c.codistill.fixed_teachers.empty()) && c.codistill.weight > 0))
       fail_at({"codistill.hard_weight"},
               "is 0 and no distillation term is enabled (codistill.enabled or codistill.fixed_teachers, with weight > 0): the loss would be 0");
+    // The nccl group all-reduces GPU memory (docs/architecture.md section 5): a CPU model has
+    // none. Refused here, before the group is made (and MPI started) for nothing.
+    if (c.group.kind == "nccl" && c.device == "cpu")
+      fail_at({"group.kind", "device"},
+              "expected device cuda or cuda:K with group.kind nccl (it all-reduces GPU memory), got device 'cpu': "
+              "on the CPU use group.kind mpi or auto");
     // Sync mode waits at step s for each peer's checkpoint of step s - reload_every; one
     // that is never written would stall every worker until sync_timeout_s.
     if (c.codistill.enabled && c.codistill.mode == "sync" &&

@@ -84,7 +84,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(run.worker, ge(0)),  // < run.workers: checked after the overrides
       CODISTILL_KEY(run.workers, ge(1)),
       CODISTILL_KEY(run.threads, ge(1)),
-      CODISTILL_KEY(group.kind, one_of({"auto", "single", "mpi"})),
+      CODISTILL_KEY(group.kind, one_of({"auto", "single", "mpi", "nccl"})),
       CODISTILL_KEY(group.timeout_s, gt(0)),
       CODISTILL_KEY(group.bucket_mb, gt(0)),
       CODISTILL_KEY(group.sync_batchnorm, any()),

@@ -67,6 +67,17 @@ LaunchInfo detect_launch(const EnvLookup& lookup) {
   return {};
 }
 
+int launch_local_rank(const EnvLookup& lookup) {
+  EnvLookup getenv = lookup ? lookup : EnvLookup([](const char* name) -> const char* { return std::getenv(name); });
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}) {
+    int local = read_int(getenv, var);
+    if (local >= 0) return local;
+  }
+  // As in detect_launch: only an srun job step, not the sbatch script around it.
+  if (getenv("SLURM_STEP_ID") != nullptr) return read_int(getenv, "SLURM_LOCALID");
+  return -1;
+}
+
 std::string resolve_kind(const std::string& kind, const LaunchInfo& launch) {
   if (kind != "auto") return kind;
   // A launcher that says it started one process (srun --ntasks=1: each worker of the

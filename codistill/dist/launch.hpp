@@ -26,6 +26,12 @@ struct LaunchInfo {
 using EnvLookup = std::function<const char*(const char*)>;
 LaunchInfo detect_launch(const EnvLookup& getenv = {});
 
+// This process's rank among the ranks of its launch on its own node, as the launcher says
+// (OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, an srun step's SLURM_LOCALID, in
+// that order), or -1 when none does. The nccl group picks its device from it. Throws
+// std::invalid_argument naming the variable when it is not a non-negative integer.
+int launch_local_rank(const EnvLookup& getenv = {});
+
 // The kind "auto" stands for: "mpi" when launched with a size other than 1, else "single"
 // (no launcher, or a launcher of one process). Any other kind is returned as it is (the
 // factory validates it).

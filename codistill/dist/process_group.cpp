@@ -8,6 +8,9 @@
 #ifdef CODISTILL_HAVE_MPI
 #include "codistill/dist/mpi_group.hpp"
 #endif
+#ifdef CODISTILL_HAVE_NCCL
+#include "codistill/dist/nccl_group.hpp"
+#endif
 
 namespace codistill::dist {
 namespace {
@@ -49,6 +52,11 @@ void ProcessGroup::all_reduce_sum(std::span<float> data, std::size_t bucket_byte
   wait_all();
 }
 
+void ProcessGroup::start_device_all_reduce_sum(std::span<const std::span<float>> /*buckets*/, void* /*stream*/) {
+  throw ProcessGroupError(who() + ": start_device_all_reduce_sum on a group that reduces host memory only (kind " +
+                          kind() + "; reduces_device_memory() is false: reduce through host memory)");
+}
+
 void ProcessGroup::check_root(int root, const char* what) const {
   if (root < 0 || root >= size())
     throw ProcessGroupError(who() + ": " + what + " from root " + std::to_string(root) +
@@ -80,7 +88,14 @@ std::string kind_unavailable_reason(const std::string& kind) {
            "install libopenmpi-dev and openmpi-bin, scripts/setup.sh does)";
 #endif
   }
-  if (kind == "nccl") return "not built yet: the NCCL process group (CUDA) is still to come (issue 12)";
+  if (kind == "nccl") {
+#ifdef CODISTILL_HAVE_NCCL
+    return "";
+#else
+    // Why CMake left it out (codistill/dist/CMakeLists.txt), e.g. "CUDA is off".
+    return "this build has no NCCL process group: " CODISTILL_NCCL_MISSING;
+#endif
+  }
   throw std::invalid_argument("unknown process group kind '" + kind + "' (valid: " + join(process_group_kinds()) + ")");
 }
 
@@ -98,6 +113,9 @@ std::unique_ptr<ProcessGroup> make_process_group(const GroupOptions& options) {
   if (kind == "single") return make_single_group(resolved);
 #ifdef CODISTILL_HAVE_MPI
   if (kind == "mpi") return make_mpi_group(resolved);
+#endif
+#ifdef CODISTILL_HAVE_NCCL
+  if (kind == "nccl") return make_nccl_group(resolved);
 #endif
   throw std::logic_error("make_process_group: kind '" + kind + "' is available but has no maker");
 }

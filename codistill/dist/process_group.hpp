@@ -1,9 +1,14 @@
 #pragma once
 // The process-group seam: the ranks of one codistillation worker (a synchronous
 // data-parallel group) and the collectives the step needs between them. Implementations:
-// "single" (one process, every collective the identity) and "mpi" (OpenMPI, on host
-// memory); "nccl" (CUDA) is a listed kind that is not built yet. No MPI or NCCL type
-// appears here: each implementation keeps its library behind its own .cpp.
+// "single" (one process, every collective the identity), "mpi" (OpenMPI, on host memory)
+// and "nccl" (CUDA: the float all-reduce of device memory through NCCL, everything else
+// on host memory through an mpi group it holds). No CUDA, MPI or NCCL type appears here:
+// each implementation keeps its library behind its own .cpp.
+//
+// Memory: every collective below takes host memory, in every kind, except
+// start_device_all_reduce_sum, which takes memory of device() (kinds whose
+// reduces_device_memory() is true: nccl).
 //
 // Every collective has a deadline (GroupOptions::timeout). A rank that is dead, hung or
 // calling a different collective makes its peers throw CollectiveTimeout instead of
@@ -33,7 +38,8 @@ class CollectiveTimeout : public ProcessGroupError {
 };
 
 struct GroupOptions {
-  // "auto" (mpi when started by mpirun/srun, else single), "single", "mpi", "nccl".
+  // "auto" (mpi when started by mpirun/srun, else single), "single", "mpi", "nccl" (never
+  // chosen by auto: the model must be on its device).
   std::string kind = "auto";
   // Deadline of each collective. Generous by default: ranks legitimately wait for the
   // slowest one (rank 0 writing a checkpoint or reading teachers while the others sit in a
@@ -84,6 +90,24 @@ class ProcessGroup {
   virtual bool poll() = 0;
   virtual void wait_all() = 0;
 
+  // ---- device memory (reduces_device_memory(): nccl) ----
+  // The device whose memory start_device_all_reduce_sum takes ("cuda:K", in
+  // kernels::Device's spelling, which dist does not depend on); empty for a group that
+  // reduces host memory only. Chosen when the group is made (nccl: the rank's local rank on
+  // its node modulo the visible devices).
+  virtual std::string device() const { return {}; }
+  bool reduces_device_memory() const { return !device().empty(); }
+  // Begins summing each of `buckets` (pointers into memory of device(), never read by the
+  // host; at most INT_MAX floats each) over the ranks, in place, and returns at once. The
+  // reductions run after everything queued so far on `stream` (the backend's native stream
+  // of device(): kernels::Queue::native_stream(), opaque here), on a stream of the group's
+  // own, so that the rest of backward queued on `stream` later overlaps them. The buckets of
+  // one call go as one fused launch (an NCCL group call). poll() and wait_all() cover them
+  // with the host ones; after wait_all() work queued on `stream` sees the sums (the stream
+  // waits for them; the host has waited too, to keep the deadline). Every call until
+  // wait_all passes the same stream. Refused (ProcessGroupError) by host-memory groups.
+  virtual void start_device_all_reduce_sum(std::span<const std::span<float>> buckets, void* stream);
+
   // Sums a small float64 vector over all ranks, in place, at once (no buckets, at most
   // INT_MAX values): statistics that float32 would round (synchronized BatchNorm's sums).
   // May be called while start_all_reduce_sum's buckets are in flight (synchronized
@@ -118,13 +142,15 @@ class ProcessGroup {
 
 // Every kind the factory knows, built or not, in the order error messages list them.
 const std::vector<std::string>& process_group_kinds();
-// Empty when `kind` can be made in this build; otherwise why not. Throws
+// Empty when `kind` can be made in this build; otherwise why not (nccl: a build without
+// CUDA, MPI or NCCL; a device that is missing at run time is the maker's error). Throws
 // std::invalid_argument for a kind that is not in process_group_kinds().
 std::string kind_unavailable_reason(const std::string& kind);
 
 // Makes a group of options.kind ("auto" resolved by resolve_kind(detect_launch())).
 // Throws std::invalid_argument for an unknown kind (listing the valid ones) or a bad
-// option, ProcessGroupError for a kind not built or that fails to start.
+// option, ProcessGroupError for a kind not built or that fails to start (nccl: no CUDA
+// device visible to this process, NCCL failing to connect the ranks before the deadline).
 std::unique_ptr<ProcessGroup> make_process_group(const GroupOptions& options);
 
 }  // namespace codistill::dist

@@ -20,11 +20,42 @@ dist::GroupOptions group_options(const GroupConfig& cfg) {
   return o;
 }
 
-void all_reduce_gradients(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q) {
-  if (group.size() == 1 || grads.numel() == 0) return;
+namespace {
+
+void check_f32(const kernels::Tensor& grads) {
   if (grads.dtype() != kernels::DType::f32)
     throw std::invalid_argument(fmt::format("gradient all-reduce: the gradient block is {}, not float32",
                                             kernels::dtype_name(grads.dtype())));
+}
+
+std::span<float> slice(kernels::Tensor& grads, const dist::Bucket& b) {
+  return {static_cast<float*>(grads.raw()) + b.begin, b.end - b.begin};
+}
+
+}  // namespace
+
+void check_group_device(const dist::ProcessGroup& group, const kernels::Device& device) {
+  if (!group.reduces_device_memory() || device.str() == group.device()) return;
+  throw std::invalid_argument(fmt::format(
+      "process group kind {} all-reduces the memory of {} (this rank's device: its local rank on the node modulo "
+      "the visible GPUs), but the model is on {}: train on {} (device: {}), or use group.kind mpi, which reduces "
+      "through host memory from any device",
+      group.kind(), group.device(), device.str(), group.device(), group.device()));
+}
+
+void all_reduce_gradients(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q) {
+  if (group.size() == 1 || grads.numel() == 0) return;
+  check_f32(grads);
+  if (group.reduces_device_memory()) {
+    check_group_device(group, grads.device());
+    std::vector<std::span<float>> buckets;
+    for (const dist::Bucket& b : dist::bucket_ranges(static_cast<std::size_t>(grads.numel()),
+                                                     group.options().bucket_bytes))
+      buckets.push_back(slice(grads, b));
+    group.start_device_all_reduce_sum(buckets, q.native_stream());  // after backward's kernels on q
+    group.wait_all();  // q's later work (the optimizer) waits for the sums
+    return;
+  }
   // Backward has queued the gradients; MPI reads host memory once they are there.
   kernels::Tensor stage = q.backend().staging_for(grads);
   const bool copy = !stage.same_memory(grads);
@@ -39,26 +70,35 @@ void all_reduce_gradients(dist::ProcessGroup& group, kernels::Tensor& grads, ker
 
 GradientReducer::GradientReducer(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q)
     : group_(group), grads_(grads), q_(q) {
-  if (grads.dtype() != kernels::DType::f32)
-    throw std::invalid_argument(fmt::format("gradient all-reduce: the gradient block is {}, not float32",
-                                            kernels::dtype_name(grads.dtype())));
-  host_ = q.backend().staging_for(grads).same_memory(grads);
+  check_f32(grads);
+  if (group.reduces_device_memory()) {
+    check_group_device(group, grads.device());
+    path_ = Path::device;
+  } else {
+    path_ = q.backend().staging_for(grads).same_memory(grads) ? Path::host : Path::staged;
+  }
   buckets_ = dist::bucket_ranges(static_cast<std::size_t>(grads.numel()), group.options().bucket_bytes);
 }
 
 void GradientReducer::start_down_to(std::int64_t first) {
-  float* data = grads_.data<float>();
+  std::vector<std::span<float>> device_buckets;  // started together: one fused launch
   while (started_ < buckets_.size()) {
     const dist::Bucket& b = buckets_[buckets_.size() - 1 - started_];
     if (static_cast<std::int64_t>(b.begin) < first) break;
-    group_.start_all_reduce_sum(std::span<float>(data + b.begin, b.end - b.begin));
+    if (path_ == Path::device)
+      device_buckets.push_back(slice(grads_, b));
+    else
+      group_.start_all_reduce_sum(slice(grads_, b));
     ++started_;
   }
+  if (!device_buckets.empty()) group_.start_device_all_reduce_sum(device_buckets, q_.native_stream());
 }
 
 void GradientReducer::ready(std::int64_t first) {
-  if (!host_ || group_.size() == 1) return;
-  q_.synchronize();  // the gradients queued so far are in memory (a no-op on the CPU)
+  if (path_ == Path::staged || group_.size() == 1) return;
+  // Host memory: the gradients queued so far must be in memory (a no-op on the CPU). Device
+  // memory: the group orders its reductions after them on the queue's stream.
+  if (path_ == Path::host) q_.synchronize();
   start_down_to(first);
   if (first > 0) overlapped_ = started_;  // some layers' backward still to run
   group_.poll();
@@ -66,11 +106,11 @@ void GradientReducer::ready(std::int64_t first) {
 
 void GradientReducer::finish() {
   if (group_.size() == 1) return;
-  if (!host_) {
+  if (path_ == Path::staged) {
     all_reduce_gradients(group_, grads_, q_);
     return;
   }
-  q_.synchronize();
+  if (path_ == Path::host) q_.synchronize();
   early_ = overlapped_;
   start_down_to(0);
   group_.wait_all();
@@ -138,8 +178,8 @@ int synchronize_batchnorm(dist::ProcessGroup& group, Model& model) {
   if (layers.empty()) return 0;  // nothing to synchronize, whatever the backend
   const kernels::Backend& backend = model.queue().backend();
   if (!backend.supports(kernels::Op::batchnorm_sync, kernels::DType::f32))
-    throw std::invalid_argument(fmt::format("synchronized BatchNorm is not built for the {} backend (its group "
-                                            "kind, nccl, is not built either)", backend.name()));
+    throw std::invalid_argument(fmt::format("synchronized BatchNorm is not built for the {} backend",
+                                            backend.name()));
   auto sum = std::make_shared<ProcessGroupSum>(group);
   for (BatchNorm* bn : layers) bn->set_group_sum(sum);
   return static_cast<int>(layers.size());

@@ -21,18 +21,29 @@ namespace codistill {
 dist::GroupOptions group_options(const GroupConfig& cfg);
 
 // Phase 6 of a step over a group: sums the arena's gradient block over the ranks, in
-// buckets of the group's bucket size. The block goes through the backend's host-visible
-// staging memory (the block itself on the CPU: no copy). No division: each rank's loss is
-// already weighted by its share of the group's rows (engine/step.hpp).
+// buckets of the group's bucket size. A group that reduces device memory (nccl) takes the
+// block where it is, ordered on q's stream (Queue::native_stream); otherwise the block goes
+// through the backend's host-visible staging memory (the block itself on the CPU: no copy).
+// No division: each rank's loss is already weighted by its share of the group's rows
+// (engine/step.hpp). Throws std::invalid_argument when a device-memory group's device is
+// not the block's (check_group_device).
 void all_reduce_gradients(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q);
+
+// Throws std::invalid_argument unless `group` can reduce memory of `device`: a group that
+// reduces device memory (nccl) needs the model on its own device; a host-memory group
+// (single, mpi) takes any (through staging memory where needed).
+void check_group_device(const dist::ProcessGroup& group, const kernels::Device& device);
 
 // Phase 6 overlapped with phase 5: the gradient block's buckets (group.bucket_mb, laid out
 // as ProcessGroup::all_reduce_sum lays them out) start, last bucket first, as soon as
 // backward has finished them (StepHooks::gradients_ready), and each call drives MPI once
 // (it progresses only inside its calls); finish() starts the rest and waits for all.
 // Element-wise sums do not depend on when a bucket starts, so the result is
-// all_reduce_gradients's, bit for bit. Only where the block is host memory (the CPU
-// backend); elsewhere nothing starts early and finish() is all_reduce_gradients.
+// all_reduce_gradients's, bit for bit. Where the block is host memory (the CPU backend)
+// the queue is synchronized before a bucket starts; where the group reduces device memory
+// (nccl) a bucket starts on the group's stream after the work queued so far on the queue's,
+// without the host waiting. Elsewhere (a device block and a host-memory group: mpi on
+// CUDA) nothing starts early and finish() is all_reduce_gradients, through staging memory.
 class GradientReducer {
  public:
   GradientReducer(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q);
@@ -49,7 +60,10 @@ class GradientReducer {
   dist::ProcessGroup& group_;
   kernels::Tensor& grads_;
   kernels::Queue& q_;
-  bool host_ = false;  // the block is host memory: buckets can start during backward
+  // How the block reaches the group: host (the block is host memory), device (the group
+  // reduces device memory), staged (copied to host staging memory after backward).
+  enum class Path { host, device, staged };
+  Path path_ = Path::staged;
   std::vector<dist::Bucket> buckets_;
   std::size_t started_ = 0;     // buckets started this step, counted from the last
   std::size_t overlapped_ = 0;  // ... of which before the first layer's backward ended

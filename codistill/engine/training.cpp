@@ -88,6 +88,21 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   }
   dist::ProcessGroup& group = *s.group;
   const int rank = group.rank(), ranks = group.size();
+  // A group that all-reduces device memory (nccl) chose this rank's device when it was made
+  // (its local rank modulo the visible GPUs): `device: cuda` without an index means that
+  // one; any other device is refused (exit 2) rather than reduced through the wrong memory.
+  if (group.reduces_device_memory()) {
+    const kernels::Device chosen = kernels::Device::parse(group.device());
+    if (c.device.find(':') == std::string::npos && s.device.kind == chosen.kind) {
+      s.device = usable_device(group.device());
+      s.cfg.device = s.device.str();  // what the rest reads (teachers go to this device too)
+    }
+    try {
+      check_group_device(group, s.device);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(c.device == "cpu" ? "group.kind" : "device", "", 0, e.what());
+    }
+  }
   s.lead = rank == 0;
 
   // The console first; train.log joins once the run directory is known to be ours. Ranks

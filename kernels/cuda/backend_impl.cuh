@@ -47,6 +47,7 @@ class CudaQueue final : public kernels::Queue {
   void wait(kernels::Event& event) override;
   void copy(Tensor& dst, const Tensor& src) override;
   void zero(Tensor& t) override;
+  void* native_stream() const override { return stream(); }
 
   // What the kernels of kernels/cuda/*.hpp take: device, stream, TF32 and the resources.
   Context context() { return resources_->context(); }

@@ -282,8 +282,19 @@ TEST_CASE("the group section: defaults and ranges", "[config]") {
   const ConfigError tp = error_of(nested("codistill.teacher_precision", "float16"));
   CHECK(tp.key_path() == "codistill.teacher_precision");
   CHECK(tp.detail() == "expected one of same, float32, bf16, got 'float16'");
-  // nccl is a kind of the process-group seam, but not one a CPU trainer's config may name yet.
-  CHECK(error_of(nested("group.kind", "nccl")).detail() == "expected one of auto, single, mpi, got 'nccl'");
+  // nccl is a valid kind, but only with the model on a GPU (it all-reduces GPU memory): a
+  // config that leaves device at cpu is refused naming group.kind, before any group is made.
+  CHECK(error_of(nested("group.kind", "bogus")).detail() == "expected one of auto, single, mpi, nccl, got 'bogus'");
+  const ConfigError cpu_nccl = error_of(nested("group.kind", "nccl"));
+  CHECK(cpu_nccl.key_path() == "group.kind");
+  CHECK(contains(cpu_nccl.detail(), "expected device cuda or cuda:K with group.kind nccl"));
+  CHECK(contains(cpu_nccl.detail(), "got device 'cpu'"));
+  for (const char* device : {"cuda", "cuda:1"}) {
+    INFO(device);
+    const Config c = load_text(nested("group.kind", "nccl") + "device: " + device + "\n");
+    CHECK(c.group.kind == "nccl");
+    CHECK(c.device == device);
+  }
   // The rank count is the launcher's, never a key.
   CHECK(contains(error_of("group:\n  ranks: 2\n").detail(), "unknown key"));
 }

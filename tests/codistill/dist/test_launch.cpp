@@ -17,6 +17,13 @@ LaunchInfo detect(const std::map<std::string, std::string>& env) {
   });
 }
 
+int local_rank(const std::map<std::string, std::string>& env) {
+  return launch_local_rank([&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
 }  // namespace
 
 TEST_CASE("launch: a plain process is not launched and auto means single", "[dist]") {
@@ -79,4 +86,15 @@ TEST_CASE("launch: a malformed or inconsistent variable is an error naming it", 
   CHECK_THROWS_WITH(detect({{"PMI_RANK", "0"}, {"PMI_SIZE", "2x"}}), Catch::Contains("PMI_SIZE='2x'"));
   CHECK_THROWS_WITH(detect({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "3"}}),
                     Catch::Contains("must be below the size"));
+}
+
+TEST_CASE("launch: the local rank the nccl group picks its GPU by", "[dist]") {
+  CHECK(local_rank({{"HOME", "/root"}}) == -1);  // no launcher: the group asks MPI's ranks instead
+  CHECK(local_rank({{"OMPI_COMM_WORLD_LOCAL_RANK", "3"}, {"SLURM_LOCALID", "1"}, {"SLURM_STEP_ID", "0"}}) == 3);
+  CHECK(local_rank({{"MPI_LOCALRANKID", "2"}}) == 2);
+  CHECK(local_rank({{"SLURM_LOCALID", "1"}, {"SLURM_STEP_ID", "0"}}) == 1);
+  // An sbatch script (no job step) is one process, whatever SLURM_LOCALID says.
+  CHECK(local_rank({{"SLURM_LOCALID", "1"}}) == -1);
+  CHECK_THROWS_WITH(local_rank({{"OMPI_COMM_WORLD_LOCAL_RANK", "x"}}),
+                    Catch::Contains("OMPI_COMM_WORLD_LOCAL_RANK='x' is not a non-negative integer"));
 }
