@@ -123,6 +123,7 @@ model:
   mlp_ratio: 2
   tie_embeddings: true
   init_from: runs/pretrained/worker-000
+  memory_format: nchw
 optimizer:
   kind: adamw
   lr: 0.001
