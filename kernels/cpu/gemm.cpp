@@ -54,8 +54,14 @@ void blas_call(bool ta, bool tb, int M, int N, int K, float alpha, const float* 
   const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (top && threads != 1) omp_set_num_threads(threads);
   // Sizes and strides were checked by the callers (to_blas_int, the leading dimensions come
-  // from them): a failure here is a broken invariant, and it may be inside a parallel region.
-  if (st != dnnl_success) std::abort();
+  // from them): a failure here is a broken invariant. Thrown where it can be; inside a
+  // parallel region an exception must not escape an OpenMP thread, so there it aborts.
+  if (st != dnnl_success) {
+    if (top)
+      throw std::logic_error("gemm: dnnl_sgemm failed (status " + std::to_string(static_cast<int>(st)) +
+                             ") on M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
+    std::abort();
+  }
 }
 void blas_call(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
                const double* B, int ldb, double beta, double* C, int ldc) {
