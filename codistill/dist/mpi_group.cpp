@@ -66,6 +66,15 @@ class MpiLifetime {
       // any thread call, one at a time (the group checks that), FUNNELED only the thread
       // that initialized MPI. Calls still never overlap, so MPI needs no locking for it
       // (that is MPI_THREAD_MULTIPLE's price).
+      // OpenMPI's shared-memory transport copies large messages between ranks of one node
+      // through the kernel's cross-memory attach unless told otherwise; in this project's VMs
+      // that single copy is the slow path: a 1 MB all-reduce of 2 ranks took 0.18 ms with it
+      // and 0.09 ms without (copy-in/copy-out through the shared segment), which lifted a
+      // 2-rank MLP group from 0.88x to 0.94x of one 2-thread process
+      // (bench/results/group_cpu_single_copy.txt). A value the user set wins (setenv does
+      // not overwrite): OMPI_MCA_btl_vader_single_copy_mechanism=cma (or xpmem) restores it.
+      // Read by MPI_Init below; only intra-node messages take that transport.
+      ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
       int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
       if (rc != MPI_SUCCESS) throw ProcessGroupError("mpi process group: MPI_Init_thread failed: " + mpi_error_text(rc));
       initialized_here_ = true;
