@@ -21,11 +21,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A GPU machine that runs a bundle may have no MPI launcher: skipped (CTest), not failed.
+// Skipped (CTest), not failed, without an MPI launcher (support/process.hpp).
 bool mpirun_found() {
-  const std::string probe = std::string(CODISTILL_MPIEXEC) + " --version >/dev/null 2>&1";
-  if (std::system(probe.c_str()) == 0) return true;
-  std::cout << "skipped: no MPI launcher (" << CODISTILL_MPIEXEC << " --version failed)" << std::endl;
+  if (codistill::test::mpirun_found(CODISTILL_MPIEXEC)) return true;
   SUCCEED("no MPI launcher");
   return false;
 }
