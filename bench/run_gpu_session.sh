@@ -12,7 +12,9 @@
 #   5. bench/run_loss_bench_cuda.sh (fused loss vs PyTorch eager / compile / Liger);
 #   6. (STAGES has profile) bench/run_gpu_profile.sh on PROFILE_CONFIGS: kernel times under ncu;
 #   7. (STAGES has lm) bench/run_gpu_lm.sh: the LM step vs PyTorch, text_gpt.yaml trained;
-#   8. (STAGES has lmexp) the LM codistillation experiment of docs/results.md on the GPU:
+#   8. (STAGES has group) bench/run_gpu_group.sh: the mpi and nccl worker-group kinds, one
+#      rank each under the bundled OpenMPI's mpirun, trained alike;
+#   9. (STAGES has lmexp) the LM codistillation experiment of docs/results.md on the GPU:
 #      scripts/experiments/independent_vs_codistill.sh configs/text_gpt.yaml, seeds EXP_SEEDS
 #      ("1 2 3") at once, settings EXP_SETTINGS; its metrics come back as lmexp.tar.gz.
 # Each stage has its own time limit, cut so that the whole run ends within BUDGET seconds
@@ -69,6 +71,10 @@ if [ ! -x bundle/bin/codistill-train ]; then
   if command -v xz >/dev/null; then tar xJf bundle.tar.xz; else "$PYTHON" -m tarfile -e bundle.tar.xz .; fi
 fi
 [ -f bundle-data.tar ] && [ ! -d bundle/data ] && tar xf bundle-data.tar
+if [ -f bundle-data.tar.xz ] && [ ! -d bundle/data ]; then  # scripts/bundle.sh --tar: idx files uncompressed
+  if command -v xz >/dev/null; then tar xJf bundle-data.tar.xz; else "$PYTHON" -m tarfile -e bundle-data.tar.xz .; fi
+  gzip -1 bundle/data/fashion-mnist/*-ubyte
+fi
 cat bundle/build-info.txt
 # shellcheck source=/dev/null
 source bundle/env.sh
@@ -79,7 +85,7 @@ done
 
 stages_wanted=" ${STAGES:-tests sanitizer train loss} "
 want() { [[ "$stages_wanted" == *" $1 "* ]]; }
-pattern="${TEST_PATTERN:-backend_ops|_cuda|^test_step$|^test_mixed_precision$|^test_bf16_simt$|nccl}"
+pattern="${TEST_PATTERN:-backend_ops|_cuda|^test_step$|^test_mixed_precision$|^test_bf16_simt$|nccl|^test_process_group|^test_distill_head$}"
 logs="$(mktemp -d)"
 want tests && stage tests 240 env TMPDIR="$logs" bundle/run_ctest.sh -j "${JOBS:-8}" --timeout 220 "$pattern"
 want tests && tar -C "$logs" -czf "$out/tests.tar.gz" . 2>/dev/null
@@ -116,6 +122,7 @@ want train && stage train_bench 170 env COPY_TO="$out" STEPS="${STEPS:-1500}" OV
   bench/run_train_bench_cuda.sh "${train_configs[@]}"
 want loss && stage loss_bench 150 env COPY_TO="$out" VS="${VS:-1000,50304,131072}" KS="${KS:-1,4}" REPEATS="${REPEATS:-10}" \
   TIME_BUDGET=60 bench/run_loss_bench_cuda.sh
+want group && stage group 150 bench/run_gpu_group.sh "${GROUP_STEPS:-300}"
 want lm && stage lm 200 env OUT="$out" bench/run_gpu_lm.sh
 if want lmexp; then
   exp="$(mktemp -d)/lmexp"

@@ -12,8 +12,8 @@
 #   --no-tests       leave the test executables out
 #   --no-data        leave Fashion-MNIST (30 MB) out of OUT/data/fashion-mnist
 #   --tar            also write OUT.tar.xz (all but the data: one compressed file to carry)
-#                    and OUT-data.tar (OUT/data alone, already compressed); both unpack
-#                    into OUT/ (tar xf, from OUT's parent)
+#                    and OUT-data.tar.xz (OUT/data alone, its idx files uncompressed: gzip
+#                    them after unpacking); both unpack into OUT/ (tar xf, from OUT's parent)
 # What is left to the target machine: glibc (libc, libm, libpthread, libdl, librt,
 # libresolv, ld-linux...), libstdc++ and libgcc_s (build-info.txt names the newest GLIBC_
 # and GLIBCXX_ symbol versions the programs need: the target's must be at least as new),
@@ -70,8 +70,10 @@ done
 while IFS= read -r p; do progs+=("$p"); done < <(find "$build/bench" -maxdepth 1 -type f -perm -u+x -name 'bench_*' | sort)
 if [ "$tests" = 1 ]; then
   while IFS= read -r p; do progs+=("$p"); done < <(find "$build/tests" -maxdepth 1 -type f -perm -u+x -name 'test_*' | sort)
-  # The rank program test_process_group_nccl starts under mpirun (its [cuda] cases).
-  [ -x "$build/tests/nccl_ranks" ] && progs+=("$build/tests/nccl_ranks")
+  # The rank programs test_process_group_{mpi,nccl} start under mpirun.
+  for p in "$build/tests/nccl_ranks" "$build/tests/process_group_ranks"; do
+    [ -x "$p" ] && progs+=("$p")
+  done
 fi
 
 if [ -e "$out" ]; then
@@ -138,6 +140,11 @@ while read -r soname arrow path _; do
   esac
 done < <(for p in "$out"/bin/* "$out"/lib/*; do env -i PATH=/usr/bin:/bin ldd "$p" 2>/dev/null; done | sort -u)
 [ "$bad" = 0 ] || { echo "bundle.sh: the bundle is not self-contained" >&2; exit 1; }
+
+# ---- OpenMPI's runtime, where the programs link libmpi (the GPU machine has no OpenMPI) ----
+if [ -n "${bundled[libmpi.so.40]:-}" ]; then
+  "$root/scripts/bundle_openmpi.sh" "$out"
+fi
 
 # ---- what the target must provide, and how the bundle was made ---------------------------
 newest() {  # newest symbol version of a family (GLIBC_, GLIBCXX_) that the programs need
@@ -211,6 +218,14 @@ PY
   done
 fi
 unset codistill_missing codistill_dirs codistill_found
+# The bundled OpenMPI (scripts/bundle_openmpi.sh), relocated: the programs' libmpi needs its
+# own mpirun and components, whatever MPI this machine has. The tests start mpirun through
+# CODISTILL_TEST_MPIEXEC (their built-in path is the build machine's).
+if [ -x "$codistill_bundle/openmpi/bin/orterun" ]; then
+  export OPAL_PREFIX="$codistill_bundle/openmpi" PMIX_PREFIX="$codistill_bundle/openmpi/pmix"
+  export PATH="$codistill_bundle/openmpi/bin:$PATH"
+  export CODISTILL_TEST_MPIEXEC="$codistill_bundle/openmpi/bin/mpiexec"
+fi
 EOF
 
 # ---- run_ctest.sh: the test suite on the target ----------------------------------------------
@@ -258,7 +273,7 @@ if [ ! -e "$bin/trainer/codistill-train" ]; then
   if mkdir -p "$bin/trainer" "$bin/bench" "$bin/tests" 2>/dev/null; then
     for f in "$here"/bin/codistill-*; do ln -sf "$f" "$bin/trainer/"; done
     for f in "$here"/bin/bench_*; do [ -e "$f" ] && ln -sf "$f" "$bin/bench/"; done
-    for f in "$here"/bin/test_*; do [ -e "$f" ] && ln -sf "$f" "$bin/tests/"; done
+    for f in "$here"/bin/test_* "$here"/bin/*_ranks; do [ -e "$f" ] && ln -sf "$f" "$bin/tests/"; done
     echo "run_ctest.sh: $bin/{trainer,bench,tests} -> links into $here/bin"
   else
     echo "run_ctest.sh: cannot create $bin: the process-level tests will fail" >&2
@@ -316,9 +331,15 @@ echo "  total: $(du -sh "$out" | cut -f1); target needs glibc >= $(newest GLIBC_
 if [ "$tar" = 1 ]; then
   tar -C "$(dirname "$out")" --exclude="$(basename "$out")/data" -cf - "$(basename "$out")" | xz -T0 -6 >"$out.tar.xz"
   echo "  $out.tar.xz: $(du -sh "$out.tar.xz" | cut -f1) (all but the data)"
-  rm -f "$out-data.tar"
+  rm -f "$out-data.tar" "$out-data.tar.xz"
   if [ -d "$out/data" ]; then
-    tar -C "$(dirname "$out")" -cf "$out-data.tar" "$(basename "$out")/data"
-    echo "  $out-data.tar: $(du -sh "$out-data.tar" | cut -f1) (the data: for the training benchmark and the tests that read Fashion-MNIST)"
+    # The idx files decompressed, then xz: 4 MB less than the gzip files as they are (the
+    # device tool carries 64 MiB); the target gzips them again (bench/run_gpu_session.sh).
+    stage_dir="$(mktemp -d)"
+    cp -r "$out/data" "$stage_dir/data"
+    gunzip "$stage_dir"/data/fashion-mnist/*.gz 2>/dev/null || true
+    tar -C "$stage_dir" --transform "s|^data|$(basename "$out")/data|" -cf - data | xz -T0 -9 >"$out-data.tar.xz"
+    rm -rf "$stage_dir"
+    echo "  $out-data.tar.xz: $(du -sh "$out-data.tar.xz" | cut -f1) (the data, idx files uncompressed: for the training benchmark and the tests that read Fashion-MNIST; gzip them after unpacking)"
   fi
 fi

@@ -75,7 +75,16 @@ inline std::string train_exe() { return std::string(CODISTILL_BINARY_DIR) + "/tr
 // sanitized suite (ASAN_OPTIONS set) the ranks run sanitized but without LeakSanitizer:
 // OpenMPI 4.1 does not free what MPI_Init allocated, and LSan would turn a clean rank's
 // exit code into 1. Set through `env`: callers may exec the line.
-inline std::string mpirun_prefix(const std::string& mpiexec, int ranks) {
+// The launcher the tests start: CODISTILL_TEST_MPIEXEC where set (a bundle run on another
+// machine sets it to the OpenMPI it carries: scripts/bundle_openmpi.sh), else the one CMake
+// found at build time.
+inline std::string mpiexec_path(const std::string& built_in) {
+  const char* e = std::getenv("CODISTILL_TEST_MPIEXEC");
+  return e && *e ? std::string(e) : built_in;
+}
+
+inline std::string mpirun_prefix(const std::string& built_in, int ranks) {
+  const std::string mpiexec = mpiexec_path(built_in);
   std::string c;
   if (const char* asan = std::getenv("ASAN_OPTIONS"); asan && *asan)
     c = "env ASAN_OPTIONS='" + std::string(asan) + ":detect_leaks=0' ";
@@ -87,7 +96,8 @@ inline std::string mpirun_prefix(const std::string& mpiexec, int ranks) {
 // Whether `mpiexec --version` runs: a GPU machine that runs a bundle may have no MPI
 // launcher, and a test that needs one is then skipped (it prints "skipped: ...", which CTest
 // reads as a skip), not failed.
-inline bool mpirun_found(const std::string& mpiexec) {
+inline bool mpirun_found(const std::string& built_in) {
+  const std::string mpiexec = mpiexec_path(built_in);
   if (std::system((mpiexec + " --version >/dev/null 2>&1").c_str()) == 0) return true;
   std::printf("skipped: no MPI launcher (%s --version failed)\n", mpiexec.c_str());
   std::fflush(stdout);

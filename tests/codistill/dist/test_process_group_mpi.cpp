@@ -36,7 +36,8 @@ ProcessResult mpirun(int ranks, const std::string& args, const TempDir& dir) {
   // LSan's. Our own code's leaks are still checked by the single-group tests.
   const char* asan = std::getenv("ASAN_OPTIONS");
   std::string cmd = "ASAN_OPTIONS='" + std::string(asan ? asan : "") + (asan && *asan ? ":" : "") +
-                    "detect_leaks=0' timeout -k 10 " + std::to_string(hang_guard_s) + " " + CODISTILL_MPIEXEC;
+                    "detect_leaks=0' timeout -k 10 " + std::to_string(hang_guard_s) + " " +
+                    codistill::test::mpiexec_path(CODISTILL_MPIEXEC);
   // OpenMPI refuses to run as root unless told to; CI runs as root.
   if (::geteuid() == 0) cmd += " --allow-run-as-root";
   // More ranks than cores on a 2-core machine.
