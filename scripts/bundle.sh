@@ -223,6 +223,10 @@ unset codistill_missing codistill_dirs codistill_found
 # CODISTILL_TEST_MPIEXEC (their built-in path is the build machine's).
 if [ -x "$codistill_bundle/openmpi/bin/orterun" ]; then
   export OPAL_PREFIX="$codistill_bundle/openmpi" PMIX_PREFIX="$codistill_bundle/openmpi/pmix"
+  # This PMIx has its components built in; where the machine has a PMIx of its own, that
+  # one's plugin folder sits at the path compiled in here and its plugins fail to load
+  # (undefined symbols): harmless, and not worth a message per process.
+  export PMIX_MCA_pmix_mca_base_component_show_load_errors=0
   export PATH="$codistill_bundle/openmpi/bin:$PATH"
   export CODISTILL_TEST_MPIEXEC="$codistill_bundle/openmpi/bin/mpiexec"
 fi
