@@ -103,6 +103,14 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
       throw ConfigError(c.device == "cpu" ? "group.kind" : "device", "", 0, e.what());
     }
   }
+  // A channels-last request the device's backend cannot honour: the model's device move
+  // would refuse it too, but later (after the run directory is made) and as a runtime error,
+  // while it is the config's key that is wrong.
+  if (model_of(c, c.run.worker).memory_format == "nhwc" &&
+      !kernels::backend_for(s.device).supports_channels_last())
+    throw ConfigError("model.memory_format", "", 0,
+                      fmt::format("nhwc: the {} backend has no channels-last image ops (use auto or nchw)",
+                                  kernels::backend_for(s.device).name()));
   s.lead = rank == 0;
 
   // The console first; train.log joins once the run directory is known to be ours. Ranks

@@ -80,6 +80,39 @@ TEST_CASE("codistill-train on a CUDA device it cannot use exits 1 saying why, be
   CHECK(ok.exit_code == 0);
 }
 
+TEST_CASE("model.memory_format nhwc on CUDA is a configuration error naming the key (exit 2)", "[cuda][process]") {
+  if (skip_without_cuda()) return;
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", R"(run:
+  seed: 3
+  threads: 1
+data:
+  kind: synthetic
+  batch_size: 16
+  synthetic_train: 256
+  synthetic_test: 64
+  synthetic_shape: [1, 8, 8]
+model:
+  kind: resnet
+  channels: [4, 8]
+  blocks: 1
+  hidden: []
+  memory_format: nhwc
+train:
+  steps: 5
+)");
+  ProcessResult r = run_command(train_cmd(dir, "--device cuda"), dir);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("model.memory_format") != std::string::npos);
+  CHECK(r.err.find("no channels-last image ops") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir.path() / "run" / "worker-000"));  // refused before anything is written
+  // auto picks NCHW on CUDA: the same model trains.
+  ProcessResult ok = run_command(train_cmd(dir, "--device cuda --set model.memory_format=auto"), dir);
+  INFO(ok.out << ok.err);
+  CHECK(ok.exit_code == 0);
+}
+
 TEST_CASE("codistill-train --device cuda learns the synthetic task, checkpoints and resumes", "[cuda][process]") {
   if (skip_without_cuda()) return;
   TempDir dir;
