@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 
 #include "codistill/inspect/inspect.hpp"
+#include "codistill/util/openmp_env.hpp"
 
 namespace po = boost::program_options;
 namespace inspect = codistill::inspect;
@@ -133,6 +134,7 @@ inspect::Report dispatch(const std::string& name, const Parsed& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  codistill::reexec_with_bounded_openmp_spin(argv);  // util/openmp_env.hpp: why
   const std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty()) {
     std::cerr << "codistill-inspect: missing subcommand\n" << usage();
