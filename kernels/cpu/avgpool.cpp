@@ -16,6 +16,12 @@ void check(std::int64_t rows, std::int64_t spatial) {
                                 std::to_string(rows) + ", spatial " + std::to_string(spatial));
 }
 
+// The channels-last pair's arguments: [batch, spatial, channels] maps.
+void check_nhwc(std::int64_t batch, std::int64_t spatial, std::int64_t channels) {
+  if (channels < 1) throw std::invalid_argument("global_avgpool: channels must be >= 1, got " + std::to_string(channels));
+  check(batch * channels, spatial);
+}
+
 }  // namespace
 
 template <class T>
@@ -59,8 +65,7 @@ void global_avgpool_backward(const T* dy, T* dx, std::int64_t rows, std::int64_t
 template <class T>
 void global_avgpool_nhwc_forward(const T* x, T* y, std::int64_t batch, std::int64_t spatial, std::int64_t channels,
                                  Impl impl) {
-  check(batch * channels, spatial);
-  if (channels < 1) throw std::invalid_argument("global_avgpool: channels must be >= 1, got " + std::to_string(channels));
+  check_nhwc(batch, spatial, channels);
   const T inv = T(1) / static_cast<T>(spatial);
   // Each channel's sum runs over i in order, as the NCHW rows do; the fast path adds the
   // pixels' channel vectors one pixel after another (vectorized across channels).
@@ -81,8 +86,7 @@ void global_avgpool_nhwc_forward(const T* x, T* y, std::int64_t batch, std::int6
 template <class T>
 void global_avgpool_nhwc_backward(const T* dy, T* dx, std::int64_t batch, std::int64_t spatial, std::int64_t channels,
                                   Impl impl) {
-  check(batch * channels, spatial);
-  if (channels < 1) throw std::invalid_argument("global_avgpool: channels must be >= 1, got " + std::to_string(channels));
+  check_nhwc(batch, spatial, channels);
   const T inv = T(1) / static_cast<T>(spatial);
   const bool par = impl == Impl::fast && batch * spatial * channels >= kParallelMin && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (par)
