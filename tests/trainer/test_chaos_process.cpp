@@ -7,6 +7,9 @@
 // The schedule is random; CODISTILL_CHAOS_SEED=N replays one (the seed is printed).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -170,9 +173,17 @@ TEST_CASE("chaos: 3 sync-mode workers killed at random 20+ times end bit-identic
   const std::string sync = "--set codistill.mode=sync --set model.hidden=[384,384]";
   const std::int64_t steps = 2400, every = 20;
 
+  const auto t0 = std::chrono::steady_clock::now();
   Cohort whole(dir, "whole", sync);
   for (int w = 0; w < kWorkers; ++w) whole.start(w);
   for (int w = 0; w < kWorkers; ++w) REQUIRE(whole.wait(w) == 0);
+  // The kills must land before the chaos run ends, and how long it runs depends on this
+  // machine's speed: the pauses below (about 575 ms per kill at scale 1, the scale that
+  // suits a slow machine) shrink so that 24 of them take at most half the uninterrupted run.
+  const double whole_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double scale = std::clamp(whole_ms / (2 * 24 * 575.0), 0.05, 1.0);
+  const auto scaled = [&](int ms) { return static_cast<int>(ms * scale); };
+  std::cout << "chaos: uninterrupted run " << whole_ms << " ms, pauses scaled by " << scale << std::endl;
 
   Cohort chaos(dir, "chaos", sync);
   ckpt::RunStore store(dir.str("chaos"));
@@ -180,7 +191,7 @@ TEST_CASE("chaos: 3 sync-mode workers killed at random 20+ times end bit-identic
   int kills = 0, torn_writes = 0;
   bool resumed_expected[kWorkers] = {};
   while (kills < 24) {
-    sleep_ms(pick(rng, 150, 700));
+    sleep_ms(pick(rng, scaled(150), scaled(700)));
     std::vector<int> alive;
     for (int w = 0; w < kWorkers; ++w) {
       if (chaos.running(w)) {
@@ -200,7 +211,7 @@ TEST_CASE("chaos: 3 sync-mode workers killed at random 20+ times end bit-identic
     }
     ++kills;
     resumed_expected[w] = resumed_expected[w] || !store.checkpoints(w).empty();
-    sleep_ms(pick(rng, 0, 300));
+    sleep_ms(pick(rng, 0, scaled(300)));
     // Every fourth restart dies by itself part-way through its first checkpoint write.
     std::string env;
     if (kills % 4 == 0) {
