@@ -42,11 +42,14 @@ struct Pass {
   const T* scale = nullptr;  // normalize: y = x * scale + shift, then relu if `relu`
   const T* shift = nullptr;
   bool relu = false;
-  // backward_dx: dx = g dz + k0 + k1 (x - mean), all per channel in double (eval_dx: g only).
+  // backward_dx: dx = g (dz - mdz - (x - mean) is mdzxh), all per channel in double (the
+  // reference's formula: dx nearly cancels, and another grouping shows at M = 2); eval_dx:
+  // dx = g dz.
   const double* g = nullptr;
-  const double* k0 = nullptr;
-  const double* k1 = nullptr;
+  const double* mdz = nullptr;
+  const double* mdzxh = nullptr;
   const double* mean = nullptr;
+  const double* is = nullptr;
 };
 
 template <bool Relu, class T>
@@ -57,11 +60,11 @@ CODISTILL_ALWAYS_INLINE T dz_of(const T* dy, const T* y, std::int64_t c) {
 }
 
 // The general loops (float64, and channel counts that are not a multiple of 16): rows
-// [r0, r1), channels in blocks of at most kBlock, whose sums accumulate in T across the rows.
+// [r0, r1), channels in blocks of at most kBlock, sums in double (why: batchnorm_rows_vec.hpp).
 template <bool Backward, bool Relu, class T>
 CODISTILL_ALWAYS_INLINE void sums_block(const Pass<T>& p, std::int64_t r0, std::int64_t r1, std::int64_t c0,
                                         std::int64_t w, double* a, double* b) {
-  T sa[kBlock] = {}, sb[kBlock] = {};
+  double sa[kBlock] = {}, sb[kBlock] = {};
   const T* ctr = p.center + c0;
   const T* is = Backward ? p.invstd + c0 : nullptr;
   for (std::int64_t r = r0; r < r1; ++r) {
@@ -70,7 +73,7 @@ CODISTILL_ALWAYS_INLINE void sums_block(const Pass<T>& p, std::int64_t r0, std::
     if constexpr (!Backward) {
 #pragma omp simd
       for (std::int64_t c = 0; c < w; ++c) {
-        const T d = px[c] - ctr[c];
+        const double d = static_cast<double>(px[c]) - static_cast<double>(ctr[c]);
         sa[c] += d;
         sb[c] += d * d;
       }
@@ -79,9 +82,9 @@ CODISTILL_ALWAYS_INLINE void sums_block(const Pass<T>& p, std::int64_t r0, std::
       const T* py = Relu ? p.relu_y + o : nullptr;
 #pragma omp simd
       for (std::int64_t c = 0; c < w; ++c) {
-        const T d = dz_of<Relu>(pd, py, c);
+        const double d = dz_of<Relu>(pd, py, c);
         sa[c] += d;
-        sb[c] += d * ((px[c] - ctr[c]) * is[c]);
+        sb[c] += d * ((static_cast<double>(px[c]) - ctr[c]) * is[c]);
       }
     }
   }
@@ -125,9 +128,9 @@ CODISTILL_ALWAYS_INLINE void run_general(const Pass<T>& p, std::int64_t r0, std:
         const std::int64_t o = r * C;
         for (std::int64_t c = 0; c < C; ++c) {
           const T d = relu ? dz_of<true>(p.dy + o, p.relu_y + o, c) : p.dy[o + c];
-          double v = p.g[c] * static_cast<double>(d);
-          if (train) v += p.k0[c] + p.k1[c] * (static_cast<double>(p.x[o + c]) - p.mean[c]);
-          p.out[o + c] = static_cast<T>(v);
+          const double v = train ? d - p.mdz[c] - (static_cast<double>(p.x[o + c]) - p.mean[c]) * p.is[c] * p.mdzxh[c]
+                                 : static_cast<double>(d);
+          p.out[o + c] = static_cast<T>(p.g[c] * v);
         }
       }
       return;
@@ -166,11 +169,11 @@ CODISTILL_ALWAYS_INLINE void run_vec(const Pass<float>& p, std::int64_t r0, std:
       if (p.relu) return v::normalize<true>(p.x, p.out, p.scale, p.shift, r0, r1, p.C);
       return v::normalize<false>(p.x, p.out, p.scale, p.shift, r0, r1, p.C);
     case Pass<float>::backward_dx:
-      if (relu) return v::dx<true, true>(p.x, p.relu_y, p.dy, p.out, p.g, p.k0, p.k1, p.mean, r0, r1, p.C);
-      return v::dx<false, true>(p.x, nullptr, p.dy, p.out, p.g, p.k0, p.k1, p.mean, r0, r1, p.C);
+      if (relu) return v::dx<true, true>(p.x, p.relu_y, p.dy, p.out, p.g, p.mdz, p.mdzxh, p.mean, p.is, r0, r1, p.C);
+      return v::dx<false, true>(p.x, nullptr, p.dy, p.out, p.g, p.mdz, p.mdzxh, p.mean, p.is, r0, r1, p.C);
     case Pass<float>::eval_dx:
-      if (relu) return v::dx<true, false>(p.x, p.relu_y, p.dy, p.out, p.g, p.k0, p.k1, p.mean, r0, r1, p.C);
-      return v::dx<false, false>(p.x, nullptr, p.dy, p.out, p.g, p.k0, p.k1, p.mean, r0, r1, p.C);
+      if (relu) return v::dx<true, false>(p.x, p.relu_y, p.dy, p.out, p.g, p.mdz, p.mdzxh, p.mean, p.is, r0, r1, p.C);
+      return v::dx<false, false>(p.x, nullptr, p.dy, p.out, p.g, p.mdz, p.mdzxh, p.mean, p.is, r0, r1, p.C);
   }
 }
 
@@ -281,18 +284,17 @@ void batchnorm_rows_backward(const T* x, const T* relu_y, const T* gamma, const 
     dgamma[c] = static_cast<T>(dgamma[c] + sum_dy_xh[c]);
   }
   if (!dx) return;
-  // dx = g (dz - sum dz / M - xh sum dz*xh / M), g = gamma invstd, xh = (x - mean) invstd:
-  // g dz + k0 + k1 (x - mean).
-  std::vector<double> g(static_cast<std::size_t>(C)), k0(g.size()), k1(g.size()), mean(g.size());
+  // dx = g (dz - sum dz / M - xh sum dz*xh / M), g = gamma invstd, xh = (x - mean) invstd.
+  std::vector<double> g(static_cast<std::size_t>(C)), mdz(g.size()), mdzxh(g.size()), mean(sm, sm + C),
+      invstd(si, si + C);
   for (std::int64_t c = 0; c < C; ++c) {
-    const double invstd = si[c];
-    g[c] = gamma[c] * invstd;
-    k0[c] = -g[c] * (sum_dy[c] / M);
-    k1[c] = -g[c] * invstd * (sum_dy_xh[c] / M);
-    mean[c] = sm[c];
+    g[c] = gamma[c] * invstd[c];
+    mdz[c] = sum_dy[c] / M;
+    mdzxh[c] = sum_dy_xh[c] / M;
   }
   p.kind = training ? Pass<T>::backward_dx : Pass<T>::eval_dx;
-  p.out = dx, p.g = g.data(), p.k0 = k0.data(), p.k1 = k1.data(), p.mean = mean.data();
+  p.out = dx, p.g = g.data(), p.mdz = mdz.data(), p.mdzxh = mdzxh.data(), p.mean = mean.data();
+  p.is = invstd.data();
   over_chunks(s, p);
 }
 

@@ -4,12 +4,12 @@
 // channels-last image map, rows = B*H*W). The per-channel path of batchnorm.cpp walks such a
 // channel with stride C (every cache line read C times); this one streams the rows once per
 // pass, vectorized across channels. The rows are cut into fixed chunks whose per-channel
-// partial sums are added in double in chunk order: the result does not depend on the thread
-// count. Within a chunk (256 rows) the sums run in T (float for float32: the chunk's few
-// hundred terms lose nothing the op's bounds can see, and the loops run twice as wide);
-// dx is computed in double, as batchnorm.cpp's. The loops are compiled per ISA
-// (kernels/cpu/isa.hpp: AVX-512 on Zen 4), so results are reproducible on one machine, and
-// agree with the per-channel path within rounding.
+// partial sums (double) are added in chunk order: the result does not depend on the thread
+// count. Same arithmetic as batchnorm.cpp's fast path (statistics in double, shifted by the
+// channel's first value; dx in double), sums in another order: equal within rounding. The
+// float32 loops for channel counts that are multiples of 16 are written with vector types
+// (batchnorm_rows_vec.hpp) and compiled per ISA (kernels/cpu/isa.hpp: AVX-512 on Zen 4), so
+// results are reproducible on one machine, not bit-identical across CPU generations.
 // relu: the fused activation (Op::batchnorm_activation): y = relu(bn(x)); backward's relu_y
 // (null without it) is that y, whose mask y > 0 applies to dy inside the passes.
 #include "kernels/ops.hpp"

@@ -44,37 +44,41 @@ CODISTILL_BN_INLINE V dz_of(V dy, const float* y) {
   return dy;
 }
 
-// Sums of rows [r0, r1) for G vectors of channels from c0, in float across the rows, added
-// to a[c], b[c] (double) at the end. Forward: d = x - K, d^2; backward: dz, dz * xh.
+// Sums of rows [r0, r1) for G vectors of channels from c0 (8 doubles per half vector),
+// accumulated in double across the rows and added to a[c], b[c] at the end. Forward: d =
+// x - K and d^2; backward: dz and dz * xh, xh = (x - mean) invstd. Double, not float, though
+// the passes are bound by memory either way: dx is a small difference of terms built from
+// these statistics (at two values per channel, only eps keeps it from zero), and float sums
+// (a ulp of invstd, 6e-8 of xh) showed through it past the op tests' bound.
 template <int G, bool Backward, bool Relu>
 CODISTILL_BN_INLINE void sums(const float* x, const float* y, const float* dy, const float* center,
                               const float* invstd, std::int64_t r0, std::int64_t r1, std::int64_t C, std::int64_t c0,
                               double* a, double* b) {
-  vf16 sa[G], sb[G], ctr[G], is[G];
-  for (int g = 0; g < G; ++g) {
-    sa[g] = vf16{}, sb[g] = vf16{};
-    ctr[g] = load<vf16>(center + c0 + g * kLanes);
-    if constexpr (Backward) is[g] = load<vf16>(invstd + c0 + g * kLanes);
+  constexpr int H = 2 * G;
+  vd8 sa[H], sb[H], ctr[H], is[H];
+  for (int h = 0; h < H; ++h) {
+    sa[h] = vd8{}, sb[h] = vd8{};
+    ctr[h] = __builtin_convertvector(load<vf8>(center + c0 + h * 8), vd8);
+    if constexpr (Backward) is[h] = __builtin_convertvector(load<vf8>(invstd + c0 + h * 8), vd8);
   }
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const std::int64_t o = r * C + c0;
-    for (int g = 0; g < G; ++g) {
-      const vf16 xv = load<vf16>(x + o + g * kLanes);
+  for (std::int64_t r = r0; r < r1; ++r)
+    for (int h = 0; h < H; ++h) {
+      const std::int64_t o = r * C + c0 + h * 8;
+      const vd8 xv = __builtin_convertvector(load<vf8>(x + o), vd8);
       if constexpr (!Backward) {
-        const vf16 d = xv - ctr[g];
-        sa[g] += d;
-        sb[g] += d * d;
+        const vd8 d = xv - ctr[h];
+        sa[h] += d;
+        sb[h] += d * d;
       } else {
-        const vf16 d = dz_of<Relu>(load<vf16>(dy + o + g * kLanes), Relu ? y + o + g * kLanes : nullptr);
-        sa[g] += d;
-        sb[g] += d * ((xv - ctr[g]) * is[g]);
+        const vd8 d = __builtin_convertvector(dz_of<Relu>(load<vf8>(dy + o), Relu ? y + o : nullptr), vd8);
+        sa[h] += d;
+        sb[h] += d * ((xv - ctr[h]) * is[h]);
       }
     }
-  }
-  for (int g = 0; g < G; ++g)
-    for (int l = 0; l < kLanes; ++l) {
-      a[c0 + g * kLanes + l] += sa[g][l];
-      b[c0 + g * kLanes + l] += sb[g][l];
+  for (int h = 0; h < H; ++h)
+    for (int l = 0; l < 8; ++l) {
+      a[c0 + h * 8 + l] += sa[h][l];
+      b[c0 + h * 8 + l] += sb[h][l];
     }
 }
 
@@ -91,22 +95,21 @@ CODISTILL_BN_INLINE void normalize(const float* x, float* y, const float* scale,
     }
 }
 
-// dx over rows [r0, r1), 8 channels at a time in double: training dx = g dz + k0 + k1 (x -
-// mean), eval dx = g dz.
+// dx over rows [r0, r1), 8 channels at a time in double: training dx = g (dz - mdz - (x -
+// mean) is mdzxh) (the reference's grouping), eval dx = g dz.
 template <bool Relu, bool Training>
 CODISTILL_BN_INLINE void dx(const float* x, const float* y, const float* dy, float* out, const double* g,
-                            const double* k0, const double* k1, const double* mean, std::int64_t r0, std::int64_t r1,
-                            std::int64_t C) {
+                            const double* mdz, const double* mdzxh, const double* mean, const double* is,
+                            std::int64_t r0, std::int64_t r1, std::int64_t C) {
   for (std::int64_t r = r0; r < r1; ++r)
     for (std::int64_t c = 0; c < C; c += 8) {
       const std::int64_t o = r * C + c;
-      const vf8 dz = dz_of<Relu>(load<vf8>(dy + o), Relu ? y + o : nullptr);
-      vd8 v = load<vd8>(g + c) * __builtin_convertvector(dz, vd8);
+      vd8 v = __builtin_convertvector(dz_of<Relu>(load<vf8>(dy + o), Relu ? y + o : nullptr), vd8);
       if constexpr (Training) {
         const vd8 xv = __builtin_convertvector(load<vf8>(x + o), vd8);
-        v += load<vd8>(k0 + c) + load<vd8>(k1 + c) * (xv - load<vd8>(mean + c));
+        v = v - load<vd8>(mdz + c) - (xv - load<vd8>(mean + c)) * load<vd8>(is + c) * load<vd8>(mdzxh + c);
       }
-      store(out + o, __builtin_convertvector(v, vf8));
+      store(out + o, __builtin_convertvector(load<vd8>(g + c) * v, vf8));
     }
 }
 
