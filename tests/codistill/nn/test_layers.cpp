@@ -39,6 +39,7 @@ using codistill::test::random_vector;
 namespace {
 
 using test::check_gradients;
+using test::kTol;
 using test::pointers;
 using test::random_tensor;
 using test::values;
