@@ -9,8 +9,9 @@
 //   bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu] [--nhwc] [--fuse]
 //   (--cpu: process CPU time, not wall; --nhwc: channels-last maps, as the trainer's resnet
 //   runs on the CPU by default: convolutions NHWC, batch norm as [B*H*W, C] rows, pooling
-//   per pixel; --fuse: batch norm + relu as one op (Op::batchnorm_activation), as the
-//   model's containers fuse them where the backend has it)
+//   per pixel; --fuse: batch norm + relu and add + relu as one op each
+//   (Op::batchnorm_activation, Op::add_activation), as the model's containers fuse them where
+//   the backend has them)
 #include <time.h>
 
 #include <cstdio>
@@ -164,9 +165,13 @@ int main(int argc, char** argv) {
       if (u.relu == Relu::after_bn)
         t.run("relu forward", [&] { be.activation_forward(u.z, u.z, k::Activation::relu, *q); });
     }
-    // three residual adds, each followed by its relu
+    // three residual adds, each followed by its relu (--fuse: one op, Op::add_activation)
     for (int i : {2, 4, 7}) {
       Unit& u = units[static_cast<std::size_t>(i)];
+      if (fuse) {
+        t.run("add", [&] { be.add_activation(u.z, u.z, u.z, k::Activation::relu, *q); });
+        continue;
+      }
       t.run("add", [&] { be.add(u.z, u.z, u.z, *q); });
       t.run("relu forward", [&] { be.activation_forward(u.z, u.z, k::Activation::relu, *q); });
     }
@@ -211,7 +216,7 @@ int main(int argc, char** argv) {
   std::printf("ResNet-8 step ops, batch %lld, %d threads, %s, %s maps%s, mean of %d steps (im2col rows: the old "
               "path, not in the total)\n",
               static_cast<long long>(B), threads, cpu_time ? "CPU time" : "wall time", nhwc ? "NHWC" : "NCHW",
-              fuse ? ", batch norm + relu fused" : "", reps);
+              fuse ? ", relu fused into batch norm and add" : "", reps);
   for (const auto& [what, ms] : t.ms)
     std::printf("%-24s %8.2f ms  %5.1f%%\n", what.c_str(), ms / reps,
                 what.find("im2col") == std::string::npos ? 100 * ms / total : 0.0);

@@ -153,6 +153,10 @@ class Backend {
   virtual void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Queue& q) = 0;
   virtual void multiply(const Tensor& x, const Tensor& m, Tensor& y, Queue& q) = 0;
   virtual void add(const Tensor& a, const Tensor& b, Tensor& y, Queue& q) = 0;  // y may alias a or b
+  // y = act(a + b) (Op::add_activation; act must be relu; y may alias a or b): a residual sum
+  // and the relu after it in one pass. A backend without it inherits this, which throws
+  // naming the backend.
+  virtual void add_activation(const Tensor& a, const Tensor& b, Tensor& y, Activation act, Queue& q);
   // student, grad: [N,V]; teachers: K tensors [N,V]; labels: int32 [N]. grad may alias the
   // student or be null (forward only). Returns on the host (waits for the queue).
   virtual DistillLossResult distill_loss(const Tensor& student, const std::vector<const Tensor*>& teachers,

@@ -29,6 +29,7 @@ const char* op_name(Op op) {
     case Op::causal_attention: return "causal_attention";
     case Op::batchnorm_sync: return "batchnorm_sync";
     case Op::batchnorm_activation: return "batchnorm+activation";
+    case Op::add_activation: return "add+activation";
   }
   return "?";
 }

@@ -30,13 +30,14 @@ enum class Op : std::uint8_t {
   causal_attention,     // softmax(q k^T / sqrt(d) + causal mask) v per (sequence, head)
   batchnorm_sync,       // batch normalization in three steps around the caller's all-reduce
   batchnorm_activation,  // batchnorm with a fused activation (relu) in its passes
+  add_activation,        // y = act(a + b) (relu): a residual sum and the relu after it
 };
 inline constexpr Op kAllOps[] = {Op::linear,       Op::linear_activation, Op::activation,  Op::conv2d,
                                  Op::maxpool2d,    Op::softmax,           Op::multiply,    Op::add,
                                  Op::distill_loss, Op::sgd_update,        Op::adamw_update, Op::batchnorm,
                                  Op::global_avgpool, Op::layernorm, Op::linear_distill_head,
                                  Op::embedding, Op::causal_attention, Op::batchnorm_sync,
-                                 Op::batchnorm_activation};
+                                 Op::batchnorm_activation, Op::add_activation};
 const char* op_name(Op op);
 
 // The arithmetic of the GEMMs inside an op (QueueOptions::compute for a queue's ops,

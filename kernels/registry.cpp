@@ -62,6 +62,9 @@ void Backend::batchnorm_backward_synced(const Tensor& x, const Tensor&, const Te
   not_built(*this, x.dtype(), "synchronized batchnorm backward");
 }
 
+void Backend::add_activation(const Tensor& a, const Tensor&, Tensor&, Activation, Queue&) {
+  not_built(*this, a.dtype(), "add with a fused activation", Op::add_activation);
+}
 void Backend::batchnorm_activation_forward(const Tensor& x, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&,
                                            Tensor&, Tensor&, bool, Activation, const BatchNormShape&, Queue&) {
   not_built(*this, x.dtype(), "batchnorm with a fused activation", Op::batchnorm_activation);

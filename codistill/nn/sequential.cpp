@@ -6,6 +6,7 @@
 #include "codistill/nn/activation.hpp"
 #include "codistill/nn/batchnorm.hpp"
 #include "codistill/nn/linear.hpp"
+#include "codistill/nn/residual.hpp"
 
 namespace codistill {
 
@@ -83,8 +84,8 @@ Tensor Sequential::backward_prefix(const Tensor& dy, std::size_t n, bool need_dx
 }
 
 void Sequential::queue_changed() {
-  // Linear -> ReLU/GELU and BatchNorm -> ReLU pairs fuse where the backend has the op, and
-  // unfuse elsewhere: the first applies the activation, which passes through.
+  // Linear -> ReLU/GELU, BatchNorm -> ReLU and Residual -> ReLU pairs fuse where the backend
+  // has the op, and unfuse elsewhere: the first applies the activation, which passes through.
   for (std::size_t i = 0; i < children_.size(); ++i) {
     auto* act = i + 1 < children_.size() ? dynamic_cast<ActivationLayer*>(children_[i + 1].second.get()) : nullptr;
     if (auto* linear = dynamic_cast<Linear*>(children_[i].second.get())) {
@@ -95,6 +96,13 @@ void Sequential::queue_changed() {
       const bool fuse = act && act->activation() == kernels::Activation::relu &&
                         backend().supports(kernels::Op::batchnorm_activation, bn->param_dtype());
       bn->set_fused_activation(fuse ? kernels::Activation::relu : kernels::Activation::none);
+      if (act) act->set_passthrough(fuse);
+    } else if (auto* res = dynamic_cast<Residual*>(children_[i].second.get())) {
+      // A residual block has no parameters of its own: asked for float32, the dtype the model
+      // is built in (the CPU, the only backend with the op, has float64 too).
+      const bool fuse = act && act->activation() == kernels::Activation::relu &&
+                        backend().supports(kernels::Op::add_activation, res->param_dtype());
+      res->set_fused_activation(fuse ? kernels::Activation::relu : kernels::Activation::none);
       if (act) act->set_passthrough(fuse);
     }
   }

@@ -95,7 +95,8 @@ class CpuBackend final : public Backend {
         op == Op::linear || op == Op::linear_activation || op == Op::activation || op == Op::conv2d ||
         op == Op::maxpool2d || op == Op::multiply || op == Op::add || op == Op::batchnorm ||
         op == Op::global_avgpool || op == Op::layernorm || op == Op::linear_distill_head || op == Op::embedding ||
-        op == Op::causal_attention || op == Op::batchnorm_sync || op == Op::batchnorm_activation)
+        op == Op::causal_attention || op == Op::batchnorm_sync || op == Op::batchnorm_activation ||
+        op == Op::add_activation)
       return dtype == DType::f32 || dtype == DType::f64;
     return false;
   }
@@ -378,6 +379,15 @@ class CpuBackend final : public Backend {
     require_support(*this, Op::add, a.dtype(), "add");
     dispatch_floating(a.dtype(), [&]<class T>() {
       cpu::add<T>(a.data<T>(), b.data<T>(), y.data<T>(), a.numel(), impl_of(q));
+    });
+  }
+  void add_activation(const Tensor& a, const Tensor& b, Tensor& y, Activation act, Queue& q) override {
+    require_support(*this, Op::add_activation, a.dtype(), "add+activation");
+    if (act != Activation::relu)
+      throw std::invalid_argument(std::string("add+activation: the fused activation must be relu, got ") +
+                                  activation_name(act));
+    dispatch_floating(a.dtype(), [&]<class T>() {
+      cpu::add_relu<T>(a.data<T>(), b.data<T>(), y.data<T>(), a.numel(), impl_of(q));
     });
   }
 

@@ -1,5 +1,5 @@
-// A resnet on the CPU fuses each BatchNorm -> ReLU pair (the stem's and every block's first;
-// the relu after a residual sum stays a layer): the fused model computes what its unfused twin
+// A resnet on the CPU fuses each BatchNorm -> ReLU pair (the stem's and every block's first)
+// and each block with the relu after its sum: the fused model computes what its unfused twin
 // computes (logits in training and eval, parameter gradients, running statistics), on both
 // memory formats, and checkpoints do not see the difference (names, fingerprint).
 #include <string>
@@ -8,6 +8,7 @@
 #include "codistill/models/model.hpp"
 #include "codistill/nn/activation.hpp"
 #include "codistill/nn/batchnorm.hpp"
+#include "codistill/nn/residual.hpp"
 #include "codistill/nn/sequential.hpp"
 #include "codistill/util/rng.hpp"
 #include "model_test_util.hpp"
@@ -32,16 +33,18 @@ ModelConfig resnet(std::vector<std::int64_t> channels, std::int64_t blocks, cons
   return cfg;
 }
 
-// Undoes the containers' BatchNorm -> ReLU fusions below m (by hand: the CPU backend would
-// fuse again on a queue change); returns how many it undid.
+// Undoes the containers' BatchNorm -> ReLU and Residual -> ReLU fusions below m (by hand: the
+// CPU backend would fuse again on a queue change); returns how many it undid.
 int unfuse(Module& m) {
   int n = 0;
   if (auto* seq = dynamic_cast<Sequential*>(&m)) {
     const auto& ch = seq->children();
     for (std::size_t i = 0; i + 1 < ch.size(); ++i) {
       auto* bn = dynamic_cast<BatchNorm*>(ch[i].second.get());
-      if (!bn || bn->fused_activation() == Activation::none) continue;
-      bn->set_fused_activation(Activation::none);
+      auto* res = dynamic_cast<Residual*>(ch[i].second.get());
+      if (bn && bn->fused_activation() != Activation::none) bn->set_fused_activation(Activation::none);
+      else if (res && res->fused_activation() != Activation::none) res->set_fused_activation(Activation::none);
+      else continue;
       dynamic_cast<ActivationLayer&>(*ch[i + 1].second).set_passthrough(false);
       ++n;
     }
@@ -61,8 +64,8 @@ TEST_CASE("a resnet with BatchNorm+ReLU fused computes what its unfused twin com
     const ModelConfig cfg = resnet({16, 32}, 2, format);
     Rng ra(seed), rb(seed);
     Model fused = build_model(cfg, ra), plain = build_model(cfg, rb);
-    // The stem's pair and each block's first: 1 + 2 stages x 2 blocks.
-    CHECK(unfuse(plain.root()) == 5);
+    // Batch norms: the stem's and each block's first (1 + 2 stages x 2 blocks); each block.
+    CHECK(unfuse(plain.root()) == 5 + 4);
     CHECK(fused.fingerprint() == plain.fingerprint());
     REQUIRE(fused.params().size() == plain.params().size());
     for (std::size_t i = 0; i < fused.params().size(); ++i) CHECK(fused.params()[i].path == plain.params()[i].path);

@@ -1,7 +1,9 @@
-// BatchNorm -> ReLU fusion (Op::batchnorm_activation): which pairs a Sequential fuses, the
-// fused pair's gradients against finite differences (double, reference and fast, NCHW and
-// channels-last, train and eval), and the fused pair against the same layers run apart in
-// float32 (forward, gradients, running statistics), synchronized batch norm included.
+// The activations a Sequential fuses into the layer before them, besides Linear's
+// (test_layers.cpp): BatchNorm -> ReLU (Op::batchnorm_activation) and Residual -> ReLU
+// (Op::add_activation). Which pairs fuse, the fused pairs' gradients against finite
+// differences (double, reference and fast; batch norm NCHW and channels-last, train and
+// eval), and the fused pairs against the same layers run apart in float32 (forward,
+// gradients, running statistics), synchronized batch norm included.
 #include <memory>
 #include <span>
 #include <string>
@@ -9,7 +11,8 @@
 
 #include "codistill/nn/activation.hpp"
 #include "codistill/nn/batchnorm.hpp"
-#include "codistill/nn/conv2d.hpp"
+#include "codistill/nn/linear.hpp"
+#include "codistill/nn/residual.hpp"
 #include "codistill/nn/sequential.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/backend.hpp"
@@ -40,6 +43,26 @@ void randomize(BatchNorm& bn, std::uint64_t seed) {
 BatchNorm& bn_of(Sequential& s, std::size_t i) { return dynamic_cast<BatchNorm&>(*s.children()[i].second); }
 ActivationLayer& act_of(Sequential& s, std::size_t i) { return dynamic_cast<ActivationLayer&>(*s.children()[i].second); }
 
+Residual& res_of(Sequential& s, std::size_t i) { return dynamic_cast<Residual&>(*s.children()[i].second); }
+
+// A residual block of width 6 on [B, 6] rows: Linear -> BatchNorm -> ReLU -> Linear in the
+// body (its inner pair fused too), the identity or a Linear projection as the shortcut.
+std::unique_ptr<Residual> block(Rng& rng, bool projection) {
+  auto body = std::make_unique<Sequential>();
+  auto fc1 = std::make_unique<Linear>(6, 6);
+  fc1->init_params(rng, "kaiming_uniform");
+  body->add("fc1", std::move(fc1));
+  body->add("bn", std::make_unique<BatchNorm>(6));
+  body->add("act", std::make_unique<ReLU>());
+  auto fc2 = std::make_unique<Linear>(6, 6);
+  fc2->init_params(rng, "kaiming_uniform");
+  body->add("fc2", std::move(fc2));
+  if (!projection) return std::make_unique<Residual>(std::move(body));
+  auto proj = std::make_unique<Linear>(6, 6, /*bias=*/false);
+  proj->init_params(rng, "kaiming_uniform");
+  return std::make_unique<Residual>(std::move(body), std::move(proj));
+}
+
 // One rank's group: the sums stay as they are (what a group of one gives).
 struct OneRank final : GroupSum {
   void all_reduce_sum(std::span<double> /*values*/) override {}
@@ -64,6 +87,63 @@ TEST_CASE("Sequential fuses BatchNorm -> ReLU where the backend has it, and noth
   CHECK(bn_of(s, 4).fused_activation() == Activation::relu);  // re-decided on add
   CHECK(act_of(s, 5).passthrough());
   CHECK_THROWS_WITH(bn_of(s, 0).set_fused_activation(Activation::gelu), Catch::Contains("only relu"));
+
+  Rng rng(1);
+  Sequential r;
+  r.add("block1", block(rng, false));
+  r.add("relu1", std::make_unique<ReLU>());
+  r.add("block2", block(rng, true));
+  r.add("gelu", std::make_unique<GELU>());
+  CHECK(res_of(r, 0).fused_activation() == Activation::relu);
+  CHECK(act_of(r, 1).passthrough());
+  CHECK(res_of(r, 2).fused_activation() == Activation::none);
+  CHECK_FALSE(act_of(r, 3).passthrough());
+  CHECK(bn_of(res_of(r, 0).body(), 1).fused_activation() == Activation::relu);  // the body's own pair
+  CHECK_THROWS_WITH(res_of(r, 0).set_fused_activation(Activation::gelu), Catch::Contains("only relu"));
+}
+
+TEST_CASE("fused Residual+ReLU gradients match finite differences (identity and projection shortcuts)",
+          "[nn][gradcheck]") {
+  for (Impl impl : {Impl::reference, Impl::fast})
+    for (bool projection : {false, true}) {
+      const auto seed = fresh_seed();
+      INFO("seed " << seed << (projection ? ", projection" : ", identity"));
+      Rng rng(seed);
+      Sequential s;
+      s.add("block", block(rng, projection));
+      s.add("relu", std::make_unique<ReLU>());
+      REQUIRE(res_of(s, 0).fused_activation() == Activation::relu);
+      check_gradients(s, random_tensor({5, 6}, seed + 1), seed, impl);
+    }
+}
+
+// A fused Residual -> ReLU against the same block and relu run apart (bit for bit: relu of the
+// very sum, and the same mask before the same branches).
+TEST_CASE("fused Residual+ReLU computes what Residual then ReLU computes", "[nn]") {
+  for (bool projection : {false, true})
+    for (Impl impl : {Impl::reference, Impl::fast}) {
+      const auto seed = fresh_seed();
+      INFO("seed " << seed << (projection ? ", projection" : ", identity"));
+      Rng ra(seed), rb(seed);
+      Sequential fused, block_alone, relu_alone;
+      fused.add("block", block(ra, projection));
+      fused.add("relu", std::make_unique<ReLU>());
+      block_alone.add("block", block(rb, projection));
+      relu_alone.add("relu", std::make_unique<ReLU>());
+      REQUIRE(res_of(fused, 0).fused_activation() == Activation::relu);
+      for (Sequential* s : {&fused, &block_alone, &relu_alone}) s->set_reference(impl == Impl::reference);
+      const Tensor x = random_tensor({33, 6}, seed + 5, -2, 2).to(DType::f32);
+      const Tensor dy = random_tensor({33, 6}, seed + 6).to(DType::f32);
+      CHECK(values(fused.forward(x, true)) == values(relu_alone.forward(block_alone.forward(x, true), true)));
+      const std::vector<double> dx = values(fused.backward(dy, true));
+      CHECK(dx == values(block_alone.backward(relu_alone.backward(dy, true), true)));
+      auto pa = collect_params(fused), pb = collect_params(block_alone);
+      REQUIRE(pa.size() == pb.size());
+      for (std::size_t i = 0; i < pa.size(); ++i) {
+        INFO(pa[i].path);
+        CHECK(values(*pa[i].grad) == values(*pb[i].grad));
+      }
+    }
 }
 
 TEST_CASE("fused BatchNorm+ReLU gradients match finite differences (NCHW and channels-last, train and eval)",
