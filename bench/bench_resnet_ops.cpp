@@ -2,12 +2,16 @@
 // (channels 16/32/64, one block per stage, batch 128, 28x28 inputs) run through the CPU
 // backend's fast queue as the model runs them: convolution forward and backward (the
 // backend's path, and for comparison the im2col + GEMM path of kernels/cpu/conv2d.cpp),
-// batch norm, relu, the residual adds, global average pooling and one SGD update of the
-// parameters. Prints milliseconds per step per op class and the share of the total.
-//   bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu] [--nhwc]
+// batch norm, relu (after the stem's and each block's first batch norm, and after each
+// residual add, as the model has them), the residual adds, global average pooling and one SGD
+// update of the parameters. Prints milliseconds per step per op class and the share of the
+// total.
+//   bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu] [--nhwc] [--fuse]
 //   (--cpu: process CPU time, not wall; --nhwc: channels-last maps, as the trainer's resnet
 //   runs on the CPU by default: convolutions NHWC, batch norm as [B*H*W, C] rows, pooling
-//   per pixel)
+//   per pixel; --fuse: batch norm + relu and add + relu as one op each
+//   (Op::batchnorm_activation, Op::add_activation), as the model's containers fuse them where
+//   the backend has them)
 #include <time.h>
 
 #include <cstdio>
@@ -63,10 +67,15 @@ struct Timer {
   }
 };
 
+// Where a unit's relu is: after its batch norm (the stem, a block's first), after the
+// residual add that follows its batch norm (a block's second), or none (a projection).
+enum class Relu { after_bn, after_add, none };
+
 // One conv + BN (+ relu) unit with its tensors.
 struct Unit {
   k::Conv2dShape s;
   bool first;  // the stem: no input gradient
+  Relu relu = Relu::none;
   k::Tensor x, w, y, dy, dx, dw, gamma, beta, rm, rv, sm, si, z, dz, dbn, dgamma, dbeta;
   explicit Unit(k::Conv2dShape sh, bool is_first) : s(sh), first(is_first) {
     x = filled({s.batch, s.in_channels, s.height, s.width}, 2);
@@ -93,10 +102,10 @@ struct Unit {
 int main(int argc, char** argv) {
   int threads = 2, reps = 30;
   std::int64_t B = 128;
-  bool cpu_time = false, nhwc = false;
+  bool cpu_time = false, nhwc = false, fuse = false;
   for (int i = 1; i < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--cpu") || !std::strcmp(argv[i], "--nhwc")) {
-      (argv[i][2] == 'c' ? cpu_time : nhwc) = true, --i;
+    if (!std::strcmp(argv[i], "--cpu") || !std::strcmp(argv[i], "--nhwc") || !std::strcmp(argv[i], "--fuse")) {
+      (argv[i][2] == 'c' ? cpu_time : argv[i][2] == 'n' ? nhwc : fuse) = true, --i;
       continue;
     }
     if (i + 1 >= argc) break;
@@ -104,7 +113,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--batch")) B = std::atoll(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu] [--nhwc]\n");
+      std::fprintf(stderr, "usage: bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu] [--nhwc] [--fuse]\n");
       return 2;
     }
   }
@@ -124,6 +133,8 @@ int main(int argc, char** argv) {
   units.emplace_back(conv(B, 64, 7, 64, 3, 1), false);
   units.emplace_back(conv(B, 32, 14, 64, 1, 2), false);
   for (Unit& u : units) u.s.channels_last = nhwc;
+  for (int i : {0, 1, 3, 6}) units[static_cast<std::size_t>(i)].relu = Relu::after_bn;
+  for (int i : {2, 4, 7}) units[static_cast<std::size_t>(i)].relu = Relu::after_add;
   std::int64_t params = 0;
   for (const Unit& u : units) params += u.w.numel() + 2 * u.s.out_channels;
   k::Tensor pv = filled({params}, 0.1f), pg = filled({params}, 0.01f), pm = k::Tensor::zeros({params});
@@ -141,13 +152,29 @@ int main(int argc, char** argv) {
         k::cpu::conv2d_forward<float>(u.x.data<float>(), u.w.data<float>(), nullptr, u.y.data<float>(), u.s);
       });
       const k::BatchNormShape bs = u.bn();
+      if (fuse && u.relu == Relu::after_bn) {
+        t.run("batchnorm forward", [&] {
+          be.batchnorm_activation_forward(u.y, u.gamma, u.beta, u.rm, u.rv, u.z, u.sm, u.si, true,
+                                          k::Activation::relu, bs, *q);
+        });
+        continue;
+      }
       t.run("batchnorm forward", [&] {
         be.batchnorm_forward(u.y, u.gamma, u.beta, u.rm, u.rv, u.z, u.sm, u.si, true, bs, *q);
       });
+      if (u.relu == Relu::after_bn)
+        t.run("relu forward", [&] { be.activation_forward(u.z, u.z, k::Activation::relu, *q); });
+    }
+    // three residual adds, each followed by its relu (--fuse: one op, Op::add_activation)
+    for (int i : {2, 4, 7}) {
+      Unit& u = units[static_cast<std::size_t>(i)];
+      if (fuse) {
+        t.run("add", [&] { be.add_activation(u.z, u.z, u.z, k::Activation::relu, *q); });
+        continue;
+      }
+      t.run("add", [&] { be.add(u.z, u.z, u.z, *q); });
       t.run("relu forward", [&] { be.activation_forward(u.z, u.z, k::Activation::relu, *q); });
     }
-    // three residual adds (+ their relus are counted above, one per unit: close enough)
-    for (int i : {2, 4, 7}) t.run("add", [&] { be.add(units[i].z, units[i].z, units[i].z, *q); });
     t.run("global avgpool", [&] {
       if (nhwc) {
         be.global_avgpool_forward(units[7].z, pooled, B, 49, 64, *q);
@@ -159,10 +186,21 @@ int main(int argc, char** argv) {
     });
     for (int i = static_cast<int>(units.size()) - 1; i >= 0; --i) {
       Unit& u = units[static_cast<std::size_t>(i)];
-      t.run("relu backward", [&] { be.activation_backward(u.z, u.dy, u.dz, k::Activation::relu, *q); });
-      t.run("batchnorm backward", [&] {
-        be.batchnorm_backward(u.y, u.gamma, u.sm, u.si, u.dz, &u.dbn, u.dgamma, u.dbeta, true, u.bn(), *q);
-      });
+      if (fuse && u.relu == Relu::after_bn) {
+        t.run("batchnorm backward", [&] {
+          be.batchnorm_activation_backward(u.y, u.z, u.gamma, u.sm, u.si, u.dy, &u.dbn, u.dgamma, u.dbeta, true,
+                                           k::Activation::relu, u.bn(), *q);
+        });
+      } else {
+        const k::Tensor* d = &u.dy;
+        if (u.relu != Relu::none) {
+          t.run("relu backward", [&] { be.activation_backward(u.z, u.dy, u.dz, k::Activation::relu, *q); });
+          d = &u.dz;
+        }
+        t.run("batchnorm backward", [&] {
+          be.batchnorm_backward(u.y, u.gamma, u.sm, u.si, *d, &u.dbn, u.dgamma, u.dbeta, true, u.bn(), *q);
+        });
+      }
       k::Tensor* dx = u.first ? nullptr : &u.dx;
       t.run("conv backward", [&] { be.conv2d_backward(u.x, u.w, u.dy, dx, u.dw, nullptr, u.s, *q); });
       t.run("conv backward (im2col)", [&] {
@@ -175,9 +213,10 @@ int main(int argc, char** argv) {
   double total = 0;
   for (const auto& [what, ms] : t.ms)
     if (what.find("im2col") == std::string::npos) total += ms;
-  std::printf("ResNet-8 step ops, batch %lld, %d threads, %s, %s maps, mean of %d steps (im2col rows: the old path, "
-              "not in the total)\n",
-              static_cast<long long>(B), threads, cpu_time ? "CPU time" : "wall time", nhwc ? "NHWC" : "NCHW", reps);
+  std::printf("ResNet-8 step ops, batch %lld, %d threads, %s, %s maps%s, mean of %d steps (im2col rows: the old "
+              "path, not in the total)\n",
+              static_cast<long long>(B), threads, cpu_time ? "CPU time" : "wall time", nhwc ? "NHWC" : "NCHW",
+              fuse ? ", relu fused into batch norm and add" : "", reps);
   for (const auto& [what, ms] : t.ms)
     std::printf("%-24s %8.2f ms  %5.1f%%\n", what.c_str(), ms / reps,
                 what.find("im2col") == std::string::npos ? 100 * ms / total : 0.0);

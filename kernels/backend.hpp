@@ -153,6 +153,10 @@ class Backend {
   virtual void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Queue& q) = 0;
   virtual void multiply(const Tensor& x, const Tensor& m, Tensor& y, Queue& q) = 0;
   virtual void add(const Tensor& a, const Tensor& b, Tensor& y, Queue& q) = 0;  // y may alias a or b
+  // y = act(a + b) (Op::add_activation; act must be relu; y may alias a or b): a residual sum
+  // and the relu after it in one pass. A backend without it inherits this, which throws
+  // naming the backend.
+  virtual void add_activation(const Tensor& a, const Tensor& b, Tensor& y, Activation act, Queue& q);
   // student, grad: [N,V]; teachers: K tensors [N,V]; labels: int32 [N]. grad may alias the
   // student or be null (forward only). Returns on the host (waits for the queue).
   virtual DistillLossResult distill_loss(const Tensor& student, const std::vector<const Tensor*>& teachers,
@@ -178,6 +182,19 @@ class Backend {
   virtual void batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                   const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
                                   Tensor& dbeta, bool training, const BatchNormShape& s, Queue& q) = 0;
+  // Batch norm with a fused activation (Op::batchnorm_activation; act must be relu): as
+  // batchnorm_forward, y = act(batchnorm(x)); the backward takes y (that output) and dy of
+  // it and does batchnorm_backward of dy * act'(y) in its own passes (kernels/ops.hpp). A
+  // container fuses a BatchNorm -> ReLU pair only where supports() says so; a backend without
+  // it inherits these, which throw naming the backend.
+  virtual void batchnorm_activation_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                            Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                            Tensor& save_mean, Tensor& save_invstd, bool training, Activation act,
+                                            const BatchNormShape& s, Queue& q);
+  virtual void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& gamma,
+                                             const Tensor& save_mean, const Tensor& save_invstd, const Tensor& dy,
+                                             Tensor* dx, Tensor& dgamma, Tensor& dbeta, bool training,
+                                             Activation act, const BatchNormShape& s, Queue& q);
   // Synchronized batch norm (Op::batchnorm_sync; the three steps and their arithmetic in
   // kernels/ops.hpp). sums: float64 [2C + 1] on this backend's device. A backend without
   // it inherits these, which throw naming the backend.

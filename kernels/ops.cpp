@@ -28,6 +28,8 @@ const char* op_name(Op op) {
     case Op::embedding: return "embedding";
     case Op::causal_attention: return "causal_attention";
     case Op::batchnorm_sync: return "batchnorm_sync";
+    case Op::batchnorm_activation: return "batchnorm+activation";
+    case Op::add_activation: return "add+activation";
   }
   return "?";
 }

@@ -29,12 +29,15 @@ enum class Op : std::uint8_t {
   embedding,            // rows of a table gathered by int32 ids; backward scatters them back
   causal_attention,     // softmax(q k^T / sqrt(d) + causal mask) v per (sequence, head)
   batchnorm_sync,       // batch normalization in three steps around the caller's all-reduce
+  batchnorm_activation,  // batchnorm with a fused activation (relu) in its passes
+  add_activation,        // y = act(a + b) (relu): a residual sum and the relu after it
 };
 inline constexpr Op kAllOps[] = {Op::linear,       Op::linear_activation, Op::activation,  Op::conv2d,
                                  Op::maxpool2d,    Op::softmax,           Op::multiply,    Op::add,
                                  Op::distill_loss, Op::sgd_update,        Op::adamw_update, Op::batchnorm,
                                  Op::global_avgpool, Op::layernorm, Op::linear_distill_head,
-                                 Op::embedding, Op::causal_attention, Op::batchnorm_sync};
+                                 Op::embedding, Op::causal_attention, Op::batchnorm_sync,
+                                 Op::batchnorm_activation, Op::add_activation};
 const char* op_name(Op op);
 
 // The arithmetic of the GEMMs inside an op (QueueOptions::compute for a queue's ops,
@@ -110,6 +113,9 @@ struct Pool2dShape {
 //     group's gradient all-reduce adds the ranks' shares), dx from the summed sums:
 //     dx = gamma*invstd/M * (M*dy - sum dy - xh * sum dy*xh).
 // One rank's sums passed as the summed ones give batchnorm_forward/backward's results.
+// With a fused activation (Op::batchnorm_activation; relu only): the forward writes
+// y = relu(bn(x)) in its normalize pass; the backward takes that y and dy of it and is the
+// batchnorm backward of dz = dy * [y > 0] (the mask from y: no pre-activation is kept).
 struct BatchNormShape {
   std::int64_t batch = 1, channels = 1, spatial = 1;
   double eps = 1e-5, momentum = 0.1;

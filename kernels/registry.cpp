@@ -41,9 +41,10 @@ namespace codistill::kernels {
 
 namespace {
 // The defaults of the optional entry points: a backend that has not built them says so.
-[[noreturn]] void not_built(const Backend& b, DType dtype, const char* what) {
-  require_support(b, Op::batchnorm_sync, dtype, what);
-  throw std::logic_error(std::string(what) + ": backend " + b.name() + " claims batchnorm_sync but does not build it");
+[[noreturn]] void not_built(const Backend& b, DType dtype, const char* what, Op op = Op::batchnorm_sync) {
+  require_support(b, op, dtype, what);
+  throw std::logic_error(std::string(what) + ": backend " + b.name() + " claims " + op_name(op) +
+                         " but does not build it");
 }
 }  // namespace
 
@@ -59,6 +60,19 @@ void Backend::batchnorm_backward_synced(const Tensor& x, const Tensor&, const Te
                                         const Tensor&, const Tensor&, Tensor*, Tensor&, Tensor&,
                                         const BatchNormShape&, Queue&) {
   not_built(*this, x.dtype(), "synchronized batchnorm backward");
+}
+
+void Backend::add_activation(const Tensor& a, const Tensor&, Tensor&, Activation, Queue&) {
+  not_built(*this, a.dtype(), "add with a fused activation", Op::add_activation);
+}
+void Backend::batchnorm_activation_forward(const Tensor& x, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&,
+                                           Tensor&, Tensor&, bool, Activation, const BatchNormShape&, Queue&) {
+  not_built(*this, x.dtype(), "batchnorm with a fused activation", Op::batchnorm_activation);
+}
+void Backend::batchnorm_activation_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&,
+                                            const Tensor&, const Tensor&, Tensor*, Tensor&, Tensor&, bool,
+                                            Activation, const BatchNormShape&, Queue&) {
+  not_built(*this, x.dtype(), "batchnorm with a fused activation backward", Op::batchnorm_activation);
 }
 
 }  // namespace codistill::kernels

@@ -1,6 +1,7 @@
 #include "codistill/nn/batchnorm.hpp"
 
 #include <stdexcept>
+#include <string>
 
 namespace codistill {
 
@@ -25,6 +26,12 @@ Shape BatchNorm::output_shape(const Shape& input) const {
                                 std::to_string(channels_) + ", L] or [" + std::to_string(channels_) +
                                 ", H, W], got " + kernels::shape_str(input));
   return input;
+}
+
+void BatchNorm::set_fused_activation(kernels::Activation act) {
+  if (act != kernels::Activation::none && act != kernels::Activation::relu)
+    throw std::invalid_argument(std::string("batchnorm: only relu can be fused, got ") + kernels::activation_name(act));
+  fused_ = act;
 }
 
 void BatchNorm::init_params(Rng& /*rng*/, const std::string& /*init*/) {
@@ -71,6 +78,7 @@ Tensor BatchNorm::do_forward(const Tensor& x, bool training) {
     backend().batchnorm_sums(x, nullptr, mean_, nullptr, sums_, s, queue());
     all_reduce(sums_);
     backend().batchnorm_forward_synced(x, gamma_, beta_, mean_, var_, sums_, y_, save_mean_, save_invstd_, s, queue());
+    if (fused_ != kernels::Activation::none) backend().activation_forward(y_, y_, fused_, queue());  // in place
     return y_;
   }
   if (training && s.per_channel() < 2)
@@ -81,7 +89,11 @@ Tensor BatchNorm::do_forward(const Tensor& x, bool training) {
   ensure(y_, x.shape(), x.dtype());
   ensure(save_mean_, {channels_}, x.dtype());
   ensure(save_invstd_, {channels_}, x.dtype());
-  backend().batchnorm_forward(x, gamma_, beta_, mean_, var_, y_, save_mean_, save_invstd_, training, s, queue());
+  if (fused_ != kernels::Activation::none)
+    backend().batchnorm_activation_forward(x, gamma_, beta_, mean_, var_, y_, save_mean_, save_invstd_, training,
+                                           fused_, s, queue());
+  else
+    backend().batchnorm_forward(x, gamma_, beta_, mean_, var_, y_, save_mean_, save_invstd_, training, s, queue());
   return y_;
 }
 
@@ -91,16 +103,26 @@ Tensor BatchNorm::do_backward(const Tensor& dy, bool need_dx) {
   kernels::check_shape(dy, x_.shape(), "batchnorm backward: dy");
   if (need_dx) ensure(dx_, x_.shape(), x_.dtype());
   if (synced_) {
+    const Tensor* dz = &dy;
+    if (fused_ != kernels::Activation::none) {  // the activation's backward first (y_ is its output)
+      ensure(dpre_, x_.shape(), x_.dtype());
+      backend().activation_backward(y_, dy, dpre_, fused_, queue());
+      dz = &dpre_;
+    }
     ensure(local_sums_, {2 * channels_ + 1}, kernels::DType::f64);
-    backend().batchnorm_sums(x_, &dy, save_mean_, &save_invstd_, local_sums_, shape_of(x_), queue());
+    backend().batchnorm_sums(x_, dz, save_mean_, &save_invstd_, local_sums_, shape_of(x_), queue());
     queue().copy(sums_, local_sums_);
     all_reduce(sums_);
-    backend().batchnorm_backward_synced(x_, gamma_, save_mean_, save_invstd_, dy, local_sums_, sums_,
+    backend().batchnorm_backward_synced(x_, gamma_, save_mean_, save_invstd_, *dz, local_sums_, sums_,
                                         need_dx ? &dx_ : nullptr, dgamma_, dbeta_, shape_of(x_), queue());
     return need_dx ? dx_ : Tensor{};
   }
-  backend().batchnorm_backward(x_, gamma_, save_mean_, save_invstd_, dy, need_dx ? &dx_ : nullptr, dgamma_, dbeta_,
-                               trained_, shape_of(x_), queue());
+  if (fused_ != kernels::Activation::none)
+    backend().batchnorm_activation_backward(x_, y_, gamma_, save_mean_, save_invstd_, dy, need_dx ? &dx_ : nullptr,
+                                            dgamma_, dbeta_, trained_, fused_, shape_of(x_), queue());
+  else
+    backend().batchnorm_backward(x_, gamma_, save_mean_, save_invstd_, dy, need_dx ? &dx_ : nullptr, dgamma_,
+                                 dbeta_, trained_, shape_of(x_), queue());
   return need_dx ? dx_ : Tensor{};
 }
 

@@ -12,6 +12,10 @@
 // the group's gradient all-reduce.
 // Channels-last (set_channels_last): a 4-D input's map is NHWC, normalized as [B*H*W, C]
 // rows (BatchNormShape with spatial 1): the same statistics, another memory order.
+// Fused activation (set_fused_activation, relu only; set by the container where the backend
+// supports Op::batchnorm_activation, with the ReLU layer after it passing through): the
+// output is relu(bn(x)) from the normalize pass, and backward folds the mask y > 0 into its
+// own passes. Synchronized, the relu runs as its own op after the synchronized steps.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +44,10 @@ class BatchNorm : public Layer, public ChannelsLastLayer {
   // Training statistics over the ranks of a group from now on (null: this rank's own).
   void set_group_sum(std::shared_ptr<GroupSum> sum) { group_sum_ = std::move(sum); }
   bool synchronized() const { return group_sum_ != nullptr; }
+  // The output is act(bn(x)) (relu; `none` unfuses). Set by the container (Sequential)
+  // together with the activation layer's pass-through.
+  void set_fused_activation(kernels::Activation act);
+  kernels::Activation fused_activation() const { return fused_; }
 
  protected:
   kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
@@ -50,8 +58,10 @@ class BatchNorm : public Layer, public ChannelsLastLayer {
 
   std::int64_t channels_;
   double eps_, momentum_;
+  kernels::Activation fused_ = kernels::Activation::none;
   kernels::Tensor gamma_, beta_, dgamma_, dbeta_, mean_, var_;
   kernels::Tensor x_, y_, dx_, save_mean_, save_invstd_;
+  kernels::Tensor dpre_;  // synchronized with a fused activation: dy before the activation
   // The sums of Op::batchnorm_sync: this rank's (backward keeps them for dgamma/dbeta) and
   // the group's.
   void all_reduce(kernels::Tensor& sums);

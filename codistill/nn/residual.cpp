@@ -1,6 +1,7 @@
 #include "codistill/nn/residual.hpp"
 
 #include <stdexcept>
+#include <string>
 
 namespace codistill {
 
@@ -24,6 +25,12 @@ Shape Residual::output_shape(const Shape& input) const {
   return b;
 }
 
+void Residual::set_fused_activation(kernels::Activation act) {
+  if (act != kernels::Activation::none && act != kernels::Activation::relu)
+    throw std::invalid_argument(std::string("residual: only relu can be fused, got ") + kernels::activation_name(act));
+  fused_ = act;
+}
+
 void Residual::for_each_child(const ChildFn& fn) {
   fn("body", *body_);
   if (shortcut_) fn("shortcut", *shortcut_);
@@ -34,14 +41,24 @@ Tensor Residual::do_forward(const Tensor& x, bool training) {
   const Tensor s = shortcut_ ? shortcut_->forward(x, training) : x;
   kernels::check_shape(s, b.shape(), "residual: shortcut output");
   ensure(y_, b.shape(), b.dtype());
-  backend().add(b, s, y_, queue());
+  if (fused_ != kernels::Activation::none) backend().add_activation(b, s, y_, fused_, queue());
+  else backend().add(b, s, y_, queue());
   return y_;
 }
 
 Tensor Residual::do_backward(const Tensor& dy, bool need_dx) {
-  // Both branches see dy; each returns its input gradient, summed when the caller wants dx.
-  const Tensor db = body_->backward(dy, need_dx);
-  const Tensor ds = shortcut_ ? shortcut_->backward(dy, need_dx) : dy;
+  // Both branches see dy (through the fused activation's mask); each returns its input
+  // gradient, summed when the caller wants dx.
+  const Tensor* g = &dy;
+  if (fused_ != kernels::Activation::none) {
+    if (!y_.defined()) throw std::logic_error("residual: backward before forward");
+    kernels::check_shape(dy, y_.shape(), "residual backward: dy");
+    ensure(dpre_, y_.shape(), y_.dtype());
+    backend().activation_backward(y_, dy, dpre_, fused_, queue());
+    g = &dpre_;
+  }
+  const Tensor db = body_->backward(*g, need_dx);
+  const Tensor ds = shortcut_ ? shortcut_->backward(*g, need_dx) : *g;
   if (!need_dx) return {};
   ensure(dx_, db.shape(), db.dtype());
   backend().add(db, ds, dx_, queue());

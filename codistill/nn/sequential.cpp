@@ -4,7 +4,9 @@
 #include <stdexcept>
 
 #include "codistill/nn/activation.hpp"
+#include "codistill/nn/batchnorm.hpp"
 #include "codistill/nn/linear.hpp"
+#include "codistill/nn/residual.hpp"
 
 namespace codistill {
 
@@ -82,14 +84,27 @@ Tensor Sequential::backward_prefix(const Tensor& dy, std::size_t n, bool need_dx
 }
 
 void Sequential::queue_changed() {
-  // Linear -> ReLU/GELU pairs fuse where the backend has the op, and unfuse elsewhere.
+  // Linear -> ReLU/GELU, BatchNorm -> ReLU and Residual -> ReLU pairs fuse where the backend
+  // has the op, and unfuse elsewhere: the first applies the activation, which passes through.
   for (std::size_t i = 0; i < children_.size(); ++i) {
-    auto* linear = dynamic_cast<Linear*>(children_[i].second.get());
-    if (!linear) continue;
     auto* act = i + 1 < children_.size() ? dynamic_cast<ActivationLayer*>(children_[i + 1].second.get()) : nullptr;
-    const bool fuse = act && backend().supports(kernels::Op::linear_activation, linear->param_dtype());
-    linear->set_fused_activation(fuse ? act->activation() : kernels::Activation::none);
-    if (act) act->set_passthrough(fuse);
+    if (auto* linear = dynamic_cast<Linear*>(children_[i].second.get())) {
+      const bool fuse = act && backend().supports(kernels::Op::linear_activation, linear->param_dtype());
+      linear->set_fused_activation(fuse ? act->activation() : kernels::Activation::none);
+      if (act) act->set_passthrough(fuse);
+    } else if (auto* bn = dynamic_cast<BatchNorm*>(children_[i].second.get())) {
+      const bool fuse = act && act->activation() == kernels::Activation::relu &&
+                        backend().supports(kernels::Op::batchnorm_activation, bn->param_dtype());
+      bn->set_fused_activation(fuse ? kernels::Activation::relu : kernels::Activation::none);
+      if (act) act->set_passthrough(fuse);
+    } else if (auto* res = dynamic_cast<Residual*>(children_[i].second.get())) {
+      // A residual block has no parameters of its own: asked for float32, the dtype the model
+      // is built in (the CPU, the only backend with the op, has float64 too).
+      const bool fuse = act && act->activation() == kernels::Activation::relu &&
+                        backend().supports(kernels::Op::add_activation, res->param_dtype());
+      res->set_fused_activation(fuse ? kernels::Activation::relu : kernels::Activation::none);
+      if (act) act->set_passthrough(fuse);
+    }
   }
 }
 

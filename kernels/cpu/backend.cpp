@@ -30,6 +30,13 @@ namespace {
 using cpu::CpuQueue;
 using cpu::cpu_queue;
 
+// The one activation batch norm fuses (Op::batchnorm_activation).
+void check_fused_bn_activation(Activation act) {
+  if (act != Activation::relu)
+    throw std::invalid_argument(std::string("batchnorm+activation: the fused activation must be relu, got ") +
+                                activation_name(act));
+}
+
 // Synchronized batchnorm's sums: float64 [2C + 1] (kernels/ops.hpp).
 void check_sums(const Tensor& sums, const BatchNormShape& s, const char* what) {
   if (sums.dtype() != DType::f64 || sums.numel() != 2 * s.channels + 1)
@@ -88,7 +95,8 @@ class CpuBackend final : public Backend {
         op == Op::linear || op == Op::linear_activation || op == Op::activation || op == Op::conv2d ||
         op == Op::maxpool2d || op == Op::multiply || op == Op::add || op == Op::batchnorm ||
         op == Op::global_avgpool || op == Op::layernorm || op == Op::linear_distill_head || op == Op::embedding ||
-        op == Op::causal_attention || op == Op::batchnorm_sync)
+        op == Op::causal_attention || op == Op::batchnorm_sync || op == Op::batchnorm_activation ||
+        op == Op::add_activation)
       return dtype == DType::f32 || dtype == DType::f64;
     return false;
   }
@@ -210,6 +218,29 @@ class CpuBackend final : public Backend {
       cpu::batchnorm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), running_mean.data<T>(),
                                 running_var.data<T>(), y.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
                                 training, s, impl_of(q));
+    });
+  }
+  void batchnorm_activation_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                    Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                    bool training, Activation act, const BatchNormShape& s, Queue& q) override {
+    require_support(*this, Op::batchnorm_activation, x.dtype(), "batchnorm+activation");
+    check_fused_bn_activation(act);
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::batchnorm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), running_mean.data<T>(),
+                                running_var.data<T>(), y.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                                training, s, impl_of(q), act);
+    });
+  }
+  void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& save_mean,
+                                     const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                     Tensor& dbeta, bool training, Activation act, const BatchNormShape& s,
+                                     Queue& q) override {
+    require_support(*this, Op::batchnorm_activation, x.dtype(), "batchnorm+activation backward");
+    check_fused_bn_activation(act);
+    dispatch_floating(x.dtype(), [&]<class T>() {
+      cpu::batchnorm_backward<T>(x.data<T>(), gamma.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                                 dy.data<T>(), opt<T>(dx), dgamma.data<T>(), dbeta.data<T>(), training, s,
+                                 impl_of(q), y.data<T>());
     });
   }
   void batchnorm_sums(const Tensor& x, const Tensor* dy, const Tensor& center, const Tensor* invstd, Tensor& sums,
@@ -348,6 +379,15 @@ class CpuBackend final : public Backend {
     require_support(*this, Op::add, a.dtype(), "add");
     dispatch_floating(a.dtype(), [&]<class T>() {
       cpu::add<T>(a.data<T>(), b.data<T>(), y.data<T>(), a.numel(), impl_of(q));
+    });
+  }
+  void add_activation(const Tensor& a, const Tensor& b, Tensor& y, Activation act, Queue& q) override {
+    require_support(*this, Op::add_activation, a.dtype(), "add+activation");
+    if (act != Activation::relu)
+      throw std::invalid_argument(std::string("add+activation: the fused activation must be relu, got ") +
+                                  activation_name(act));
+    dispatch_floating(a.dtype(), [&]<class T>() {
+      cpu::add_relu<T>(a.data<T>(), b.data<T>(), y.data<T>(), a.numel(), impl_of(q));
     });
   }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cpu/batchnorm_layout.hpp"
 #include "kernels/cpu/batchnorm_rows.hpp"
@@ -15,7 +17,7 @@ using batchnorm_layout::Layout;
 // One channel, reference: plain loops in the order a reader would write them.
 template <class T>
 void forward_channel_ref(const T* x, const T* gamma, const T* beta, T* rm, T* rv, T* y, T* sm, T* si,
-                         bool training, const BatchNormShape& s, const Layout& L, std::int64_t c) {
+                         bool training, bool relu, const BatchNormShape& s, const Layout& L, std::int64_t c) {
   const double M = static_cast<double>(s.per_channel());
   double mean, var;
   if (training) {
@@ -42,7 +44,8 @@ void forward_channel_ref(const T* x, const T* gamma, const T* beta, T* rm, T* rv
   for (std::int64_t n = 0; n < L.N; ++n)
     for (std::int64_t i = 0; i < L.S; ++i) {
       const std::int64_t k = L.at(n, c) + i;
-      y[k] = static_cast<T>((x[k] - mean) * invstd * gamma[c] + beta[c]);
+      const T v = static_cast<T>((x[k] - mean) * invstd * gamma[c] + beta[c]);
+      y[k] = relu && !(v > T(0)) ? T(0) : v;
     }
 }
 
@@ -53,7 +56,7 @@ void forward_channel_ref(const T* x, const T* gamma, const T* beta, T* rm, T* rv
 // still in double, as the reference's; they agree within rounding.
 template <class T>
 void forward_channel_fast(const T* x, const T* gamma, const T* beta, T* rm, T* rv, T* y, T* sm, T* si,
-                          bool training, const BatchNormShape& s, const Layout& L, std::int64_t c) {
+                          bool training, bool relu, const BatchNormShape& s, const Layout& L, std::int64_t c) {
   const double M = static_cast<double>(s.per_channel());
   double mean, var;
   if (training) {
@@ -88,24 +91,43 @@ void forward_channel_fast(const T* x, const T* gamma, const T* beta, T* rm, T* r
   for (std::int64_t n = 0; n < L.N; ++n) {
     const T* p = x + L.at(n, c);
     T* q = y + L.at(n, c);
+    if (relu) {
 #pragma omp simd
-    for (std::int64_t i = 0; i < L.S; ++i) q[i] = p[i] * scale + shift;
+      for (std::int64_t i = 0; i < L.S; ++i) {
+        const T v = p[i] * scale + shift;
+        q[i] = v > T(0) ? v : T(0);  // relu_forward's rule (NaN -> 0)
+      }
+    } else {
+#pragma omp simd
+      for (std::int64_t i = 0; i < L.S; ++i) q[i] = p[i] * scale + shift;
+    }
   }
 }
 
-template <class T>
-void backward_channel(const T* x, const T* gamma, const T* sm, const T* si, const T* dy, T* dx, T* dgamma,
-                      T* dbeta, bool training, const BatchNormShape& s, const Layout& L, std::int64_t c) {
+// dz: dy, or with a fused relu dy where y > 0 and 0 elsewhere (dy loaded unconditionally:
+// a conditional load would not vectorize).
+template <bool Relu, class T>
+inline T masked(const T* dy, const T* y, std::int64_t i) {
+  const T d = dy[i];
+  if constexpr (Relu) return y[i] > T(0) ? d : T(0);
+  return d;
+}
+
+template <bool Relu, class T>
+void backward_channel(const T* x, const T* y, const T* gamma, const T* sm, const T* si, const T* dy, T* dx,
+                      T* dgamma, T* dbeta, bool training, const BatchNormShape& s, const Layout& L, std::int64_t c) {
   const double mean = sm[c], invstd = si[c], M = static_cast<double>(s.per_channel());
   double sum_dy = 0, sum_dy_xh = 0;
   for (std::int64_t n = 0; n < L.N; ++n) {
     const T* px = x + L.at(n, c);
     const T* pd = dy + L.at(n, c);
+    const T* py = Relu ? y + L.at(n, c) : nullptr;
     double a = 0, b = 0;
 #pragma omp simd reduction(+ : a, b)
     for (std::int64_t i = 0; i < L.S; ++i) {
-      a += pd[i];
-      b += pd[i] * ((px[i] - mean) * invstd);
+      const T d = masked<Relu>(pd, py, i);
+      a += d;
+      b += d * ((px[i] - mean) * invstd);
     }
     sum_dy += a;
     sum_dy_xh += b;
@@ -119,15 +141,16 @@ void backward_channel(const T* x, const T* gamma, const T* sm, const T* si, cons
   for (std::int64_t n = 0; n < L.N; ++n) {
     const T* px = x + L.at(n, c);
     const T* pd = dy + L.at(n, c);
+    const T* py = Relu ? y + L.at(n, c) : nullptr;
     T* q = dx + L.at(n, c);
     if (training) {
       const double mean_dy = sum_dy / M, mean_dy_xh = sum_dy_xh / M;
 #pragma omp simd
       for (std::int64_t i = 0; i < L.S; ++i)
-        q[i] = static_cast<T>(g * (pd[i] - mean_dy - (px[i] - mean) * invstd * mean_dy_xh));
+        q[i] = static_cast<T>(g * (masked<Relu>(pd, py, i) - mean_dy - (px[i] - mean) * invstd * mean_dy_xh));
     } else {
 #pragma omp simd
-      for (std::int64_t i = 0; i < L.S; ++i) q[i] = static_cast<T>(g * pd[i]);
+      for (std::int64_t i = 0; i < L.S; ++i) q[i] = static_cast<T>(g * masked<Relu>(pd, py, i));
     }
   }
 }
@@ -136,42 +159,54 @@ void backward_channel(const T* x, const T* gamma, const T* sm, const T* si, cons
 
 template <class T>
 void batchnorm_forward(const T* x, const T* gamma, const T* beta, T* running_mean, T* running_var, T* y,
-                       T* save_mean, T* save_invstd, bool training, const BatchNormShape& s, Impl impl) {
+                       T* save_mean, T* save_invstd, bool training, const BatchNormShape& s, Impl impl,
+                       Activation act) {
   s.validate(training);
+  if (act != Activation::none && act != Activation::relu)
+    throw std::invalid_argument(std::string("batchnorm: the fused activation must be relu, got ") +
+                                activation_name(act));
+  const bool relu = act == Activation::relu;
   if (impl == Impl::fast && s.spatial == 1)  // [rows, channels]: streamed by rows
-    return batchnorm_rows_forward(x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, s);
+    return batchnorm_rows_forward(x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training,
+                                  relu, s);
   const Layout L = batchnorm_layout::layout_of(s);
   if (impl == Impl::reference) {
     for (std::int64_t c = 0; c < L.C; ++c)
-      forward_channel_ref(x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, s, L, c);
+      forward_channel_ref(x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, relu, s, L,
+                          c);
     return;
   }
   const bool par = batchnorm_layout::parallel_channels(s, impl);
 #pragma omp parallel for schedule(static) if (par)
   for (std::int64_t c = 0; c < L.C; ++c)
-    forward_channel_fast(x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, s, L, c);
+    forward_channel_fast(x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, relu, s, L,
+                         c);
 }
 
 template <class T>
 void batchnorm_backward(const T* x, const T* gamma, const T* save_mean, const T* save_invstd, const T* dy, T* dx,
-                        T* dgamma, T* dbeta, bool training, const BatchNormShape& s, Impl impl) {
+                        T* dgamma, T* dbeta, bool training, const BatchNormShape& s, Impl impl, const T* relu_y) {
   s.validate(training);
   if (impl == Impl::fast && s.spatial == 1)  // [rows, channels]: streamed by rows
-    return batchnorm_rows_backward(x, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s);
+    return batchnorm_rows_backward(x, relu_y, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s);
   const Layout L = batchnorm_layout::layout_of(s);
   // The reference and the fast path share the per-channel arithmetic (it is already the
   // plain formula); the fast path adds threads over channels.
   const bool par = batchnorm_layout::parallel_channels(s, impl);
 #pragma omp parallel for schedule(static) if (par)
-  for (std::int64_t c = 0; c < L.C; ++c)
-    backward_channel(x, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s, L, c);
+  for (std::int64_t c = 0; c < L.C; ++c) {
+    if (relu_y)
+      backward_channel<true>(x, relu_y, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s, L, c);
+    else
+      backward_channel<false>(x, relu_y, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s, L, c);
+  }
 }
 
 #define CODISTILL_BATCHNORM(T)                                                                                    \
   template void batchnorm_forward<T>(const T*, const T*, const T*, T*, T*, T*, T*, T*, bool, const BatchNormShape&, \
-                                     Impl);                                                                       \
+                                     Impl, Activation);                                                           \
   template void batchnorm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, bool,          \
-                                      const BatchNormShape&, Impl);
+                                      const BatchNormShape&, Impl, const T*);
 CODISTILL_BATCHNORM(float)
 CODISTILL_BATCHNORM(double)
 #undef CODISTILL_BATCHNORM

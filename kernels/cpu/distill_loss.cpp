@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cpu/distill_loss_rows.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace codistill::kernels::cpu {
 namespace {
@@ -126,53 +127,22 @@ DistillLossSums distill_reference(const T* student, const T* const* teachers, in
 
 // Each entry point is the only non-inlined function between the OpenMP region and the
 // inner loops, so everything below it (distill_loss_rows.hpp is all always_inline) is
-// compiled for its target. Zen 4 and recent Intel cores run 512-bit vectors at full width for this
-// mix of FMAs and integer ops, hence the explicit preference.
+// compiled for its target (kernels/cpu/isa.hpp).
 template <class T>
-__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")))
+CODISTILL_TARGET_AVX512
 void rows_avx512(const rows::Job<T>& job, std::int64_t r0, std::int64_t r1,
                  const rows::Scratch<T>& s) {
   rows::run(job, r0, r1, s);
 }
 template <class T>
-__attribute__((target("avx2,fma"))) void rows_avx2(const rows::Job<T>& job, std::int64_t r0,
-                                                   std::int64_t r1, const rows::Scratch<T>& s) {
+CODISTILL_TARGET_AVX2 void rows_avx2(const rows::Job<T>& job, std::int64_t r0, std::int64_t r1,
+                                     const rows::Scratch<T>& s) {
   rows::run(job, r0, r1, s);
 }
 template <class T>
 void rows_baseline(const rows::Job<T>& job, std::int64_t r0, std::int64_t r1,
                    const rows::Scratch<T>& s) {
   rows::run(job, r0, r1, s);
-}
-
-enum class Isa { baseline = 0, avx2 = 1, avx512 = 2 };
-
-Isa best_isa() {
-  static const Isa best = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
-      return Isa::avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
-    return Isa::baseline;
-  }();
-  return best;
-}
-
-// CODISTILL_CPU_ISA=baseline|avx2|avx512 lowers the variant (tests use it to cover the
-// code that machines without AVX-512 run); it never selects one the CPU cannot run.
-Isa chosen_isa() {
-  const char* want = std::getenv("CODISTILL_CPU_ISA");
-  if (!want || !*want) return best_isa();
-  const std::string w(want);
-  Isa isa;
-  if (w == "baseline") isa = Isa::baseline;
-  else if (w == "avx2") isa = Isa::avx2;
-  else if (w == "avx512") isa = Isa::avx512;
-  else
-    throw std::invalid_argument("CODISTILL_CPU_ISA='" + w +
-                                "' is not one of: baseline, avx2, avx512");
-  return std::min(isa, best_isa());
 }
 
 template <class T>

@@ -27,9 +27,28 @@ void add(const T* a, const T* b, T* y, std::int64_t n, Impl impl) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+// relu_forward's rule on the sum (NaN -> 0): the same value add then relu would give.
+template <class T>
+void add_relu(const T* a, const T* b, T* y, std::int64_t n, Impl impl) {
+  if (impl == Impl::reference) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T v = a[i] + b[i];
+      y[i] = v > T(0) ? v : T(0);
+    }
+    return;
+  }
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const T v = a[i] + b[i];
+    y[i] = v > T(0) ? v : T(0);
+  }
+}
+
 template void multiply<float>(const float*, const float*, float*, std::int64_t, Impl);
 template void multiply<double>(const double*, const double*, double*, std::int64_t, Impl);
 template void add<float>(const float*, const float*, float*, std::int64_t, Impl);
 template void add<double>(const double*, const double*, double*, std::int64_t, Impl);
+template void add_relu<float>(const float*, const float*, float*, std::int64_t, Impl);
+template void add_relu<double>(const double*, const double*, double*, std::int64_t, Impl);
 
 }  // namespace codistill::kernels::cpu

@@ -158,25 +158,29 @@ class MultiplyCase final : public OpCase {
   std::int64_t n_;
 };
 
-// y = a + b, y poisoned or aliasing a or b.
+// y = a + b, or with a fused relu y = relu(a + b) (Op::add_activation), y poisoned or
+// aliasing a or b.
 class AddCase final : public OpCase {
  public:
   enum Alias { none, a, b };
-  AddCase(std::int64_t n, Alias alias) : n_(n), alias_(alias) {}
+  AddCase(std::int64_t n, Alias alias, Activation act = Activation::none) : n_(n), alias_(alias), act_(act) {}
   std::string name() const override {
-    return "add " + sizes({{"n", n_}}) + (alias_ == a ? " y=a" : alias_ == b ? " y=b" : "");
+    return std::string(act_ == Activation::none ? "add " : "add+relu ") + sizes({{"n", n_}}) +
+           (alias_ == a ? " y=a" : alias_ == b ? " y=b" : "");
   }
-  std::vector<Op> ops() const override { return {Op::add}; }
+  std::vector<Op> ops() const override { return {act_ == Activation::none ? Op::add : Op::add_activation}; }
   std::vector<Output> run(Ctx& c) const override {
     Tensor ta = c.random({n_}, seed), tb = c.random({n_}, seed + 1);
     Tensor y = alias_ == a ? ta : alias_ == b ? tb : c.poison({n_});
-    c.backend().add(ta, tb, y, c.q);
+    if (act_ == Activation::none) c.backend().add(ta, tb, y, c.q);
+    else c.backend().add_activation(ta, tb, y, act_, c.q);
     return {c.out("y", y, c.bound())};
   }
 
  private:
   std::int64_t n_;
   Alias alias_;
+  Activation act_;
 };
 
 // ---- the table ----
@@ -234,7 +238,8 @@ inline Cases elementwise_cases() {
     for (bool in_place : {false, true}) add<SoftmaxCase>(out, kAllDtypes, m, n, in_place);
   for (std::int64_t n : {1, 7, 77777}) add<MultiplyCase>(out, kAllDtypes, n);
   for (std::int64_t n : {1, 13, 65537, 100003})
-    for (auto alias : {AddCase::none, AddCase::a, AddCase::b}) add<AddCase>(out, kAllDtypes, n, alias);
+    for (auto alias : {AddCase::none, AddCase::a, AddCase::b})
+      for (Activation act : {Activation::none, Activation::relu}) add<AddCase>(out, kAllDtypes, n, alias, act);
   // Unaligned starts (the scalar prologue of vector loops).
   const std::size_t from = out.size();
   add<MultiplyCase>(out, {DType::f32, DType::bf16}, std::int64_t{1001});

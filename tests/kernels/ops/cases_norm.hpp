@@ -1,6 +1,6 @@
 #pragma once
 // Op cases of the normalization entry points: batchnorm (train and eval, forward and
-// backward, with and without dx), synchronized batchnorm (its three steps, the batch split
+// backward, with and without dx), batchnorm with a fused relu, synchronized batchnorm (its three steps, the batch split
 // among simulated ranks), layernorm, and global average pooling. See op_case.hpp.
 #include <tuple>
 
@@ -39,6 +39,53 @@ class BatchNormCase final : public OpCase {
     Tensor dy = c.random(xs, seed + 5), dx = c.poison(xs);
     Tensor dg = c.random(cs, seed + 6), db = c.random(cs, seed + 7);  // accumulate onto these
     c.backend().batchnorm_backward(x, gamma, sm, si, dy, need_dx_ ? &dx : nullptr, dg, db, training_, s_, c.q);
+    const double m = static_cast<double>(s_.per_channel());
+    std::vector<Output> out{c.out("y", y, c.bound(m)),           c.out("running_mean", rm, c.bound(m)),
+                            c.out("running_var", rv, c.bound(m)), c.out("save_mean", sm, c.bound(m)),
+                            c.out("save_invstd", si, c.bound(m)), c.out("dgamma", dg, c.bound(m)),
+                            c.out("dbeta", db, c.bound(m))};
+    if (need_dx_) out.push_back(c.out("dx", dx, c.bound(m)));
+    return out;
+  }
+
+ private:
+  k::BatchNormShape s_;
+  bool training_, need_dx_;
+};
+
+// Batchnorm with a fused relu (Op::batchnorm_activation): the forward's y = relu(bn(x)) and
+// statistics; the backward from a given y (a relu output with zeros, the same on every
+// backend: so that an element whose y rounds to either side of 0 on two backends cannot
+// flip the mask) and dy. Beta spread over [-1, 1] so that about a third of y is cut.
+class BatchNormReluCase final : public OpCase {
+ public:
+  BatchNormReluCase(k::BatchNormShape s, bool training, bool need_dx) : s_(s), training_(training), need_dx_(need_dx) {}
+  std::string name() const override {
+    return "batchnorm+relu forward+backward " + sizes({{"N", s_.batch}, {"C", s_.channels}, {"S", s_.spatial}}) +
+           (training_ ? " train" : " eval") + (need_dx_ ? "" : " no-dx");
+  }
+  std::vector<Op> ops() const override { return {Op::batchnorm_activation}; }
+  bool reproducible() const override { return true; }
+  std::vector<Output> run(Ctx& c) const override {
+    const Shape xs{s_.batch, s_.channels, s_.spatial}, cs{s_.channels};
+    const std::size_t n = static_cast<std::size_t>(k::shape_numel(xs));
+    auto xv = uniform(n, seed, -1, 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto ch = static_cast<double>((i / static_cast<std::size_t>(s_.spatial)) %
+                                          static_cast<std::size_t>(s_.channels));
+      xv[i] = xv[i] * (1 + 0.5 * ch) + 0.25 * ch;
+    }
+    Tensor x = c.in(xv, xs), gamma = c.random(cs, seed + 1, 0.5, 1.5), beta = c.random(cs, seed + 2);
+    Tensor rm = c.random(cs, seed + 3), rv = c.random(cs, seed + 4, 0.5, 2);
+    Tensor y = c.poison(xs), sm = c.poison(cs), si = c.poison(cs);
+    c.backend().batchnorm_activation_forward(x, gamma, beta, rm, rv, y, sm, si, training_, k::Activation::relu, s_,
+                                             c.q);
+    auto yv = uniform(n, seed + 8, -0.5, 1);
+    for (double& v : yv) v = v > 0 ? v : 0;
+    Tensor y_in = c.in(yv, xs), dy = c.random(xs, seed + 5), dx = c.poison(xs);
+    Tensor dg = c.random(cs, seed + 6), db = c.random(cs, seed + 7);  // accumulate onto these
+    c.backend().batchnorm_activation_backward(x, y_in, gamma, sm, si, dy, need_dx_ ? &dx : nullptr, dg, db, training_,
+                                              k::Activation::relu, s_, c.q);
     const double m = static_cast<double>(s_.per_channel());
     std::vector<Output> out{c.out("y", y, c.bound(m)),           c.out("running_mean", rm, c.bound(m)),
                             c.out("running_var", rv, c.bound(m)), c.out("save_mean", sm, c.bound(m)),
@@ -211,6 +258,13 @@ inline Cases norm_cases() {
     for (bool training : {true, false})
       for (bool need_dx : {true, false}) add<BatchNormCase>(out, {DType::f32, DType::f64}, s, training, need_dx);
   add<BatchNormCase>(out, {DType::f32, DType::f64}, bn(1, 2, 1), false, true);  // eval: one value is fine
+  // The fused relu on both CPU layouts (spatial > 1: per channel; spatial 1: rows, with 16,
+  // 32 and 64 channels on the CPU's vector loops, 5 and 33 on its general ones).
+  const k::BatchNormShape relu_shapes[] = {bn(3, 5, 49),     bn(5, 7, 13),   bn(2000, 16, 1), bn(777, 5, 1),
+                                           bn(300, 32, 1),   bn(129, 64, 1), bn(64, 33, 1),   bn(2, 3, 1)};
+  for (const auto& s : relu_shapes)
+    for (bool training : {true, false})
+      for (bool need_dx : {true, false}) add<BatchNormReluCase>(out, {DType::f32, DType::f64}, s, training, need_dx);
   for (const auto& [s, parts] : std::vector<std::pair<k::BatchNormShape, int>>{
            {bn(4, 3, 5), 1}, {bn(4, 3, 5), 2}, {bn(5, 7, 33), 3}, {bn(3, 2, 1), 3}, {bn(16, 4, 64), 2}})
     for (bool need_dx : {true, false}) add<BatchNormSyncCase>(out, {DType::f32, DType::f64}, s, parts, need_dx);

@@ -1,0 +1,26 @@
+#pragma once
+// Which x86-64 vector ISA a fast path's hand-dispatched loops run in. The build targets
+// baseline x86-64 (no -march), so a hot loop that matters is compiled once per ISA
+// (__attribute__((target(...))) on the one non-inlined function around it) and picked at
+// run time. Used by the fused loss (distill_loss.cpp) and the batch-norm rows
+// (batchnorm_rows.cpp).
+namespace codistill::kernels::cpu {
+
+enum class Isa { baseline = 0, avx2 = 1, avx512 = 2 };
+
+// The best this CPU runs (AVX-512 F/VL/BW/DQ, else AVX2 + FMA, else baseline), probed once.
+Isa best_isa();
+
+// CODISTILL_CPU_ISA=baseline|avx2|avx512 lowers the variant (tests use it to cover the
+// code that machines without AVX-512 run); it never selects one the CPU cannot run. Read on
+// every call; an unknown value throws std::invalid_argument listing the valid ones.
+Isa chosen_isa();
+
+}  // namespace codistill::kernels::cpu
+
+// The target attribute of a function's AVX-512 copy. Zen 4 and recent Intel cores run
+// 512-bit vectors at full width for these loops, hence the explicit preference (GCC's
+// default tuning stops at 256 bits).
+#define CODISTILL_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")))
+#define CODISTILL_TARGET_AVX2 __attribute__((target("avx2,fma")))
