@@ -193,6 +193,11 @@ bool CudaBackend::supports(Op op, DType dtype) const {
     case Op::causal_attention: return dtype == DType::f32;
     case Op::distill_loss: return dtype == DType::f32 || dtype == DType::bf16;
     case Op::softmax: return false;  // no CUDA kernel (yet)
+    // Not built on CUDA: synchronized batch norm's three steps, and the fused pairs (a
+    // container then runs batch norm, the sum and the relu as separate ops).
+    case Op::batchnorm_sync:
+    case Op::batchnorm_activation:
+    case Op::add_activation: return false;
   }
   return false;
 }
