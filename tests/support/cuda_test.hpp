@@ -9,6 +9,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/tensor.hpp"
+#include "support/test_util.hpp"
 
 namespace codistill::test {
 
@@ -34,6 +35,18 @@ inline std::vector<float> host_values(const kernels::Tensor& t, kernels::Queue& 
   q.synchronize();
   const kernels::Tensor h = t.to(kernels::Device::cpu());
   return {h.data<float>(), h.data<float>() + h.numel()};
+}
+
+// Each parameter gradient of a model on a CUDA queue against its CPU twin's (built alike:
+// the same parameters in the same order), within tol (rel_error).
+template <class M>
+void check_grads_close(M& cpu, M& gpu, kernels::Queue& q, double tol) {
+  auto pc = cpu.params(), pg = gpu.params();
+  REQUIRE(pc.size() == pg.size());
+  for (std::size_t k = 0; k < pc.size(); ++k) {
+    INFO("grad of " << pc[k].path);
+    CHECK(rel_error(host_values(*pg[k].grad, q), host_values(*pc[k].grad, q)) < tol);
+  }
 }
 
 }  // namespace codistill::test

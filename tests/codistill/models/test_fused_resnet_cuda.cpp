@@ -67,12 +67,7 @@ TEST_CASE("a resnet on CUDA runs batch norm, sums and relu apart, as the fused C
   CHECK(rel_error(host_values(gpu.forward(on_device(x, q), true), q), values(cpu.forward(x, true))) < kTol);
   cpu.backward(dlogits);
   gpu.backward(on_device(dlogits, q));
-  auto pc = cpu.params(), pg = gpu.params();
-  REQUIRE(pc.size() == pg.size());
-  for (std::size_t k = 0; k < pc.size(); ++k) {
-    INFO("grad of " << pc[k].path);
-    CHECK(rel_error(host_values(*pg[k].grad, q), values(*pc[k].grad)) < kTol);
-  }
+  codistill::test::check_grads_close(cpu, gpu, q, kTol);
   auto bc = cpu.buffers(), bg = gpu.buffers();
   for (std::size_t k = 0; k < bc.size(); ++k) {
     INFO(bc[k].path);

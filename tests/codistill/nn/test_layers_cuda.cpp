@@ -287,12 +287,7 @@ TEST_CASE("a model on CUDA fuses Linear with the activation after it, and re-dec
     CHECK(rel_error(host_values(logits_dev, q), values(logits)) < kTol);
     cpu.backward(dlogits);
     gpu.backward(on_device(dlogits, q));
-    auto pc = cpu.params(), pg = gpu.params();
-    REQUIRE(pc.size() == pg.size());
-    for (std::size_t k = 0; k < pc.size(); ++k) {
-      INFO("grad of " << pc[k].path);
-      CHECK(rel_error(host_values(*pg[k].grad, q), values(*pc[k].grad)) < kTol);
-    }
+    codistill::test::check_grads_close(cpu, gpu, q, kTol);
     // The logits are the last module's own buffer: the next forward of that shape reuses it.
     CHECK(gpu.forward(xd, false).raw() == logits_dev.raw());
 

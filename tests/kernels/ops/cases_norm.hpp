@@ -14,6 +14,18 @@ inline k::BatchNormShape bn(std::int64_t b, std::int64_t c, std::int64_t s) {
   return x;
 }
 
+// What a batchnorm case compares (dx where asked), each bounded by the per-channel count.
+inline std::vector<Output> batchnorm_outputs(Ctx& c, const k::BatchNormShape& s, Tensor& y, Tensor& rm, Tensor& rv,
+                                             Tensor& sm, Tensor& si, Tensor& dg, Tensor& db, Tensor* dx) {
+  const double m = static_cast<double>(s.per_channel());
+  std::vector<Output> out{c.out("y", y, c.bound(m)),           c.out("running_mean", rm, c.bound(m)),
+                          c.out("running_var", rv, c.bound(m)), c.out("save_mean", sm, c.bound(m)),
+                          c.out("save_invstd", si, c.bound(m)), c.out("dgamma", dg, c.bound(m)),
+                          c.out("dbeta", db, c.bound(m))};
+  if (dx) out.push_back(c.out("dx", *dx, c.bound(m)));
+  return out;
+}
+
 class BatchNormCase final : public OpCase {
  public:
   BatchNormCase(k::BatchNormShape s, bool training, bool need_dx) : s_(s), training_(training), need_dx_(need_dx) {}
@@ -39,13 +51,7 @@ class BatchNormCase final : public OpCase {
     Tensor dy = c.random(xs, seed + 5), dx = c.poison(xs);
     Tensor dg = c.random(cs, seed + 6), db = c.random(cs, seed + 7);  // accumulate onto these
     c.backend().batchnorm_backward(x, gamma, sm, si, dy, need_dx_ ? &dx : nullptr, dg, db, training_, s_, c.q);
-    const double m = static_cast<double>(s_.per_channel());
-    std::vector<Output> out{c.out("y", y, c.bound(m)),           c.out("running_mean", rm, c.bound(m)),
-                            c.out("running_var", rv, c.bound(m)), c.out("save_mean", sm, c.bound(m)),
-                            c.out("save_invstd", si, c.bound(m)), c.out("dgamma", dg, c.bound(m)),
-                            c.out("dbeta", db, c.bound(m))};
-    if (need_dx_) out.push_back(c.out("dx", dx, c.bound(m)));
-    return out;
+    return batchnorm_outputs(c, s_, y, rm, rv, sm, si, dg, db, need_dx_ ? &dx : nullptr);
   }
 
  private:
@@ -86,13 +92,7 @@ class BatchNormReluCase final : public OpCase {
     Tensor dg = c.random(cs, seed + 6), db = c.random(cs, seed + 7);  // accumulate onto these
     c.backend().batchnorm_activation_backward(x, y_in, gamma, sm, si, dy, need_dx_ ? &dx : nullptr, dg, db, training_,
                                               k::Activation::relu, s_, c.q);
-    const double m = static_cast<double>(s_.per_channel());
-    std::vector<Output> out{c.out("y", y, c.bound(m)),           c.out("running_mean", rm, c.bound(m)),
-                            c.out("running_var", rv, c.bound(m)), c.out("save_mean", sm, c.bound(m)),
-                            c.out("save_invstd", si, c.bound(m)), c.out("dgamma", dg, c.bound(m)),
-                            c.out("dbeta", db, c.bound(m))};
-    if (need_dx_) out.push_back(c.out("dx", dx, c.bound(m)));
-    return out;
+    return batchnorm_outputs(c, s_, y, rm, rv, sm, si, dg, db, need_dx_ ? &dx : nullptr);
   }
 
  private:
