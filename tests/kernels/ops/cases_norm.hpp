@@ -14,6 +14,17 @@ inline k::BatchNormShape bn(std::int64_t b, std::int64_t c, std::int64_t s) {
   return x;
 }
 
+// A batchnorm case's x: uniform values given an offset and a scale per channel, so that
+// normalizing does something.
+inline std::vector<double> batchnorm_input(const k::BatchNormShape& s, std::uint64_t seed) {
+  auto xv = uniform(static_cast<std::size_t>(s.batch * s.channels * s.spatial), seed, -1, 1);
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const auto ch = static_cast<double>((i / static_cast<std::size_t>(s.spatial)) % static_cast<std::size_t>(s.channels));
+    xv[i] = xv[i] * (1 + 0.5 * ch) + 0.25 * ch;
+  }
+  return xv;
+}
+
 // What a batchnorm case compares (dx where asked), each bounded by the per-channel count.
 inline std::vector<Output> batchnorm_outputs(Ctx& c, const k::BatchNormShape& s, Tensor& y, Tensor& rm, Tensor& rv,
                                              Tensor& sm, Tensor& si, Tensor& dg, Tensor& db, Tensor* dx) {
@@ -37,14 +48,7 @@ class BatchNormCase final : public OpCase {
   bool reproducible() const override { return true; }
   std::vector<Output> run(Ctx& c) const override {
     const Shape xs{s_.batch, s_.channels, s_.spatial}, cs{s_.channels};
-    // An offset and a scale per channel, so that normalizing does something.
-    auto xv = uniform(static_cast<std::size_t>(k::shape_numel(xs)), seed, -1, 1);
-    for (std::size_t i = 0; i < xv.size(); ++i) {
-      const auto ch = static_cast<double>((i / static_cast<std::size_t>(s_.spatial)) %
-                                          static_cast<std::size_t>(s_.channels));
-      xv[i] = xv[i] * (1 + 0.5 * ch) + 0.25 * ch;
-    }
-    Tensor x = c.in(xv, xs), gamma = c.random(cs, seed + 1, 0.5, 1.5), beta = c.random(cs, seed + 2);
+    Tensor x = c.in(batchnorm_input(s_, seed), xs), gamma = c.random(cs, seed + 1, 0.5, 1.5), beta = c.random(cs, seed + 2);
     Tensor rm = c.random(cs, seed + 3), rv = c.random(cs, seed + 4, 0.5, 2);
     Tensor y = c.poison(xs), sm = c.poison(cs), si = c.poison(cs);
     c.backend().batchnorm_forward(x, gamma, beta, rm, rv, y, sm, si, training_, s_, c.q);
@@ -75,13 +79,7 @@ class BatchNormReluCase final : public OpCase {
   std::vector<Output> run(Ctx& c) const override {
     const Shape xs{s_.batch, s_.channels, s_.spatial}, cs{s_.channels};
     const std::size_t n = static_cast<std::size_t>(k::shape_numel(xs));
-    auto xv = uniform(n, seed, -1, 1);
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto ch = static_cast<double>((i / static_cast<std::size_t>(s_.spatial)) %
-                                          static_cast<std::size_t>(s_.channels));
-      xv[i] = xv[i] * (1 + 0.5 * ch) + 0.25 * ch;
-    }
-    Tensor x = c.in(xv, xs), gamma = c.random(cs, seed + 1, 0.5, 1.5), beta = c.random(cs, seed + 2);
+    Tensor x = c.in(batchnorm_input(s_, seed), xs), gamma = c.random(cs, seed + 1, 0.5, 1.5), beta = c.random(cs, seed + 2);
     Tensor rm = c.random(cs, seed + 3), rv = c.random(cs, seed + 4, 0.5, 2);
     Tensor y = c.poison(xs), sm = c.poison(cs), si = c.poison(cs);
     c.backend().batchnorm_activation_forward(x, gamma, beta, rm, rv, y, sm, si, training_, k::Activation::relu, s_,
