@@ -72,6 +72,4 @@ for e in "${elves[@]}"; do
   [ -z "$missing" ] || { echo "bundle_openmpi.sh: $(basename "$e") needs $missing, not found" >&2; bad=1; }
 done
 [ "$bad" = 0 ] || exit 1
-echo "relative_prefix=openmpi" >"$dest/relocate.txt"
-echo "bindir=${bindir#"$prefix"/}" >>"$dest/relocate.txt"
 echo "  openmpi: $(ompi_info --version 2>/dev/null | head -n 1 | sed 's/^.*v/v/'), $(ls "$dest${pkglibdir#"$prefix"}" | wc -l) components, $(du -sh "$dest" | cut -f1) (OPAL_PREFIX=OUT/openmpi)"

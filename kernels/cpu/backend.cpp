@@ -30,10 +30,10 @@ namespace {
 using cpu::CpuQueue;
 using cpu::cpu_queue;
 
-// The one activation batch norm fuses (Op::batchnorm_activation).
-void check_fused_bn_activation(Activation act) {
+// The one activation the fused pairs take (Op::batchnorm_activation, Op::add_activation).
+void check_fused_relu(Activation act, const char* what) {
   if (act != Activation::relu)
-    throw std::invalid_argument(std::string("batchnorm+activation: the fused activation must be relu, got ") +
+    throw std::invalid_argument(std::string(what) + ": the fused activation must be relu, got " +
                                 activation_name(act));
 }
 
@@ -224,7 +224,7 @@ class CpuBackend final : public Backend {
                                     Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                                     bool training, Activation act, const BatchNormShape& s, Queue& q) override {
     require_support(*this, Op::batchnorm_activation, x.dtype(), "batchnorm+activation");
-    check_fused_bn_activation(act);
+    check_fused_relu(act, "batchnorm+activation");
     dispatch_floating(x.dtype(), [&]<class T>() {
       cpu::batchnorm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), running_mean.data<T>(),
                                 running_var.data<T>(), y.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
@@ -236,7 +236,7 @@ class CpuBackend final : public Backend {
                                      Tensor& dbeta, bool training, Activation act, const BatchNormShape& s,
                                      Queue& q) override {
     require_support(*this, Op::batchnorm_activation, x.dtype(), "batchnorm+activation backward");
-    check_fused_bn_activation(act);
+    check_fused_relu(act, "batchnorm+activation");
     dispatch_floating(x.dtype(), [&]<class T>() {
       cpu::batchnorm_backward<T>(x.data<T>(), gamma.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
                                  dy.data<T>(), opt<T>(dx), dgamma.data<T>(), dbeta.data<T>(), training, s,
@@ -383,9 +383,7 @@ class CpuBackend final : public Backend {
   }
   void add_activation(const Tensor& a, const Tensor& b, Tensor& y, Activation act, Queue& q) override {
     require_support(*this, Op::add_activation, a.dtype(), "add+activation");
-    if (act != Activation::relu)
-      throw std::invalid_argument(std::string("add+activation: the fused activation must be relu, got ") +
-                                  activation_name(act));
+    check_fused_relu(act, "add+activation");
     dispatch_floating(a.dtype(), [&]<class T>() {
       cpu::add_relu<T>(a.data<T>(), b.data<T>(), y.data<T>(), a.numel(), impl_of(q));
     });
