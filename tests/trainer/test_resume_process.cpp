@@ -93,7 +93,11 @@ TEST_CASE("SIGTERM finishes the step, publishes a checkpoint and exits 0, the ru
   REQUIRE(wait_until([&] { return !s.checkpoints(0).empty() || !child.running(); }, 120));
   REQUIRE(child.running());
   child.signal(SIGTERM);
-  CHECK(child.wait() == 0);
+  const int code = child.wait();
+  // Seen once in CI: exit 134 (an abort) instead of 0, not reproduced in 31 runs here; what
+  // the trainer printed says where, next time.
+  INFO("stdout:\n" << read_text(dir.path() / "child.out") << "\nstderr:\n" << read_text(dir.path() / "child.err"));
+  CHECK(code == 0);
   auto files = s.checkpoints(0);
   REQUIRE(!files.empty());
   auto done = read_events(dir.path() / "run" / "worker-000" / "metrics.jsonl", "done");
