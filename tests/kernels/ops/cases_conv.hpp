@@ -164,9 +164,11 @@ inline Cases conv_cases() {
   }
   // Channels-last maps (oneDNN's direct NHWC kernels on the CPU fast path, the permuted
   // NCHW computation in the reference and for float64): ResNet-8's shapes, odd ones, one
-  // channel in (the stem: NCHW and NHWC the same bytes).
+  // channel in (the stem: NCHW and NHWC the same bytes), 16 -> 16 (described to oneDNN as
+  // its blocked nChw16c, the same bytes, for the forward and backward data), strided too.
   const k::Conv2dShape channels_last[] = {
       conv(3, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1), conv(2, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1),
+      conv(3, 16, 9, 11, 16, 3, 3, 2, 2, 1, 1),  conv(2, 16, 7, 5, 16, 1, 1, 1, 1, 0, 0),
       conv(3, 16, 15, 15, 32, 1, 1, 2, 2, 0, 0), conv(2, 32, 9, 9, 64, 3, 3, 2, 2, 1, 1),
       conv(2, 3, 11, 13, 5, 3, 3, 1, 1, 1, 1),  conv(1, 4, 9, 7, 6, 3, 2, 2, 1, 0, 1)};
   for (const auto& s : channels_last) {
