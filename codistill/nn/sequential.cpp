@@ -99,7 +99,7 @@ void Sequential::queue_changed() {
       if (act) act->set_passthrough(fuse);
     } else if (auto* res = dynamic_cast<Residual*>(children_[i].second.get())) {
       // A residual block has no parameters of its own: asked for float32, the dtype the model
-      // is built in (the CPU, the only backend with the op, has float64 too).
+      // is built in (the CPU has the op in float64 too, CUDA in float32 only).
       const bool fuse = act && act->activation() == kernels::Activation::relu &&
                         backend().supports(kernels::Op::add_activation, res->param_dtype());
       res->set_fused_activation(fuse ? kernels::Activation::relu : kernels::Activation::none);

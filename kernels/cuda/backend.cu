@@ -186,6 +186,8 @@ bool CudaBackend::supports(Op op, DType dtype) const {
     case Op::layernorm:
     case Op::multiply:
     case Op::add:
+    case Op::batchnorm_activation:  // the batch norm kernels with their relu flag
+    case Op::add_activation:        // the add kernel with relu
     case Op::sgd_update:
     case Op::adamw_update:
     case Op::linear_distill_head:
@@ -193,11 +195,8 @@ bool CudaBackend::supports(Op op, DType dtype) const {
     case Op::causal_attention: return dtype == DType::f32;
     case Op::distill_loss: return dtype == DType::f32 || dtype == DType::bf16;
     case Op::softmax: return false;  // no CUDA kernel (yet)
-    // Not built on CUDA: synchronized batch norm's three steps, and the fused pairs (a
-    // container then runs batch norm, the sum and the relu as separate ops).
-    case Op::batchnorm_sync:
-    case Op::batchnorm_activation:
-    case Op::add_activation: return false;
+    // Not built on CUDA: synchronized batch norm's three steps.
+    case Op::batchnorm_sync: return false;
   }
   return false;
 }

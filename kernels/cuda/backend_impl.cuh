@@ -95,6 +95,14 @@ class CudaBackend final : public kernels::Backend {
   void batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,
                           const Tensor& dy, Tensor* dx, Tensor& dgamma, Tensor& dbeta, bool training,
                           const BatchNormShape& s, kernels::Queue& q) override;
+  void batchnorm_activation_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                    Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                    bool training, Activation act, const BatchNormShape& s,
+                                    kernels::Queue& q) override;
+  void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& save_mean,
+                                     const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                     Tensor& dbeta, bool training, Activation act, const BatchNormShape& s,
+                                     kernels::Queue& q) override;
   void global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
                               std::int64_t channels, kernels::Queue& q) override;
   void global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
@@ -116,6 +124,7 @@ class CudaBackend final : public kernels::Backend {
   void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, kernels::Queue& q) override;
   void multiply(const Tensor& x, const Tensor& m, Tensor& y, kernels::Queue& q) override;
   void add(const Tensor& a, const Tensor& b, Tensor& y, kernels::Queue& q) override;
+  void add_activation(const Tensor& a, const Tensor& b, Tensor& y, Activation act, kernels::Queue& q) override;
   DistillLossResult distill_loss(const Tensor& student, const std::vector<const Tensor*>& teachers,
                                  const Tensor& labels, Tensor* grad, const DistillLossParams& p,
                                  kernels::Queue& q) override;

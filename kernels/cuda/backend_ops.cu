@@ -1,11 +1,11 @@
 // The CUDA backend's op entry points (kernels/backend.hpp), dense and elementwise ops (linear,
-// activations, convolution, pooling, softmax, multiply, add): each checks what keeps a bad call
-// from handing a kernel memory it cannot address (the queue is this backend's, every tensor is
-// on the queue's device, in the dtype and with the element count the kernel reads:
-// backend_ops_util.cuh), then queues the kernels of kernels/cuda/*.hpp on the queue's stream
-// with the queue's context (stream, TF32, resources). Shapes beyond element counts are the
-// layers' to validate. Gradients accumulate (accumulate = true): zeroing is the caller's
-// Queue::zero.
+// activations, convolution, pooling, softmax, multiply, add with or without a fused relu): each
+// checks what keeps a bad call from handing a kernel memory it cannot address (the queue is
+// this backend's, every tensor is on the queue's device, in the dtype and with the element
+// count the kernel reads: backend_ops_util.cuh), then queues the kernels of kernels/cuda/*.hpp
+// on the queue's stream with the queue's context (stream, TF32, resources). Shapes beyond
+// element counts are the layers' to validate. Gradients accumulate (accumulate = true):
+// zeroing is the caller's Queue::zero.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -218,6 +218,19 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& y, kernels::Queu
   expect(b, cq.device(), DType::f32, n, op, "b");
   expect(y, cq.device(), DType::f32, n, op, "y");
   cuda::add(f32(a), f32(b), f32(y), n, cq.context());
+}
+
+// relu(a + b) in one pass (Op::add_activation); act must be relu; y may alias a or b.
+void CudaBackend::add_activation(const Tensor& a, const Tensor& b, Tensor& y, Activation act, kernels::Queue& q) {
+  const char* op = "add+activation";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::add_activation, a.dtype(), op);
+  ops::expect_relu(act, op);
+  const std::int64_t n = a.numel();
+  expect(a, cq.device(), DType::f32, n, op, "a");
+  expect(b, cq.device(), DType::f32, n, op, "b");
+  expect(y, cq.device(), DType::f32, n, op, "y");
+  cuda::add_relu(f32(a), f32(b), f32(y), n, cq.context());
 }
 
 // ---- the fused loss --------------------------------------------------------------------------

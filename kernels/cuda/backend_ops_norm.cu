@@ -1,5 +1,5 @@
 // The CUDA backend's op entry points (kernels/backend.hpp), normalization and global pooling
-// (batch norm, layer norm, global average pooling): each checks what keeps a bad call from
+// (batch norm with or without a fused relu, layer norm, global average pooling): each checks what keeps a bad call from
 // handing a kernel memory it cannot address (the queue is this backend's, every tensor is on the
 // queue's device, in the dtype and with the element count the kernel reads:
 // backend_ops_util.cuh), then queues the kernels of kernels/cuda/*.hpp on the queue's stream
@@ -22,12 +22,13 @@ namespace codistill::kernels::cuda {
 using ops::expect;
 using ops::f32;
 
-void CudaBackend::batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                                    Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
-                                    bool training, const BatchNormShape& s, kernels::Queue& q) {
-  const char* op = "batchnorm";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::batchnorm, x.dtype(), op);
+namespace {
+
+// What batch norm and its fused-relu twin share once the queue and the op are checked: the
+// element counts, then the launch. relu: the forward writes relu(bn(x)).
+void batchnorm_forward_on(CudaQueue& cq, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                          Tensor& running_mean, Tensor& running_var, Tensor& y, Tensor& save_mean,
+                          Tensor& save_invstd, bool training, bool relu, const BatchNormShape& s, const char* op) {
   s.validate(training);
   const std::int64_t n = s.batch * s.channels * s.spatial, C = s.channels;
   expect(x, cq.device(), DType::f32, n, op, "x");
@@ -39,18 +40,17 @@ void CudaBackend::batchnorm_forward(const Tensor& x, const Tensor& gamma, const 
   expect(save_mean, cq.device(), DType::f32, C, op, "save_mean");
   expect(save_invstd, cq.device(), DType::f32, C, op, "save_invstd");
   cuda::batchnorm_forward(f32(x), f32(gamma), f32(beta), f32(running_mean), f32(running_var), f32(y),
-                          f32(save_mean), f32(save_invstd), training, s, cq.context());
+                          f32(save_mean), f32(save_invstd), training, s, cq.context(), relu);
 }
 
-void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
-                                     const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
-                                     Tensor& dbeta, bool training, const BatchNormShape& s, kernels::Queue& q) {
-  const char* op = "batchnorm backward";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::batchnorm, dy.dtype(), op);
+// relu_y: null, or the fused forward's output (dy masked with y > 0).
+void batchnorm_backward_on(CudaQueue& cq, const Tensor& x, const Tensor* relu_y, const Tensor& gamma,
+                           const Tensor& save_mean, const Tensor& save_invstd, const Tensor& dy, Tensor* dx,
+                           Tensor& dgamma, Tensor& dbeta, bool training, const BatchNormShape& s, const char* op) {
   s.validate(training);
   const std::int64_t n = s.batch * s.channels * s.spatial, C = s.channels;
   expect(x, cq.device(), DType::f32, n, op, "x");
+  if (relu_y) expect(*relu_y, cq.device(), DType::f32, n, op, "y");
   expect(dy, cq.device(), DType::f32, n, op, "dy");
   if (dx) expect(*dx, cq.device(), DType::f32, n, op, "dx");
   expect(gamma, cq.device(), DType::f32, C, op, "gamma");
@@ -59,7 +59,53 @@ void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& gamma, const
   expect(dgamma, cq.device(), DType::f32, C, op, "dgamma");
   expect(dbeta, cq.device(), DType::f32, C, op, "dbeta");
   cuda::batchnorm_backward(f32(x), f32(gamma), f32(save_mean), f32(save_invstd), f32(dy), f32(dx), f32(dgamma),
-                           f32(dbeta), training, s, cq.context());
+                           f32(dbeta), training, s, cq.context(), f32(relu_y));
+}
+
+}  // namespace
+
+void CudaBackend::batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                    Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                    bool training, const BatchNormShape& s, kernels::Queue& q) {
+  const char* op = "batchnorm";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::batchnorm, x.dtype(), op);
+  batchnorm_forward_on(cq, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, false, s,
+                       op);
+}
+
+void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                     const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                     Tensor& dbeta, bool training, const BatchNormShape& s, kernels::Queue& q) {
+  const char* op = "batchnorm backward";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::batchnorm, dy.dtype(), op);
+  batchnorm_backward_on(cq, x, nullptr, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s, op);
+}
+
+// The fused relu (Op::batchnorm_activation): the same passes with the relu flag, so the same
+// cost as batchnorm_forward / batchnorm_backward; act must be relu.
+void CudaBackend::batchnorm_activation_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                               Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                               Tensor& save_mean, Tensor& save_invstd, bool training, Activation act,
+                                               const BatchNormShape& s, kernels::Queue& q) {
+  const char* op = "batchnorm+activation";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::batchnorm_activation, x.dtype(), op);
+  ops::expect_relu(act, op);
+  batchnorm_forward_on(cq, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, true, s,
+                       op);
+}
+
+void CudaBackend::batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& gamma,
+                                                const Tensor& save_mean, const Tensor& save_invstd, const Tensor& dy,
+                                                Tensor* dx, Tensor& dgamma, Tensor& dbeta, bool training,
+                                                Activation act, const BatchNormShape& s, kernels::Queue& q) {
+  const char* op = "batchnorm+activation backward";
+  CudaQueue& cq = queue_of(q, op);
+  require_support(*this, Op::batchnorm_activation, dy.dtype(), op);
+  ops::expect_relu(act, op);
+  batchnorm_backward_on(cq, x, &y, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s, op);
 }
 
 // ---- global average pooling --------------------------------------------------------------------

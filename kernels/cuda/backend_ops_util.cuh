@@ -21,6 +21,15 @@ inline void expect(const Tensor& t, Device device, DType dtype, std::int64_t num
                               dtype_name(dtype) + " elements on " + device.str());
 }
 
+// The one activation the fused pairs take (Op::batchnorm_activation, Op::add_activation), as
+// the CPU backend: throws std::invalid_argument("<op> (cuda): the fused activation must be
+// relu, got <act>") otherwise.
+inline void expect_relu(Activation act, const char* op) {
+  if (act != Activation::relu)
+    throw std::invalid_argument(std::string(op) + " (cuda): the fused activation must be relu, got " +
+                                activation_name(act));
+}
+
 inline const float* f32(const Tensor& t) { return static_cast<const float*>(t.raw()); }
 inline float* f32(Tensor& t) { return static_cast<float*>(t.raw()); }
 inline const float* f32(const Tensor* t) { return t ? f32(*t) : nullptr; }

@@ -1,5 +1,5 @@
 // Launchers of the fused bias + activation kernels, the channel bias, the dropout multiply
-// and the residual add (bias_activation.hpp), and of the deterministic bias gradients. The
+// and the residual add with or without a fused relu (bias_activation.hpp), and of the deterministic bias gradients. The
 // kernels are in device/elementwise.cuh and device/bias_grad.cuh, their launch shapes in
 // launch_shapes.hpp.
 #include <cuda_runtime.h>
@@ -225,15 +225,28 @@ void multiply(const float* x, const float* mask, float* y, std::int64_t n, const
   CODISTILL_CUDA_LAUNCH_CHECK();
 }
 
-void add(const float* a, const float* b, float* y, std::int64_t n, const Context& ctx) {
-  detail::check_nonnegative("add", n);
+namespace {
+// y = act(a + b): the residual add and its fused-relu twin share this launch.
+template <Activation A>
+void add_act(const float* a, const float* b, float* y, std::int64_t n, const char* what, const Context& ctx) {
+  detail::check_nonnegative(what, n);
   if (n == 0) return;
   detail::use_device(ctx);
   launch_sized(n, [&](auto tag) {
     using I = decltype(tag);
-    CODISTILL_LAUNCH(add_kernel<I>, shapes::elementwise(n), ctx)(a, b, y, static_cast<I>(n));
+    auto* kernel = &add_kernel<I, A>;  // one name for the macro (a comma would split it)
+    CODISTILL_LAUNCH(kernel, shapes::elementwise(n), ctx)(a, b, y, static_cast<I>(n));
   });
   CODISTILL_CUDA_LAUNCH_CHECK();
+}
+}  // namespace
+
+void add(const float* a, const float* b, float* y, std::int64_t n, const Context& ctx) {
+  add_act<Activation::none>(a, b, y, n, "add", ctx);
+}
+
+void add_relu(const float* a, const float* b, float* y, std::int64_t n, const Context& ctx) {
+  add_act<Activation::relu>(a, b, y, n, "add_relu", ctx);
 }
 
 }  // namespace codistill::kernels::cuda

@@ -8,7 +8,7 @@
 //   activation_forward / activation_backward: the plain elementwise versions of
 //       kernels/cpu/activation.hpp (relu backward from y, gelu backward from x).
 //   bias_add_channels / bias_grad_channels: y[B,C,S] += b[C] and its gradient (NCHW).
-//   multiply / add: the elementwise ops of kernels/cpu/elementwise.hpp.
+//   multiply / add / add_relu: the elementwise ops of kernels/cpu/elementwise.hpp.
 // The CPU twins are kernels/cpu/bias.hpp and kernels/cpu/activation.hpp; gelu is the
 // exact erf form in both.
 #include <cstdint>
@@ -41,5 +41,8 @@ void bias_grad_channels(const float* dy, float* db, std::int64_t B, std::int64_t
 void multiply(const float* x, const float* mask, float* y, std::int64_t n, const Context& ctx);
 // y[i] = a[i] + b[i] (residual connections); y may alias a or b.
 void add(const float* a, const float* b, float* y, std::int64_t n, const Context& ctx);
+// y[i] = relu(a[i] + b[i]) (Op::add_activation: a residual sum and the relu after it, NaN ->
+// 0 as kernels/cpu/elementwise.hpp's add_relu); y may alias a or b.
+void add_relu(const float* a, const float* b, float* y, std::int64_t n, const Context& ctx);
 
 }  // namespace codistill::kernels::cuda

@@ -19,10 +19,15 @@
 //   backward: backward_sums_kernel (partial sums of dy and dy*xh), backward_dx_kernel
 //            (block (c, 0) accumulates dgamma and dbeta; every block writes its dx:
 //            training through the batch statistics, eval not).
+// A fused relu (Op::batchnorm_activation), as the CPU twin: `relu` in the dims makes the
+// normalize pass write relu(y) (NaN -> 0); a non-null relu_y (that output) makes both backward
+// passes read dz = dy * [y > 0] in place of dy. One flag on the same kernels, not copies: the
+// fused and plain paths share every sum and every launch shape.
 // Launch: shapes::batchnorm (grid {C, chunks}, whole warps per block, no dynamic smem;
 // partials: 2 * C * chunks doubles).
 #include <cstdint>
 
+#include "kernels/cuda/device/elementwise.cuh"
 #include "kernels/cuda/device/reduce.cuh"
 
 namespace codistill::kernels::cuda::device {
@@ -33,6 +38,7 @@ struct BatchNormDims {
   float eps, momentum;
   bool training;
   std::int64_t chunks, per_chunk;
+  bool relu = false;  // the normalize pass writes relu(y) (Op::batchnorm_activation)
 };
 
 __device__ __forceinline__ std::int64_t bn_index(const BatchNormDims& d, std::int64_t c, std::int64_t k) {
@@ -45,6 +51,12 @@ __device__ __forceinline__ void bn_chunk(const BatchNormDims& d, std::int64_t& b
   const std::int64_t M = d.N * d.S;
   begin = static_cast<std::int64_t>(blockIdx.y) * d.per_chunk;
   end = begin + d.per_chunk < M ? begin + d.per_chunk : M;
+}
+
+// dz at `at`: dy, or with a fused relu (relu_y = the forward's output) dy where y > 0 and 0
+// elsewhere: relu's backward rule of elementwise.cuh, the CPU twin's mask.
+__device__ __forceinline__ float bn_dz(const float* dy, const float* relu_y, std::int64_t at) {
+  return relu_y ? act_backward<Activation::relu>(relu_y[at], dy[at]) : dy[at];
 }
 
 // The sum of channel c's partials in chunk order, by thread 0, handed to the whole block.
@@ -124,14 +136,16 @@ __global__ void batchnorm_normalize_kernel(const float* __restrict__ x, const fl
   bn_chunk(d, begin, end);
   for (std::int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
     const std::int64_t at = bn_index(d, c, k);
-    y[at] = x[at] * scale + shift;
+    const float v = x[at] * scale + shift;
+    y[at] = d.relu ? act_forward<Activation::relu>(v) : v;
   }
 }
 
-// partial: [2][C * chunks] (sums of dy, then of dy*xh).
+// partial: [2][C * chunks] (sums of dz, then of dz*xh; dz as bn_dz, relu_y may be null).
 __global__ void batchnorm_backward_sums_kernel(const float* __restrict__ x, const float* __restrict__ save_mean,
                                                const float* __restrict__ save_invstd, const float* __restrict__ dy,
-                                               double* __restrict__ partial, BatchNormDims d) {
+                                               const float* __restrict__ relu_y, double* __restrict__ partial,
+                                               BatchNormDims d) {
   __shared__ double smem[kWarp];
   const std::int64_t c = blockIdx.x;
   const double mean = save_mean[c], invstd = save_invstd[c];
@@ -140,8 +154,9 @@ __global__ void batchnorm_backward_sums_kernel(const float* __restrict__ x, cons
   double a = 0.0, b = 0.0;
   for (std::int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
     const std::int64_t at = bn_index(d, c, k);
-    a += dy[at];
-    b += dy[at] * ((x[at] - mean) * invstd);
+    const double dz = bn_dz(dy, relu_y, at);
+    a += dz;
+    b += dz * ((x[at] - mean) * invstd);
   }
   a = block_sum(a, smem);
   b = block_sum(b, smem);
@@ -151,11 +166,13 @@ __global__ void batchnorm_backward_sums_kernel(const float* __restrict__ x, cons
   }
 }
 
-// dx may be null (then only block (c, 0) has work: the parameter gradients).
+// dx may be null (then only block (c, 0) has work: the parameter gradients); relu_y as in
+// the sums kernel.
 __global__ void batchnorm_backward_dx_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
                                              const float* __restrict__ save_mean,
                                              const float* __restrict__ save_invstd, const float* __restrict__ dy,
-                                             float* __restrict__ dx, float* dgamma, float* dbeta,
+                                             const float* __restrict__ relu_y, float* __restrict__ dx,
+                                             float* dgamma, float* dbeta,
                                              const double* __restrict__ partial, BatchNormDims d) {
   __shared__ double slot;
   if (!dx && blockIdx.y != 0) return;  // the whole block leaves: no barrier is left waiting
@@ -174,8 +191,8 @@ __global__ void batchnorm_backward_dx_kernel(const float* __restrict__ x, const 
   bn_chunk(d, begin, end);
   for (std::int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
     const std::int64_t at = bn_index(d, c, k);
-    dx[at] = static_cast<float>(d.training ? g * (dy[at] - mean_dy - (x[at] - mean) * invstd * mean_dy_xh)
-                                           : g * dy[at]);
+    const double dz = bn_dz(dy, relu_y, at);
+    dx[at] = static_cast<float>(d.training ? g * (dz - mean_dy - (x[at] - mean) * invstd * mean_dy_xh) : g * dz);
   }
 }
 

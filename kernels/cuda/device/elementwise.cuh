@@ -1,9 +1,9 @@
 #pragma once
 // Elementwise kernels (grid-stride loops; I is uint32 when the size allows: cheaper % on a
 // GPU): bias + activation forward, the activations and their backward, the channel bias,
-// the dropout multiply and the residual add. Launched by bias_activation.cu with
-// shapes::elementwise; run by the tests under the SIMT executor. The formulas are those of
-// kernels/cpu/activation.cpp, in float.
+// the dropout multiply and the residual add (with an optional fused relu). Launched by
+// bias_activation.cu with shapes::elementwise; run by the tests under the SIMT executor. The
+// formulas are those of kernels/cpu/activation.cpp, in float.
 #include "kernels/cuda/device_api.cuh"
 #include "kernels/ops.hpp"
 
@@ -80,10 +80,12 @@ __global__ void multiply_kernel(const float* x, const float* mask, float* y, I n
   for (I i = first_index<I>(); i < n; i += grid_stride<I>()) y[i] = x[i] * mask[i];
 }
 
-// y may alias a or b (each element read before it is written).
-template <class I>
+// y = act(a + b): A = none the residual add, relu the fused residual sum + relu
+// (Op::add_activation; NaN -> 0 as relu_forward). y may alias a or b (each element read
+// before it is written).
+template <class I, Activation A = Activation::none>
 __global__ void add_kernel(const float* a, const float* b, float* y, I n) {
-  for (I i = first_index<I>(); i < n; i += grid_stride<I>()) y[i] = a[i] + b[i];
+  for (I i = first_index<I>(); i < n; i += grid_stride<I>()) y[i] = act_forward<A>(a[i] + b[i]);
 }
 
 }  // namespace CODISTILL_DEVICE_ABI

@@ -4,7 +4,11 @@
 // elementwise), outputs poisoned, under several schedules.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/activation.hpp"
@@ -151,6 +155,39 @@ TEST_CASE("simt: channel bias, multiply and add", "[simt]") {
                  static_cast<std::uint32_t>(n));  // y aliases b
     CHECK(dm.download() == want);
   }
+}
+
+// add_kernel with the fused relu (Op::add_activation) against the CPU's add_relu, bit for
+// bit (the sum is one rounding on both): y poisoned or aliasing a or b; inputs with relu's
+// edge cases at the front: NaN (-> 0), sums of exactly 0 and -0 (-> +0), the smallest
+// subnormal sum (passes), an infinity cancelling into NaN (-> 0).
+template <class I>
+void check_add_relu(std::int64_t n, int alias, const simt::LaunchConfig& launch) {
+  const auto data_seed = static_cast<std::uint64_t>(n);
+  auto a = random_floats(n, data_seed + 11), b = random_floats(n, data_seed + 12);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float edge[][2] = {{nan, 1.0f},   {0.25f, -0.25f}, {-0.0f, -0.0f},
+                           {std::numeric_limits<float>::denorm_min(), 0.0f}, {inf, -inf}, {-3.0f, 1.0f}};
+  for (std::size_t i = 0; i < std::size(edge) && i < a.size(); ++i) a[i] = edge[i][0], b[i] = edge[i][1];
+  std::vector<float> want(a.size());
+  kernels::cpu::add_relu(a.data(), b.data(), want.data(), n, Ref::reference);
+  INFO("add+relu n=" << n << " alias " << alias << " index bytes " << sizeof(I) << " grid " << launch.grid.x);
+  simt::DeviceBuffer<float> da(a), db(b), out(std::vector<float>(a.size(), nan));
+  float* y = alias == 1 ? da.data() : alias == 2 ? db.data() : out.data();
+  simt::launch(dev::add_kernel<I, Activation::relu>, launch, da.data(), db.data(), y, static_cast<I>(n));
+  const auto got = (alias == 1 ? da : alias == 2 ? db : out).download();
+  REQUIRE(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+  if (n > 5) CHECK(std::count(want.begin(), want.end(), 0.0f) > n / 4);  // the relu cut something
+}
+
+TEST_CASE("simt: add with the fused relu, y poisoned or aliasing a or b", "[simt]") {
+  for (const std::uint64_t seed : kSeeds)
+    for (std::int64_t n : {1, 6, 33, 4099})
+      for (int alias : {0, 1, 2}) {
+        check_add_relu<std::uint32_t>(n, alias, config(shapes::elementwise(n), seed));
+        check_add_relu<std::uint64_t>(n, alias, config(shapes::elementwise(n), seed));
+      }
+  check_add_relu<std::uint32_t>(5000, 1, config({{3}, {256}, 0}, 9));  // a grid striding over the data
 }
 
 TEST_CASE("simt: row bias gradients, one chunk and several (colsum + colsum_finish)", "[simt]") {

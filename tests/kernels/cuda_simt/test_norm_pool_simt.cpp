@@ -2,7 +2,8 @@
 // (kernels/cuda/device/batchnorm.cuh, avgpool.cuh), run from their real source under the
 // SIMT executor with the shapes of launch_shapes.hpp, against the CPU twins
 // (kernels/cpu/batchnorm, avgpool): 1d and 2d sizes, odd ones, a channel of fewer values
-// than a warp and of many more than a block, train and eval, dx or not. Outputs are
+// than a warp and of many more than a block, train and eval, dx or not, with and without the
+// fused relu (Op::batchnorm_activation: the CPU twin's act = relu / relu_y). Outputs are
 // poisoned first; a run under another schedule must give the same bits (the block sums
 // have a fixed order); pooling matches the CPU bit for bit.
 #include <catch2/catch.hpp>
@@ -33,18 +34,22 @@ struct Result {
   std::vector<float> y, rm, rv, sm, si, dx, dg, db;
 };
 
+// relu_y: null for plain batch norm; with the fused relu, the y the backward masks dy with
+// (the forward then writes relu(bn(x))).
 Result run_simt(const kernels::BatchNormShape& s, bool training, bool need_dx, const std::vector<float>& x,
                 const std::vector<float>& gamma, const std::vector<float>& beta, std::vector<float> rm,
                 std::vector<float> rv, const std::vector<float>& dy, std::vector<float> dg, std::vector<float> db,
-                std::uint64_t seed) {
+                const std::vector<float>* relu_y, std::uint64_t seed) {
   const auto n = x.size(), C = gamma.size();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   simt::DeviceBuffer<float> dx_in(x), dgamma(gamma), dbeta(beta), drm(rm), drv(rv), y(std::vector<float>(n, nan)),
       sm(std::vector<float>(C, nan)), si(std::vector<float>(C, nan)), ddy(dy), dx(std::vector<float>(n, nan)),
-      ddg(dg), ddb(db);
+      ddg(dg), ddb(db), dmask(relu_y ? *relu_y : std::vector<float>{});
   const auto b = shapes::batchnorm(s.channels, s.per_channel());
-  const dev::BatchNormDims d{s.batch,  s.channels, s.spatial,  static_cast<float>(s.eps), static_cast<float>(s.momentum),
-                             training, b.chunks,   b.per_chunk};
+  const dev::BatchNormDims d{s.batch,  s.channels, s.spatial,
+                             static_cast<float>(s.eps), static_cast<float>(s.momentum),
+                             training, b.chunks,   b.per_chunk, relu_y != nullptr};
+  const float* mask = relu_y ? dmask.data() : nullptr;
   const auto shape = config(b.pass, seed);
   // Poisoned partials: a pass that read a partial no earlier pass wrote shows as NaN.
   simt::DeviceBuffer<double> partial(std::vector<double>(b.partial_bytes / sizeof(double),
@@ -59,34 +64,71 @@ Result run_simt(const kernels::BatchNormShape& s, bool training, bool need_dx, c
   simt::launch(dev::batchnorm_normalize_kernel, shape, dx_in.data(), dgamma.data(), dbeta.data(), drm.data(),
                drv.data(), y.data(), sm.data(), si.data(), static_cast<const double*>(training ? sums : nullptr),
                static_cast<const double*>(training ? second : nullptr), d);
-  simt::launch(dev::batchnorm_backward_sums_kernel, shape, dx_in.data(), sm.data(), si.data(), ddy.data(), sums, d);
+  simt::launch(dev::batchnorm_backward_sums_kernel, shape, dx_in.data(), sm.data(), si.data(), ddy.data(), mask,
+               sums, d);
   simt::launch(dev::batchnorm_backward_dx_kernel, shape, dx_in.data(), dgamma.data(), sm.data(), si.data(),
-               ddy.data(), need_dx ? dx.data() : nullptr, ddg.data(), ddb.data(), static_cast<const double*>(sums), d);
+               ddy.data(), mask, need_dx ? dx.data() : nullptr, ddg.data(), ddb.data(),
+               static_cast<const double*>(sums), d);
   return {y.download(), drm.download(), drv.download(), sm.download(), si.download(), dx.download(),
           ddg.download(), ddb.download()};
 }
 
-void check(const kernels::BatchNormShape& s, bool training, bool need_dx) {
+// The fused relu's boundary, written into the inputs: channel 0 constant 0.5 with beta 0 (and,
+// for eval, running mean 0.5), so its every pre-activation is exactly 0 (x - mean = 0; 0.5 *
+// scale is exact, so also with a contracted multiply-add) and relu's `v > 0` decides; where
+// there is a second channel, one NaN in it (relu gives 0; in training the whole channel's
+// statistics are NaN and its y all 0).
+void relu_boundary(const kernels::BatchNormShape& s, std::vector<float>& x, std::vector<float>& beta,
+                   std::vector<float>& rm) {
+  for (std::int64_t k = 0; k < s.batch; ++k)
+    for (std::int64_t i = 0; i < s.spatial; ++i) x[static_cast<std::size_t>(k * s.channels * s.spatial + i)] = 0.5f;
+  beta[0] = 0.0f;
+  rm[0] = 0.5f;
+  if (s.channels > 1)
+    x[static_cast<std::size_t>(s.spatial + (s.spatial > 2 ? 2 : 0))] = std::numeric_limits<float>::quiet_NaN();
+}
+
+// The y the fused backward masks dy with: the CPU forward's (zeros where relu cut), the same
+// for both sides so that a value rounding to either side of 0 cannot flip the mask, with the
+// rule's edge cases poked in: NaN, -0 and -1 (masked), the smallest subnormal (passes).
+std::vector<float> mask_from(std::vector<float> y) {
+  const float poke[] = {std::numeric_limits<float>::quiet_NaN(), -0.0f, std::numeric_limits<float>::denorm_min(),
+                        -1.0f};
+  for (std::size_t i = 0; i < 4 && i < y.size(); ++i) y[i * 7 % y.size()] = poke[i];
+  return y;
+}
+
+void check(const kernels::BatchNormShape& s, bool training, bool need_dx, bool relu = false) {
   const std::uint64_t data_seed = static_cast<std::uint64_t>(s.batch * 1000003 + s.channels * 101 + s.spatial);
   const auto n = static_cast<std::size_t>(s.batch * s.channels * s.spatial), C = static_cast<std::size_t>(s.channels);
   auto x = random_floats(n, data_seed, -2.0f, 3.0f);
-  const auto gamma = random_floats(C, data_seed + 1, 0.5f, 1.5f), beta = random_floats(C, data_seed + 2);
-  const auto rm = random_floats(C, data_seed + 3), rv = random_floats(C, data_seed + 4, 0.5f, 2.0f);
+  auto beta = random_floats(C, data_seed + 2), rm = random_floats(C, data_seed + 3);
+  const auto gamma = random_floats(C, data_seed + 1, 0.5f, 1.5f), rv = random_floats(C, data_seed + 4, 0.5f, 2.0f);
   const auto dy = random_floats(n, data_seed + 5), dg = random_floats(C, data_seed + 6),
              db = random_floats(C, data_seed + 7);
+  if (relu) relu_boundary(s, x, beta, rm);
 
   Result want{std::vector<float>(n), rm, rv, std::vector<float>(C), std::vector<float>(C), std::vector<float>(n), dg,
               db};
   kernels::cpu::batchnorm_forward(x.data(), gamma.data(), beta.data(), want.rm.data(), want.rv.data(),
-                                  want.y.data(), want.sm.data(), want.si.data(), training, s, Ref::reference);
+                                  want.y.data(), want.sm.data(), want.si.data(), training, s, Ref::reference,
+                                  relu ? kernels::Activation::relu : kernels::Activation::none);
+  const std::vector<float> relu_y = relu ? mask_from(want.y) : std::vector<float>{};
   kernels::cpu::batchnorm_backward(x.data(), gamma.data(), want.sm.data(), want.si.data(), dy.data(),
-                                   want.dx.data(), want.dg.data(), want.db.data(), training, s, Ref::reference);
+                                   want.dx.data(), want.dg.data(), want.db.data(), training, s, Ref::reference,
+                                   relu ? relu_y.data() : nullptr);
   INFO("batchnorm N " << s.batch << " C " << s.channels << " S " << s.spatial << (training ? " train" : " eval")
-                      << (need_dx ? "" : " no-dx"));
+                      << (need_dx ? "" : " no-dx") << (relu ? " relu" : ""));
+  if (relu) {  // the boundary is there: exact zeros, and about half of the rest cut
+    const auto zeros = std::count(want.y.begin(), want.y.end(), 0.0f);
+    REQUIRE(zeros >= s.batch * s.spatial);
+    for (float v : want.y) REQUIRE(v >= 0.0f);
+  }
   std::vector<float> first;
   for (std::uint64_t seed : kSeeds) {
     INFO("schedule seed " << seed);
-    const Result got = run_simt(s, training, need_dx, x, gamma, beta, rm, rv, dy, dg, db, seed);
+    const Result got = run_simt(s, training, need_dx, x, gamma, beta, rm, rv, dy, dg, db, relu ? &relu_y : nullptr,
+                                seed);
     // float sums over up to M values against the CPU's double sums.
     const double bound = 1e-5 * std::sqrt(static_cast<double>(s.per_channel())) + 2e-6;
     CHECK(scaled_error(got.y, want.y) < bound);
@@ -133,6 +175,17 @@ TEST_CASE("batchnorm kernels under the SIMT executor match the CPU reference", "
   for (const auto& s : shapes)
     for (bool training : {true, false})
       for (bool need_dx : {true, false}) check(s, training, need_dx);
+}
+
+TEST_CASE("batchnorm kernels with the fused relu under the SIMT executor match the CPU's fused batchnorm",
+          "[simt][batchnorm]") {
+  // Channels not a multiple of 32 (1, 3, 5, 33, 37) and 64; spatial 1 (BatchNorm1d, and the
+  // channels-last layout) and > 1; one chunk a channel and several (9 x 1000).
+  const kernels::BatchNormShape shapes[] = {bn(2, 1, 1),   bn(7, 3, 1),   bn(64, 33, 1), bn(300, 64, 1),
+                                            bn(3, 5, 49),  bn(5, 37, 13), bn(1, 4, 7),   bn(9, 3, 1000)};
+  for (const auto& s : shapes)
+    for (bool training : {true, false})
+      for (bool need_dx : {true, false}) check(s, training, need_dx, true);
 }
 
 TEST_CASE("global average pooling kernels under the SIMT executor match the CPU bit for bit", "[simt][avgpool]") {
