@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 
 #include "codistill/inspect/inspect.hpp"
+#include "codistill/util/crash_report.hpp"
 #include "codistill/util/openmp_env.hpp"
 
 namespace po = boost::program_options;
@@ -135,6 +136,7 @@ inspect::Report dispatch(const std::string& name, const Parsed& p) {
 
 int main(int argc, char** argv) {
   codistill::reexec_with_bounded_openmp_spin(argv);  // util/openmp_env.hpp: why
+  codistill::install_crash_report("codistill-inspect");  // util/crash_report.hpp
   const std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty()) {
     std::cerr << "codistill-inspect: missing subcommand\n" << usage();

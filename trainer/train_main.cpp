@@ -19,6 +19,7 @@
 #include "codistill/engine/progress.hpp"
 #include "codistill/engine/run_dir.hpp"
 #include "codistill/engine/training.hpp"
+#include "codistill/util/crash_report.hpp"
 #include "codistill/util/openmp_env.hpp"
 
 namespace po = boost::program_options;
@@ -87,6 +88,7 @@ std::vector<std::int64_t> fault_steps(const char* variable) {
 
 int main(int argc, char** argv) {
   codistill::reexec_with_bounded_openmp_spin(argv);  // util/openmp_env.hpp: why
+  codistill::install_crash_report("codistill-train");  // util/crash_report.hpp
   Args args;
   try {
     if (!parse_args(argc, argv, args)) return kExitOk;
