@@ -54,6 +54,19 @@ std::string cmd(const TempDir& dir, const std::string& run, const std::string& e
 
 ckpt::RunStore store(const TempDir& dir, const std::string& run) { return ckpt::RunStore(dir.str(run)); }
 
+// Starts a trainer on kConfig in dir/run (its output in dir/child.out and child.err), sends it
+// `sig` once its first checkpoint exists, and returns its exit code (128 + signal if that
+// ended it).
+int signal_after_first_checkpoint(const TempDir& dir, int sig) {
+  write_text(dir.path() / "c.yaml", kConfig);
+  Child child(cmd(dir, "run"), dir, "child");
+  auto s = store(dir, "run");
+  REQUIRE(wait_until([&] { return !s.checkpoints(0).empty() || !child.running(); }, 120));
+  REQUIRE(child.running());
+  child.signal(sig);
+  return child.wait();
+}
+
 }  // namespace
 
 TEST_CASE("a worker killed with SIGKILL and restarted ends bit-identical to an uninterrupted run", "[process]") {
@@ -87,13 +100,8 @@ TEST_CASE("a worker killed with SIGKILL and restarted ends bit-identical to an u
 
 TEST_CASE("SIGTERM finishes the step, publishes a checkpoint and exits 0, the run then resumes", "[process]") {
   TempDir dir;
-  write_text(dir.path() / "c.yaml", kConfig);
-  Child child(cmd(dir, "run"), dir, "child");
+  const int code = signal_after_first_checkpoint(dir, SIGTERM);
   auto s = store(dir, "run");
-  REQUIRE(wait_until([&] { return !s.checkpoints(0).empty() || !child.running(); }, 120));
-  REQUIRE(child.running());
-  child.signal(SIGTERM);
-  const int code = child.wait();
   // Seen twice: exit 134 (an abort) instead of 0, once in CI, once here in 1 of 40 runs
   // beside a busy loop (stderr: glibc's "malloc(): unaligned tcache chunk detected"); not
   // again in 150 more runs, nor under ASan (90) or TSan (15). What the trainer printed,
@@ -117,13 +125,7 @@ TEST_CASE("SIGTERM finishes the step, publishes a checkpoint and exits 0, the ru
 
 TEST_CASE("a fatal signal names itself and prints the stack on stderr, and ends the trainer with it", "[process]") {
   TempDir dir;
-  write_text(dir.path() / "c.yaml", kConfig);
-  Child child(cmd(dir, "run"), dir, "child");
-  auto s = store(dir, "run");
-  REQUIRE(wait_until([&] { return !s.checkpoints(0).empty() || !child.running(); }, 120));
-  REQUIRE(child.running());
-  child.signal(SIGABRT);
-  const int code = child.wait();
+  const int code = signal_after_first_checkpoint(dir, SIGABRT);
   const std::string err = read_text(dir.path() / "child.err");
   INFO("stderr:\n" << err);
   CHECK(code == 128 + SIGABRT);  // the default action still ends it: the status scripts see
