@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <random>
@@ -15,7 +16,10 @@
 namespace codistill::test {
 
 // A fresh seed per call so every run sees new inputs; printed through Catch's INFO by callers.
+// CODISTILL_TEST_SEED=<the printed seed> replays a failure (every call then returns it).
 inline std::uint64_t fresh_seed() {
+  if (const char* fixed = std::getenv("CODISTILL_TEST_SEED"); fixed && *fixed)
+    return std::stoull(fixed);
   static std::random_device rd;
   return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
 }
