@@ -60,8 +60,15 @@ void bias_grad_rows(const T* dy, T* db, std::int64_t M, std::int64_t N, bool acc
   const std::int64_t blocks = (N + kColBlock - 1) / kColBlock;
   const bool par = go_parallel(M * N) && blocks > 1;
 #pragma omp parallel for schedule(static) if (parallel : par)
-  for (std::int64_t blk = 0; blk < blocks; ++blk) {
-    const std::int64_t n0 = blk * kColBlock, len = std::min(kColBlock, N - n0);
+  for (std::int64_t blk = 0; blk < blocks; ++blk)
+    bias_grad_rows_cols(dy, db, M, N, blk * kColBlock, std::min(N, (blk + 1) * kColBlock), accumulate);
+}
+
+template <class T>
+void bias_grad_rows_cols(const T* dy, T* db, std::int64_t M, std::int64_t N, std::int64_t n_lo, std::int64_t n_hi,
+                         bool accumulate) {
+  for (std::int64_t n0 = n_lo; n0 < n_hi; n0 += kColBlock) {
+    const std::int64_t len = std::min(kColBlock, n_hi - n0);
     double acc[kColBlock];
     for (std::int64_t j = 0; j < len; ++j) acc[j] = 0;
     for (std::int64_t m = 0; m < M; ++m) {
@@ -130,6 +137,8 @@ void bias_grad_channels(const T* dy, T* db, std::int64_t B, std::int64_t C, std:
 #define CODISTILL_BIAS(T)                                                                    \
   template void bias_add_rows<T>(T*, const T*, std::int64_t, std::int64_t, Impl);            \
   template void bias_grad_rows<T>(const T*, T*, std::int64_t, std::int64_t, bool, Impl);     \
+  template void bias_grad_rows_cols<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, \
+                                       std::int64_t, bool);                                  \
   template void bias_add_channels<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, \
                                      Impl);                                                  \
   template void bias_grad_channels<T>(const T*, T*, std::int64_t, std::int64_t,              \

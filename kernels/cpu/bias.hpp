@@ -13,6 +13,12 @@ void bias_add_rows(T* y, const T* b, std::int64_t M, std::int64_t N, Impl impl =
 template <class T>
 void bias_grad_rows(const T* dy, T* db, std::int64_t M, std::int64_t N, bool accumulate,
                     Impl impl = Impl::fast);
+// bias_grad_rows's fast path over columns [n_lo, n_hi) only, on the calling thread (for
+// callers that split the columns over threads of their own): every column sums its rows in
+// order in double, so any split gives bias_grad_rows's bits.
+template <class T>
+void bias_grad_rows_cols(const T* dy, T* db, std::int64_t M, std::int64_t N, std::int64_t n_lo, std::int64_t n_hi,
+                         bool accumulate);
 template <class T>
 void bias_add_channels(T* y, const T* b, std::int64_t B, std::int64_t C, std::int64_t S,
                        Impl impl = Impl::fast);

@@ -118,39 +118,50 @@ void gemm_fast(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
     scale_c(M, N, beta, C, N);
     return;
   }
-  const std::int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
-  // Range checks before the parallel region: an exception must not escape an OpenMP thread.
-  for (std::int64_t v : {M, N, K}) to_blas_int(v, "size");
-  const bool split_m = M >= N;
-  const std::int64_t len = split_m ? M : N;
-  const std::int64_t align = 64 / static_cast<std::int64_t>(sizeof(T));  // one cache line
-
-  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  nt = static_cast<int>(std::min<double>(nt, std::max(1.0, flops / kMinFlopsPerThread)));
-  nt = static_cast<int>(std::min<std::int64_t>(nt, (len + align - 1) / align));
-  if (nt <= 1) {
-    gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
+  // gemm_split checks the sizes before the parallel region: an exception must not escape
+  // an OpenMP thread.
+  const GemmSplit s = gemm_split<T>(M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
+  if (s.parts <= 1) return gemm_part(s, 0, ta, tb, M, N, K, alpha, A, B, beta, C);
   // Each thread owns a block of rows (or columns) of C: no two threads write the same
   // element and each element's sum runs in the library's fixed order, so the result depends
   // only on the thread count.
-#pragma omp parallel num_threads(nt)
-  {
-    const auto [lo, hi] = block(len, omp_get_num_threads(), omp_get_thread_num(), align);
-    if (lo < hi) {
-      if (split_m)
-        gemm_serial(ta, tb, hi - lo, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta,
-                    C + lo * ldc, ldc);
-      else
-        gemm_serial(ta, tb, M, hi - lo, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta,
-                    C + lo, ldc);
-    }
-  }
+#pragma omp parallel num_threads(s.parts)
+  gemm_part(s, omp_get_thread_num(), ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
 }  // namespace
+
+template <class T>
+GemmSplit gemm_split(std::int64_t M, std::int64_t N, std::int64_t K, int threads) {
+  check_dims(M, N, K);
+  for (std::int64_t v : {M, N, K}) to_blas_int(v, "size");  // here, not inside a caller's region
+  GemmSplit s;
+  s.split_m = M >= N;
+  s.len = s.split_m ? M : N;
+  s.align = 64 / static_cast<std::int64_t>(sizeof(T));  // one cache line
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  double nt = std::min<double>(std::max(threads, 1), std::max(1.0, flops / kMinFlopsPerThread));
+  nt = std::min<double>(nt, static_cast<double>((s.len + s.align - 1) / s.align));
+  s.parts = std::max(1, static_cast<int>(nt));
+  return s;
+}
+
+template <class T>
+void gemm_part(const GemmSplit& s, int p, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
+               const T* A, const T* B, T beta, T* C) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (p == 0) scale_c(M, N, beta, C, N);
+    return;
+  }
+  const std::int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+  const auto [lo, hi] = block(s.len, s.parts, p, s.align);
+  if (lo >= hi) return;
+  if (s.split_m)
+    gemm_serial(ta, tb, hi - lo, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
+  else
+    gemm_serial(ta, tb, M, hi - lo, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+}
 
 template <class T>
 void gemm_serial(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
@@ -183,7 +194,10 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
                         const T*, T, T*, Impl);                                              \
   template void gemm_serial<T>(bool, bool, std::int64_t, std::int64_t, std::int64_t, T,      \
                                const T*, std::int64_t, const T*, std::int64_t, T, T*,        \
-                               std::int64_t);
+                               std::int64_t);                                                \
+  template GemmSplit gemm_split<T>(std::int64_t, std::int64_t, std::int64_t, int);           \
+  template void gemm_part<T>(const GemmSplit&, int, bool, bool, std::int64_t, std::int64_t,  \
+                             std::int64_t, T, const T*, const T*, T, T*);
 CODISTILL_GEMM(float)
 CODISTILL_GEMM(double)
 #undef CODISTILL_GEMM

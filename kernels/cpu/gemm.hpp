@@ -22,4 +22,23 @@ void gemm_serial(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std
                  T alpha, const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C,
                  std::int64_t ldc);
 
+// How gemm's fast path splits C over threads, for callers that run several GEMMs (and
+// their own loops) in one parallel region of theirs: part p of `parts` computes a block of
+// rows (split_m) or columns of C. gemm_split(..., threads) gives the split gemm would use
+// with that many threads (fewer parts for small GEMMs: a fork costs more than it saves), so
+// a part computes exactly the bits gemm computes for that block. gemm_split throws
+// std::invalid_argument on sizes the libraries cannot take.
+struct GemmSplit {
+  int parts = 1;
+  bool split_m = true;
+  std::int64_t len = 0, align = 16;
+};
+template <class T>
+GemmSplit gemm_split(std::int64_t M, std::int64_t N, std::int64_t K, int threads);
+// Part p of split s of the fast path's C = alpha op(A) op(B) + beta C (sizes as given to
+// gemm_split, which checked them: nothing here throws). A no-op for an empty part.
+template <class T>
+void gemm_part(const GemmSplit& s, int p, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N,
+               std::int64_t K, T alpha, const T* A, const T* B, T beta, T* C);
+
 }  // namespace codistill::kernels::cpu

@@ -1,5 +1,8 @@
 #include "kernels/cpu/linear.hpp"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -59,6 +62,21 @@ std::vector<T> rounded(const T* x, std::int64_t n) {
   return out;
 }
 
+// Below this many elements of dy the fused backward's own loops (relu gradient, bias
+// gradient) stay on one thread when its GEMMs do.
+constexpr std::int64_t kFuseParallelMin = 1 << 15;
+
+// relu's gradient over [lo, hi): as relu_backward (kernels/cpu/activation.cpp), dy loaded
+// unconditionally so that the select vectorizes.
+template <class T>
+void relu_grad_span(const T* y, const T* dy, T* dx, std::int64_t lo, std::int64_t hi) {
+#pragma omp simd
+  for (std::int64_t i = lo; i < hi; ++i) {
+    const T g = dy[i];
+    dx[i] = y[i] > T(0) ? g : T(0);
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -109,11 +127,57 @@ void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, s
   if (db) bias_grad_rows(dy, db, M, N, accumulate, Impl::fast);
 }
 
+template <class T>
+void linear_backward_relu(const T* x, const T* w, const T* dy, const T* relu_y, T* dpre, T* dx, T* dw, T* db,
+                          std::int64_t M, std::int64_t N, std::int64_t K, bool accumulate) {
+  check("linear_backward", M, N, K);
+  if (relu_y && !dpre) throw std::invalid_argument("linear_backward: a fused relu needs dpre");
+  if (M == 0) {  // nothing to sum: dw and db keep (accumulate) or get zeros
+    if (!accumulate) {
+      std::fill(dw, dw + N * K, T(0));
+      if (db) std::fill(db, db + N, T(0));
+    }
+    return;
+  }
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const GemmSplit sdx = gemm_split<T>(M, K, N, threads);  // dx[M, K] = g[M, N] w[N, K]
+  const GemmSplit sdw = gemm_split<T>(N, K, M, threads);  // dw[N, K] (+)= g^T x
+  // A GEMM's part p runs on thread (p + shift) % nt: two one-part GEMMs (a small layer's)
+  // run on two threads side by side.
+  const int dx_parts = dx ? sdx.parts : 0, dw_shift = dx_parts;
+  const int nt = std::min(threads, std::max({dx_parts, sdw.parts, M * N >= kFuseParallelMin ? threads : 1}));
+  const T* g = relu_y ? dpre : dy;
+  const T beta = accumulate ? T(1) : T(0);
+  auto body = [&](int t, int parts, bool sync) {
+    if (relu_y) {  // dpre = dy * [y > 0], this thread's rows; the GEMMs read all of it
+      const std::int64_t n = M * N, units = (n + 15) / 16;
+      const std::int64_t lo = std::min(n, units * t / parts * 16), hi = std::min(n, units * (t + 1) / parts * 16);
+      relu_grad_span(relu_y, dy, dpre, lo, hi);
+      if (sync) {
+#pragma omp barrier
+      }
+    }
+    for (int p = 0; p < dx_parts; ++p)
+      if (p % parts == t) gemm_part<T>(sdx, p, false, false, M, K, N, T(1), g, w, T(0), dx);
+    for (int p = 0; p < sdw.parts; ++p)
+      if ((p + dw_shift) % parts == t) gemm_part<T>(sdw, p, true, false, N, K, M, T(1), g, x, beta, dw);
+    if (db) {
+      const std::int64_t lo = N * t / parts, hi = N * (t + 1) / parts;
+      if (lo < hi) bias_grad_rows_cols(g, db, M, N, lo, hi, accumulate);
+    }
+  };
+  if (nt <= 1) return body(0, 1, false);
+#pragma omp parallel num_threads(nt)
+  body(omp_get_thread_num(), omp_get_num_threads(), true);
+}
+
 #define CODISTILL_LINEAR(T)                                                                  \
   template void linear_forward<T>(const T*, const T*, const T*, T*, std::int64_t,            \
                                   std::int64_t, std::int64_t, Impl, Bf16Gemm*);              \
   template void linear_backward<T>(const T*, const T*, const T*, T*, T*, T*, std::int64_t,   \
-                                   std::int64_t, std::int64_t, bool, Impl, Bf16Gemm*);
+                                   std::int64_t, std::int64_t, bool, Impl, Bf16Gemm*);       \
+  template void linear_backward_relu<T>(const T*, const T*, const T*, const T*, T*, T*, T*,  \
+                                        T*, std::int64_t, std::int64_t, std::int64_t, bool);
 CODISTILL_LINEAR(float)
 CODISTILL_LINEAR(double)
 #undef CODISTILL_LINEAR
