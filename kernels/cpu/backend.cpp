@@ -126,9 +126,17 @@ class CpuBackend final : public Backend {
     require_support(*this, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), "linear");
     const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
     dispatch_floating(x.dtype(), [&]<class T>() {
-      cpu::linear_forward<T>(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), M, N, K, impl_of(q),
-                             gemm_engine(q));
-      if (act == Activation::none) return;
+      // float32 on the fast path: oneDNN's matmul primitive, a relu inside its kernel
+      // (kernels/cpu/dnnl_matmul.hpp).
+      bool done = false;
+      if constexpr (std::is_same_v<T, float>)
+        done = impl_of(q) == cpu::Impl::fast && !gemm_engine(q) && M > 0 &&
+               cpu_queue(q, "linear").matmul().linear_forward(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), M,
+                                                               N, K, act == Activation::relu);
+      if (!done)
+        cpu::linear_forward<T>(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), M, N, K, impl_of(q),
+                               gemm_engine(q));
+      if (act == Activation::none || (done && act == Activation::relu)) return;
       // gelu's backward needs the pre-activation; relu's only its output (in place).
       if (act == Activation::gelu && pre) std::memcpy(pre->raw(), y.raw(), y.nbytes());
       activate<T>(y.data<T>(), y.data<T>(), y.numel(), act, impl_of(q));
@@ -140,6 +148,14 @@ class CpuBackend final : public Backend {
     require_support(*this, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), "linear");
     const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
     dispatch_floating(x.dtype(), [&]<class T>() {
+      if ((act == Activation::none || act == Activation::relu) && impl_of(q) == cpu::Impl::fast && !gemm_engine(q)) {
+        if (act == Activation::relu && (!saved || !dpre))
+          throw std::invalid_argument("linear backward: a fused activation needs saved and dpre");
+        cpu::linear_backward_relu<T>(x.data<T>(), w.data<T>(), dy.data<T>(),
+                                     act == Activation::relu ? saved->data<T>() : nullptr, opt<T>(dpre), opt<T>(dx),
+                                     dw.data<T>(), opt<T>(db), M, N, K, /*accumulate=*/true);
+        return;
+      }
       const T* g = dy.data<T>();
       if (act != Activation::none) {
         if (!saved || !dpre) throw std::invalid_argument("linear backward: a fused activation needs saved and dpre");

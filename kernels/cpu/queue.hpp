@@ -4,6 +4,9 @@
 // plus the per-queue state of the libraries it calls (oneDNN's bf16 GEMMs and
 // convolutions: primitives per shape, made on first use), as a CUDA queue owns its
 // handles and plan caches.
+#include <omp.h>
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -12,6 +15,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/dnnl_conv.hpp"
+#include "kernels/cpu/dnnl_matmul.hpp"
 
 namespace codistill::kernels::cpu {
 
@@ -25,6 +29,7 @@ class CpuEvent final : public Event {
 
 class CpuQueue final : public Queue {
  public:
+  static constexpr std::size_t kParallelZeroBytes = std::size_t{256} << 10;
   CpuQueue(Backend& b, QueueOptions o) : Queue(b, Device::cpu(), o) {}
   // This queue's bf16 GEMM engine (oneDNN primitives per shape, operand workspaces): per
   // queue, as the CUDA queue's plan caches, made on first use.
@@ -44,8 +49,22 @@ class CpuQueue final : public Queue {
     }
     dst.copy_from(src);
   }
+  // Zeroing a model's gradients (1 MB for fmnist_mlp) took 9 us of a 470 us step on one
+  // thread: large tensors are split across the OpenMP threads.
   void zero(Tensor& t) override {
-    if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
+    const std::size_t n = t.nbytes();
+    if (n < kParallelZeroBytes || omp_in_parallel() || omp_get_max_threads() == 1) {
+      if (n) std::memset(t.raw(), 0, n);
+      return;
+    }
+    auto* p = static_cast<unsigned char*>(t.raw());
+#pragma omp parallel
+    {
+      const std::size_t parts = static_cast<std::size_t>(omp_get_num_threads()), i = static_cast<std::size_t>(omp_get_thread_num());
+      const std::size_t lines = (n + 63) / 64, lo = std::min(n, lines * i / parts * 64),
+                        hi = std::min(n, lines * (i + 1) / parts * 64);
+      if (lo < hi) std::memset(p + lo, 0, hi - lo);
+    }
   }
   // The queue's oneDNN state for convolutions (engine, primitives per shape, scratch), made
   // on first use.
@@ -53,10 +72,16 @@ class CpuQueue final : public Queue {
     if (!conv_) conv_ = std::make_unique<cpu::DnnlConv>();
     return *conv_;
   }
+  // The queue's oneDNN state for linear layers' forward (primitives per shape).
+  cpu::DnnlMatmul& matmul() {
+    if (!matmul_) matmul_ = std::make_unique<cpu::DnnlMatmul>();
+    return *matmul_;
+  }
 
  private:
   std::unique_ptr<cpu::Bf16Gemm> bf16_;
   std::unique_ptr<cpu::DnnlConv> conv_;
+  std::unique_ptr<cpu::DnnlMatmul> matmul_;
 };
 
 inline CpuQueue& cpu_queue(Queue& q, const char* op) {

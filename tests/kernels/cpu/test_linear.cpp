@@ -1,11 +1,16 @@
 // linear: fast vs reference, finite-difference gradients, accumulate and null-pointer paths.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/backend.hpp"
+#include "kernels/cpu/activation.hpp"
+#include "kernels/cpu/impl.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "kernels/tensor.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill::kernels::cpu;
@@ -127,4 +132,77 @@ TEST_CASE("linear rejects bad sizes", "[linear]") {
                                            nullptr, 2, 2, 0, false, impl),
                     std::invalid_argument);
   }
+}
+
+// linear_backward_relu (the fast path's fused backward: one parallel region) computes the
+// bits of the ops it replaces run one after the other: relu_backward, then linear_backward's
+// GEMMs and bias sum. Shapes: fmnist_mlp's three layers, odd sizes, a one-row batch, an
+// empty batch; with and without relu, dx, db; accumulating and overwriting; 1 and 2 threads.
+TEMPLATE_TEST_CASE("fused linear + relu backward equals the separate ops bit for bit", "[linear]", float, double) {
+  using T = TestType;
+  const auto seed = fresh_seed();
+  INFO("seed " << seed);
+  const int threads = GENERATE(1, 2);
+  set_num_threads(threads);
+  struct Shape {
+    std::int64_t M, N, K;
+  };
+  for (const Shape s : {Shape{128, 256, 784}, Shape{128, 256, 256}, Shape{128, 10, 256}, Shape{7, 13, 33},
+                        Shape{1, 5, 3}, Shape{300, 3, 1000}, Shape{0, 4, 6}})
+    for (const bool relu : {true, false})
+      for (const bool with_dx : {true, false})
+        for (const bool accumulate : {true, false}) {
+          const std::int64_t M = s.M, N = s.N, K = s.K;
+          INFO("threads " << threads << " M " << M << " N " << N << " K " << K << " relu " << relu << " dx "
+                          << with_dx << " accumulate " << accumulate);
+          const auto x = random_vector<T>(M * K, seed), w = random_vector<T>(N * K, seed + 1);
+          const auto dy = random_vector<T>(M * N, seed + 2);
+          auto y = random_vector<T>(M * N, seed + 3);
+          for (auto& v : y) v = v > T(0.2) ? v : T(0);  // a relu output: a third of it zeros
+          const auto dw0 = random_vector<T>(N * K, seed + 4), db0 = random_vector<T>(N, seed + 5);
+          // the separate ops
+          auto g = poisoned<T>(M * N), dx_a = poisoned<T>(M * K);
+          auto dw_a = dw0, db_a = db0;
+          if (relu && M > 0) relu_backward<T>(y.data(), dy.data(), g.data(), M * N);
+          linear_backward<T>(x.data(), w.data(), relu ? g.data() : dy.data(), with_dx ? dx_a.data() : nullptr,
+                             dw_a.data(), db_a.data(), M, N, K, accumulate);
+          // fused
+          auto dpre = poisoned<T>(M * N), dx_b = poisoned<T>(M * K);
+          auto dw_b = dw0, db_b = db0;
+          linear_backward_relu<T>(x.data(), w.data(), dy.data(), relu ? y.data() : nullptr, dpre.data(),
+                                  with_dx ? dx_b.data() : nullptr, dw_b.data(), db_b.data(), M, N, K, accumulate);
+          CHECK(dw_a == dw_b);
+          CHECK(db_a == db_b);
+          if (with_dx) CHECK(dx_a == dx_b);
+          if (relu) CHECK(g == dpre);
+        }
+  set_num_threads(2);
+}
+
+// The fast forward's relu (inside oneDNN's matmul kernel on the CPU backend) gives the bits
+// of relu_forward's `v > 0 ? v : 0`: NaN -> 0 and -0 -> +0.
+TEST_CASE("the CPU backend's linear + relu forward maps NaN and -0 pre-activations as relu does", "[linear]") {
+  namespace k = codistill::kernels;
+  k::Backend& cpu = k::backend_for(k::DeviceKind::cpu);
+  const auto q = cpu.make_queue(k::Device::cpu(), {});
+  // Row m of x is (v_m, 0, ..., 0) and row n of w (u_n, 1, ..., 1): pre-activation v_m u_n.
+  const std::int64_t M = 33, N = 40, K = 16;
+  k::Tensor x = k::Tensor::empty({M, K}), w = k::Tensor::empty({N, K}), y = k::Tensor::empty({M, N});
+  std::fill(x.data<float>(), x.data<float>() + M * K, 0.0f);
+  std::fill(w.data<float>(), w.data<float>() + N * K, 1.0f);
+  for (std::int64_t m = 0; m < M; ++m) x.data<float>()[m * K] = m % 3 == 0 ? -0.0f : static_cast<float>(m) - 16;
+  // Columns: a NaN weight, a zero weight (pre-activation +-0), negative, positive.
+  for (std::int64_t n = 0; n < N; ++n)
+    w.data<float>()[n * K] = n % 4 == 0 ? NAN : n % 4 == 1 ? 0.0f : (n % 4 == 2 ? -1.5f : 0.75f);
+  std::fill(y.data<float>(), y.data<float>() + M * N, 123.0f);
+  cpu.linear_forward(x, w, nullptr, y, k::Activation::relu, nullptr, *q);
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t n = 0; n < N; ++n) {
+      const float pre = x.data<float>()[m * K] * w.data<float>()[n * K];
+      const float want = pre > 0 ? pre : 0.0f;
+      const float got = y.data<float>()[m * N + n];
+      INFO("m " << m << " n " << n << " pre " << pre << " got " << got);
+      REQUIRE(got == want);
+      REQUIRE(std::signbit(got) == std::signbit(want));
+    }
 }
