@@ -53,8 +53,9 @@ struct DataConfig {
   std::uint64_t synthetic_seed = 7;  // the mixture itself, shared by all workers
   AugmentConfig augment;
   // Prepare the next training batch (gather + augmentation) on a helper thread while the
-  // current step computes. The batches are the same with or without it.
-  bool prefetch = true;
+  // current step computes: auto | true | false (auto: on for a device, on the CPU only
+  // when the step's threads leave a core free). The batches are the same either way.
+  std::string prefetch = "auto";
 };
 
 struct ModelConfig {

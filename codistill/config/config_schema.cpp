@@ -109,7 +109,7 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(data.synthetic_seed, any()),
       CODISTILL_KEY(data.augment.crop_padding, ge(0)),
       CODISTILL_KEY(data.augment.flip, any()),
-      CODISTILL_KEY(data.prefetch, any()),
+      CODISTILL_KEY(data.prefetch, one_of({"auto", "true", "false"})),
   };
   for (auto& f : make_model_keys()) keys.push_back(f);
   // Model keys of the config file but not of the architecture (model_fields()).

@@ -1,5 +1,7 @@
 #include "codistill/data/dataset.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -105,7 +107,7 @@ Normalization normalize(Splits& splits, const std::string& kind, double raw_max)
 }
 
 void gather(const Dataset& d, std::span<const std::int64_t> indices, kernels::Tensor& images,
-            std::vector<std::int32_t>& labels) {
+            std::vector<std::int32_t>& labels, bool parallel) {
   const auto n = static_cast<std::int64_t>(indices.size());
   const auto& want = d.images.shape();
   const auto& got = images.shape();
@@ -131,7 +133,11 @@ void gather(const Dataset& d, std::span<const std::int64_t> indices, kernels::Te
   // Rows come from random places in a large array: ask for the start of the row a few
   // examples ahead so that its first cache miss overlaps the current copy (the hardware
   // prefetcher follows a row once it has started). ~25% faster on Fashion-MNIST batches.
+  // In parallel (a training batch of fmnist_mlp, 128 rows of 3 KB: 30 -> 17 us on two threads)
+  // each thread copies a contiguous block of rows, prefetching within its block.
   constexpr std::int64_t kAhead = 4;
+  const bool par = parallel && n >= 16 && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
   for (std::int64_t i = 0; i < n; ++i) {
     if (i + kAhead < n) __builtin_prefetch(src + indices[i + kAhead] * row);
     const std::int64_t k = indices[i];

@@ -80,8 +80,10 @@ Normalization normalize(Splits& splits, const std::string& kind, double raw_max)
 // [n, C, H, W], allocated by the caller) and labels[0..n) (resized to n). Throws
 // std::invalid_argument on a shape mismatch or an index outside [0, d.size()).
 // This is the training hot path: one memcpy per example, no allocation once `labels`
-// has reached its size.
+// has reached its size. `parallel`: the rows are split across the calling thread's OpenMP
+// threads (for a caller whose step waits for the batch; a helper thread working beside
+// the compute threads should not start a team of its own).
 void gather(const Dataset& d, std::span<const std::int64_t> indices, kernels::Tensor& images,
-            std::vector<std::int32_t>& labels);
+            std::vector<std::int32_t>& labels, bool parallel = false);
 
 }  // namespace codistill::data

@@ -1,5 +1,7 @@
 #include "codistill/engine/batch_loader.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -9,6 +11,29 @@
 #include <fmt/format.h>
 
 namespace codistill {
+
+namespace {
+
+// The cores this process may run on (its affinity mask: a container or taskset may give
+// fewer than the machine has).
+int usable_cores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+bool prefetch_batches(const std::string& setting, const kernels::Device& device, int threads) {
+  if (setting == "true") return true;
+  if (setting == "false") return false;
+  if (setting != "auto")
+    throw std::invalid_argument(fmt::format("data.prefetch: '{}' (expected auto, true or false)", setting));
+  return !device.is_cpu() || threads < usable_cores();
+}
 
 BatchLoader::BatchLoader(const data::Dataset& train, data::AugmentOptions augment, bool prefetch, RankSlice slice)
     : train_(train), augment_(augment), prefetch_(prefetch), slice_(slice) {
@@ -37,7 +62,7 @@ void BatchLoader::helper_main() {
     lock.unlock();
     std::exception_ptr failure;
     try {
-      prepare(job.step, job.indices, *job.target, helper_label_rows_);
+      prepare(job.step, job.indices, *job.target, helper_label_rows_, /*parallel=*/false);
     } catch (...) {
       failure = std::current_exception();  // rethrown by load() if the batch is used
     }
@@ -59,7 +84,7 @@ std::optional<BatchLoader::Job> BatchLoader::finish_job(std::exception_ptr& fail
 }
 
 void BatchLoader::prepare(std::int64_t step, const std::vector<std::int64_t>& indices, HostBatch& b,
-                          std::vector<std::int32_t>& label_rows) const {
+                          std::vector<std::int32_t>& label_rows, bool parallel) const {
   const std::size_t parts = b.x.size(), ranks = static_cast<std::size_t>(slice_.ranks);
   if (parts == 0 || b.labels.size() != parts || indices.size() % (parts * ranks) != 0)
     throw std::logic_error(fmt::format("BatchLoader: {} indices for {} micro-batches on each of {} ranks",
@@ -70,7 +95,7 @@ void BatchLoader::prepare(std::int64_t step, const std::vector<std::int64_t>& in
   const std::span<const std::int64_t> slice = std::span<const std::int64_t>(indices).subspan(first, mine);
   b.rows.assign(parts, 0);
   for (std::size_t i = 0; i < parts; ++i) {
-    data::gather(train_, slice.subspan(i * per, per), b.x[i], label_rows);
+    data::gather(train_, slice.subspan(i * per, per), b.x[i], label_rows, parallel);
     std::memcpy(b.labels[i].raw(), label_rows.data(), label_rows.size() * sizeof(std::int32_t));
     b.rows[i] = std::count_if(label_rows.begin(), label_rows.end(), [](std::int32_t y) { return y != -1; });
     // The row within the whole (group's) batch, so that micro-batches and ranks change nothing.
@@ -98,7 +123,8 @@ void BatchLoader::load(std::int64_t step, data::BatchSampler& sampler, HostBatch
     if (failure) std::rethrow_exception(failure);
     ++prefetched_;
   } else {
-    prepare(step, indices_, into, label_rows_);
+    // The step waits for this batch: the gather may use the step's threads.
+    prepare(step, indices_, into, label_rows_, /*parallel=*/true);
     ++inline_;
   }
   if (!prefetch_ || !next) return;

@@ -265,6 +265,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   // Phase 1's source (engine/batch_source.hpp). Every rank draws the group's whole batch
   // and trains on its own slice of it.
   std::unique_ptr<BatchSource> source;
+  bool prefetch = false;  // image batches prepared a step ahead (data.prefetch)
   if (is_text) {
     data::text::WindowOptions wo;
     wo.batch_size = c.data.batch_size;
@@ -285,7 +286,9 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
     s.sampler = std::make_unique<data::BatchSampler>(s.data.train, sampler_opts);
     StepInput input;
     input.augment = data::augment_options(c, s.data.train.normalization);
-    input.prefetch = c.data.prefetch;
+    input.prefetch = prefetch = prefetch_batches(c.data.prefetch, s.device, kernels::cpu::num_threads());
+    s.log->info("batch prefetch: {}{}", input.prefetch ? "on" : "off",
+                c.data.prefetch == "auto" ? " (data.prefetch: auto)" : "");
     input.slice = {rank, ranks};
     if (input.augment.enabled())
       s.log->info("augmentation of training batches: random crop with padding {} (fill {:.4f}, raw 0), flip {}",
@@ -343,7 +346,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   const bool distills = c.codistill.enabled || !c.codistill.fixed_teachers.empty();
   loss_params.hard_weight = distills ? c.codistill.hard_weight : 1.0;
   s.step = std::make_unique<TrainStep>(s.model, std::move(source), c.data.batch_size, loss_params,
-                                       c.train.micro_batches, /*double_buffer=*/!is_text && c.data.prefetch);
+                                       c.train.micro_batches, /*double_buffer=*/prefetch);
   s.step->set_teacher_compute(teacher_compute(c));
   if (c.train.fused_head) {
     try {

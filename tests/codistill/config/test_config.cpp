@@ -43,7 +43,7 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.data.synthetic_seed == 99u);
   CHECK(c.data.augment.crop_padding == 4);
   CHECK(c.data.augment.flip);
-  CHECK_FALSE(c.data.prefetch);
+  CHECK(c.data.prefetch == "false");
   CHECK(c.model.init_from == "runs/pretrained/worker-000");
   CHECK(c.model.memory_format == "nchw");
   CHECK(c.model.hidden == std::vector<std::int64_t>{512});

@@ -3,6 +3,7 @@
 // helper thread reaches the step that uses its batch. A worker group's ranks together load
 // exactly the rows of one process with the group's batch.
 #include <catch2/catch.hpp>
+#include <sched.h>
 
 #include <array>
 #include <cstring>
@@ -167,4 +168,22 @@ TEST_CASE("a group's ranks load, between them, the rows one process loads with t
     CHECK(joined == bytes(one));  // images (augmented by their row in the group batch) and labels
   }
   CHECK_THROWS_AS(BatchLoader(d, augment(), false, RankSlice{2, 2}), std::invalid_argument);
+}
+
+TEST_CASE("data.prefetch: true and false are obeyed, auto prefetches for a device and for a CPU with a core to spare",
+          "[engine][prefetch]") {
+  const auto cpu = kernels::Device::cpu(), gpu = kernels::Device::cuda(0);
+  for (const auto& d : {cpu, gpu}) {
+    CHECK(prefetch_batches("true", d, 4096));
+    CHECK_FALSE(prefetch_batches("false", d, 1));
+  }
+  CHECK(prefetch_batches("auto", gpu, 4096));
+  CHECK_FALSE(prefetch_batches("auto", cpu, 4096));  // more threads than any test machine's cores
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(sched_getaffinity(0, sizeof(set), &set) == 0);
+  const int cores = CPU_COUNT(&set);
+  CHECK_FALSE(prefetch_batches("auto", cpu, cores));  // every core computing: gathered inline
+  if (cores > 1) CHECK(prefetch_batches("auto", cpu, cores - 1));
+  REQUIRE_THROWS_WITH(prefetch_batches("yes", cpu, 1), Catch::Contains("data.prefetch") && Catch::Contains("auto, true or false"));
 }

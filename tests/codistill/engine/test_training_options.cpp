@@ -69,10 +69,10 @@ TEST_CASE("prefetch on and off train bit-identically, with augmentation and micr
   c.data.augment.flip = true;
   c.train.micro_batches = 2;
   c.run.dir = dir.str("on");
-  c.data.prefetch = true;
+  c.data.prefetch = "true";
   const auto on = trained_params(c);
   c.run.dir = dir.str("off");
-  c.data.prefetch = false;
+  c.data.prefetch = "false";
   const auto off = trained_params(c);
   CHECK(same_bits(on, off));
   // The checkpoints, sampler position included, are the same too.
