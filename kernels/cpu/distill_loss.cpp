@@ -157,8 +157,12 @@ RowsFn<T> rows_fn(Isa isa) {
   }
 }
 
-// Below this many logits (student + teachers) a second thread costs more than it saves.
+// Below this much work a second thread costs more than it saves. The work of a row is its
+// logits (student + teachers) plus a fixed cost in logits' worth (the row's max, log and
+// sums, latency bound for short rows): fmnist_mlp's 128 rows of 10 logits took 11 us on
+// one thread.
 constexpr std::int64_t kParallelMin = 1 << 15;
+constexpr std::int64_t kRowCost = 256;
 // Rows are handed to threads in tasks of about this many logits, dynamically: a thread
 // slowed down (a busy core, ignored rows elsewhere) takes fewer tasks instead of making
 // the others wait. Results do not depend on who ran which row.
@@ -173,13 +177,15 @@ DistillLossSums distill_fast(const T* student, const T* const* teachers, int K,
                    p.hard_weight, 1.0 / static_cast<double>(rows), row_ce.data(), row_kl.data()};
   const RowsFn<T> fn = rows_fn<T>(chosen_isa());
   int threads = 1;
-  if (!omp_in_parallel() && N * V * (K + 1) >= kParallelMin)
+  if (!omp_in_parallel() && N * (V * (K + 1) + kRowCost) >= kParallelMin)
     threads = static_cast<int>(std::min<std::int64_t>(omp_get_max_threads(), N));
   // Four scratch rows per thread (rows::Scratch); left uninitialized, and the ones a
   // configuration does not use are never touched.
   const std::size_t per_thread = 4 * static_cast<std::size_t>(V);
   const std::unique_ptr<T[]> scratch(new T[per_thread * threads]);
-  const std::int64_t task_rows = std::max<std::int64_t>(1, kTaskLogits / (V * (K + 1)));
+  // At least four tasks per thread, so that short rows are shared out too.
+  const std::int64_t task_rows = std::max<std::int64_t>(
+      1, std::min<std::int64_t>(kTaskLogits / (V * (K + 1)), (N + 4 * threads - 1) / (4 * threads)));
   const std::int64_t tasks = (N + task_rows - 1) / task_rows;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {

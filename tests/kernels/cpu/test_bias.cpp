@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <vector>
 
@@ -107,5 +108,35 @@ TEST_CASE("bias ops reject negative sizes", "[bias]") {
     CHECK_THROWS_AS(bias_add_rows<float>(v.data(), v.data(), -1, 2, impl), std::invalid_argument);
     CHECK_THROWS_AS(bias_grad_channels<float>(v.data(), v.data(), 1, -2, 2, false, impl),
                     std::invalid_argument);
+  }
+}
+
+// The row bias gradient's loop is compiled per ISA (kernels/cpu/isa.hpp): each copy gives
+// the baseline's bits (adds only, each column's rows in order), whatever the column split.
+TEMPLATE_TEST_CASE("row bias gradient: every ISA copy and column split gives the same bits", "[bias]", float, double) {
+  using T = TestType;
+  const auto seed = fresh_seed();
+  INFO("seed " << seed);
+  const auto [M, N] = GENERATE(table<int, int>({{1, 1}, {33, 10}, {128, 256}, {45, 1100}}));
+  INFO("M " << M << " N " << N);
+  const auto dy = random_vector<T>(M * N, seed), start = random_vector<T>(N, seed + 1);
+  for (bool acc : {false, true}) {
+    INFO("accumulate " << acc);
+    std::vector<std::vector<T>> got;
+    for (const char* isa : {"baseline", "avx2", "avx512"}) {
+      setenv("CODISTILL_CPU_ISA", isa, 1);
+      auto whole = acc ? start : poisoned<T>(N), split = acc ? start : poisoned<T>(N);
+      bias_grad_rows<T>(dy.data(), whole.data(), M, N, acc, Impl::fast);
+      // Three uneven column ranges, as threads of a caller's region would take them.
+      const int a = N / 3, b = N - N / 5;
+      bias_grad_rows_cols<T>(dy.data(), split.data(), M, N, 0, a, acc);
+      bias_grad_rows_cols<T>(dy.data(), split.data(), M, N, a, b, acc);
+      bias_grad_rows_cols<T>(dy.data(), split.data(), M, N, b, N, acc);
+      CHECK(whole == split);
+      got.push_back(whole);
+    }
+    unsetenv("CODISTILL_CPU_ISA");
+    CHECK(got[0] == got[1]);
+    CHECK(got[0] == got[2]);
   }
 }

@@ -1,0 +1,69 @@
+// The optimizer updates' fast path (kernels/cpu/optimizer.hpp): its loops are compiled per
+// ISA and split over threads, and every copy, split and the reference give the same bits
+// (elementwise, no multiply-add contraction in that file).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/cpu/impl.hpp"
+#include "kernels/cpu/optimizer.hpp"
+#include "support/test_util.hpp"
+
+using namespace codistill::kernels::cpu;
+using codistill::kernels::AdamWScalars;
+using codistill::kernels::SgdScalars;
+using codistill::test::fresh_seed;
+using codistill::test::random_vector;
+
+namespace {
+
+struct IsaScope {
+  explicit IsaScope(const char* isa) { setenv("CODISTILL_CPU_ISA", isa, 1); }
+  ~IsaScope() { unsetenv("CODISTILL_CPU_ISA"); }
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("sgd and adamw: every ISA copy, thread count and the reference give the same bits", "[optimizer]",
+                   float, double) {
+  using T = TestType;
+  const auto seed = fresh_seed();
+  INFO("seed " << seed);
+  // Odd tails, under and over the parallel threshold (2^15).
+  for (const std::int64_t n : {1, 17, 4097, 40001, 300001}) {
+    const auto p0 = random_vector<T>(n, seed), g = random_vector<T>(n, seed + 1, -0.1, 0.1);
+    const auto m0 = random_vector<T>(n, seed + 2, -0.01, 0.01), v0 = random_vector<T>(n, seed + 3, 0.0, 1e-4);
+    const SgdScalars sgds[] = {{0.05, 1e-4, 0.9, true}, {0.05, 1e-4, 0.9, false}, {0.1, 0.0, 0.0, false}};
+    AdamWScalars adam;
+    adam.decay = 1 - 1e-3 * 0.01, adam.beta1 = 0.9, adam.beta2 = 0.999, adam.step_size = 1e-3 / 0.1;
+    adam.inv_sqrt_bc2 = 1 / 0.0316, adam.eps = 1e-8;
+    auto run = [&](Impl impl, std::vector<std::vector<T>>& out) {
+      for (const SgdScalars& s : sgds) {
+        auto p = p0, m = m0;
+        for (int step = 0; step < 3; ++step) sgd_update<T>(p.data(), g.data(), m.data(), n, s, impl);
+        out.push_back(p);
+        out.push_back(m);
+      }
+      auto p = p0, m = m0, v = v0;
+      for (int step = 0; step < 3; ++step) adamw_update<T>(p.data(), g.data(), m.data(), v.data(), n, adam, impl);
+      out.insert(out.end(), {p, m, v});
+    };
+    std::vector<std::vector<T>> want;
+    run(Impl::reference, want);
+    for (const char* isa : {"baseline", "avx2", "avx512"})
+      for (const int threads : {1, 2}) {
+        INFO("n " << n << " isa " << isa << " threads " << threads);
+        IsaScope scope(isa);
+        set_num_threads(threads);
+        std::vector<std::vector<T>> got;
+        run(Impl::fast, got);
+        REQUIRE(got.size() == want.size());
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          INFO("output " << i);
+          CHECK(got[i] == want[i]);
+        }
+      }
+    set_num_threads(2);
+  }
+}
