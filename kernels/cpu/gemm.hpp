@@ -2,7 +2,8 @@
 // General matrix multiply, row-major:  C[M,N] = alpha * op(A) * op(B) + beta * C
 // op(A) is A[M,K] (trans_a = false) or A[K,M]^T; op(B) is B[K,N] or B[N,K]^T.
 // fast: float32 on oneDNN's sgemm (AVX-512 here), float64 on OpenBLAS; the work split across
-// OpenMP threads along the larger of M and N, one serial library call per thread.
+// OpenMP threads along M or N (whichever gives the smaller largest block; the larger on a
+// tie), one serial library call per thread.
 // beta = 0 overwrites C (its old contents, NaN included, are never read).
 #include <cstdint>
 

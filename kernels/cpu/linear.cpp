@@ -145,7 +145,7 @@ void linear_backward_relu(const T* x, const T* w, const T* dy, const T* relu_y, 
   // A GEMM's part p runs on thread (p + shift) % nt: two one-part GEMMs (a small layer's)
   // run on two threads side by side.
   const int dx_parts = dx ? sdx.parts : 0, dw_shift = dx_parts;
-  const int nt = std::min(threads, std::max({dx_parts, sdw.parts, M * N >= kFuseParallelMin ? threads : 1}));
+  const int nt = std::min(threads, std::max(dx_parts + sdw.parts, M * N >= kFuseParallelMin ? threads : 1));
   const T* g = relu_y ? dpre : dy;
   const T beta = accumulate ? T(1) : T(0);
   auto body = [&](int t, int parts, bool sync) {
