@@ -24,6 +24,18 @@ inline std::uint64_t fresh_seed() {
   return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
 }
 
+// Sets CODISTILL_CPU_ISA for the scope ("" unsets it: the best the CPU runs); the fast
+// paths read it on every call, so a test can run each ISA copy of a loop.
+struct IsaScope {
+  explicit IsaScope(const std::string& isa) {
+    if (isa.empty()) unsetenv("CODISTILL_CPU_ISA");
+    else setenv("CODISTILL_CPU_ISA", isa.c_str(), 1);
+  }
+  ~IsaScope() { unsetenv("CODISTILL_CPU_ISA"); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+};
+
 template <class T>
 std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
   std::mt19937_64 gen(seed);

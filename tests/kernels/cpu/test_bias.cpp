@@ -10,6 +10,7 @@
 #include "support/test_util.hpp"
 
 using namespace codistill::kernels::cpu;
+using codistill::test::IsaScope;
 using codistill::test::fresh_seed;
 using codistill::test::max_rel_error;
 using codistill::test::numeric_gradient;
@@ -124,7 +125,7 @@ TEMPLATE_TEST_CASE("row bias gradient: every ISA copy and column split gives the
     INFO("accumulate " << acc);
     std::vector<std::vector<T>> got;
     for (const char* isa : {"baseline", "avx2", "avx512"}) {
-      setenv("CODISTILL_CPU_ISA", isa, 1);
+      IsaScope scope(isa);
       auto whole = acc ? start : poisoned<T>(N), split = acc ? start : poisoned<T>(N);
       bias_grad_rows<T>(dy.data(), whole.data(), M, N, acc, Impl::fast);
       // Three uneven column ranges, as threads of a caller's region would take them.
@@ -135,7 +136,6 @@ TEMPLATE_TEST_CASE("row bias gradient: every ISA copy and column split gives the
       CHECK(whole == split);
       got.push_back(whole);
     }
-    unsetenv("CODISTILL_CPU_ISA");
     CHECK(got[0] == got[1]);
     CHECK(got[0] == got[2]);
   }

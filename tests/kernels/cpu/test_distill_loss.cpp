@@ -50,14 +50,6 @@ struct Problem {
   }
 };
 
-// Sets CODISTILL_CPU_ISA for the scope (the fast path reads it on every call).
-struct IsaScope {
-  explicit IsaScope(const std::string& isa) {
-    if (isa.empty()) unsetenv("CODISTILL_CPU_ISA");
-    else setenv("CODISTILL_CPU_ISA", isa.c_str(), 1);
-  }
-  ~IsaScope() { unsetenv("CODISTILL_CPU_ISA"); }
-};
 
 double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-6); }
 

@@ -13,17 +13,10 @@
 using namespace codistill::kernels::cpu;
 using codistill::kernels::AdamWScalars;
 using codistill::kernels::SgdScalars;
+using codistill::test::IsaScope;
 using codistill::test::fresh_seed;
 using codistill::test::random_vector;
 
-namespace {
-
-struct IsaScope {
-  explicit IsaScope(const char* isa) { setenv("CODISTILL_CPU_ISA", isa, 1); }
-  ~IsaScope() { unsetenv("CODISTILL_CPU_ISA"); }
-};
-
-}  // namespace
 
 TEMPLATE_TEST_CASE("sgd and adamw: every ISA copy, thread count and the reference give the same bits", "[optimizer]",
                    float, double) {
