@@ -46,6 +46,9 @@ std::string run_level_yaml(Config cfg) {
 // symlink, another mount point, a relative path from another working directory).
 std::string comparable(Config cfg) {
   cfg.run.dir.clear();
+  // Never changes a run's results (batches are bit-identical with and without), and builds
+  // before it was auto recorded `prefetch: true`: a resume may set it either way.
+  cfg.data.prefetch = "auto";
   return run_level_yaml(std::move(cfg));
 }
 

@@ -79,7 +79,7 @@ class CpuBackend final : public Backend {
       // (kernels/cpu/dnnl_matmul.hpp).
       bool done = false;
       if constexpr (std::is_same_v<T, float>)
-        done = impl_of(q) == cpu::Impl::fast && !gemm_engine(q) && M > 0 &&
+        done = impl_of(q) == cpu::Impl::fast && !gemm_engine(q) && M > 0 && N > 0 && K > 0 &&
                cpu_queue(q, "linear").matmul().linear_forward(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), M,
                                                                N, K, act == Activation::relu);
       if (!done)

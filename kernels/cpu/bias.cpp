@@ -61,9 +61,10 @@ void bias_grad_rows(const T* dy, T* db, std::int64_t M, std::int64_t N, bool acc
   // (memory bound) and it keeps long batch sums accurate.
   const std::int64_t blocks = (N + kColBlock - 1) / kColBlock;
   const bool par = go_parallel(M * N) && blocks > 1;
+  const Isa isa = chosen_isa();  // before the region: it may throw
 #pragma omp parallel for schedule(static) if (parallel : par)
   for (std::int64_t blk = 0; blk < blocks; ++blk)
-    bias_grad_rows_cols(dy, db, M, N, blk * kColBlock, std::min(N, (blk + 1) * kColBlock), accumulate);
+    bias_grad_rows_cols(dy, db, M, N, blk * kColBlock, std::min(N, (blk + 1) * kColBlock), accumulate, isa);
 }
 
 namespace {
@@ -110,8 +111,8 @@ void col_sums_baseline(const T* dy, T* db, std::int64_t M, std::int64_t N, std::
 
 template <class T>
 void bias_grad_rows_cols(const T* dy, T* db, std::int64_t M, std::int64_t N, std::int64_t n_lo, std::int64_t n_hi,
-                         bool accumulate) {
-  switch (chosen_isa()) {
+                         bool accumulate, Isa isa) {
+  switch (isa) {
     case Isa::avx512: return col_sums_avx512(dy, db, M, N, n_lo, n_hi, accumulate);
     case Isa::avx2: return col_sums_avx2(dy, db, M, N, n_lo, n_hi, accumulate);
     case Isa::baseline: break;
@@ -173,7 +174,7 @@ void bias_grad_channels(const T* dy, T* db, std::int64_t B, std::int64_t C, std:
   template void bias_add_rows<T>(T*, const T*, std::int64_t, std::int64_t, Impl);            \
   template void bias_grad_rows<T>(const T*, T*, std::int64_t, std::int64_t, bool, Impl);     \
   template void bias_grad_rows_cols<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, \
-                                       std::int64_t, bool);                                  \
+                                       std::int64_t, bool, Isa);                             \
   template void bias_add_channels<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, \
                                      Impl);                                                  \
   template void bias_grad_channels<T>(const T*, T*, std::int64_t, std::int64_t,              \

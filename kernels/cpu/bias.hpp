@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/impl.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace codistill::kernels::cpu {
 
@@ -15,10 +16,12 @@ void bias_grad_rows(const T* dy, T* db, std::int64_t M, std::int64_t N, bool acc
                     Impl impl = Impl::fast);
 // bias_grad_rows's fast path over columns [n_lo, n_hi) only, on the calling thread (for
 // callers that split the columns over threads of their own): every column sums its rows in
-// order in double, so any split gives bias_grad_rows's bits.
+// order in double, so any split gives bias_grad_rows's bits. `isa`: chosen_isa(), asked by
+// the caller before its parallel region (it throws on a bad CODISTILL_CPU_ISA, and nothing
+// may throw inside a region).
 template <class T>
 void bias_grad_rows_cols(const T* dy, T* db, std::int64_t M, std::int64_t N, std::int64_t n_lo, std::int64_t n_hi,
-                         bool accumulate);
+                         bool accumulate, Isa isa);
 template <class T>
 void bias_add_channels(T* y, const T* b, std::int64_t B, std::int64_t C, std::int64_t S,
                        Impl impl = Impl::fast);

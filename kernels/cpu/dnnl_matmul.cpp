@@ -3,12 +3,12 @@
 #include <omp.h>
 
 #include <array>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -18,7 +18,7 @@ namespace {
 using memory = dnnl::memory;
 using Tag = memory::format_tag;
 
-// What selects a primitive: the shape, the bias, and the thread count.
+// What selects a primitive: the shape, the bias, the fused relu and the thread count.
 struct Key {
   std::array<std::int64_t, 3> mnk;
   bool bias, relu;
@@ -51,7 +51,7 @@ struct DnnlMatmul::State {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::library);
     if (relu) {
       // oneDNN's relu with slope 0 is max(v, 0) with the 0 as the second operand (vmaxps):
-      // NaN -> 0 and -0 -> +0, the bits of relu_forward's `v > 0 ? v : 0` (test_linear.cpp).
+      // NaN -> 0, the bits of relu_forward's `v > 0 ? v : 0` (test_linear.cpp).
       dnnl::post_ops po;
       po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
       attr.set_post_ops(po);
@@ -72,9 +72,12 @@ bool DnnlMatmul::linear_forward(const float* x, const float* w, const float* b, 
   if (M < 1 || N < 1 || K < 1)
     throw std::invalid_argument("DnnlMatmul::linear_forward: sizes M=" + std::to_string(M) + " N=" +
                                 std::to_string(N) + " K=" + std::to_string(K) + " (need >= 1)");
+  // Inside a parallel region oneDNN would size the primitive for the outer team and then
+  // run only the calling thread's share of it: the caller's gemm path takes those calls.
+  if (omp_in_parallel()) return false;
   State& st = *st_;
   std::lock_guard lock(st.mu);
-  const Key k{{M, N, K}, b != nullptr, relu, omp_in_parallel() ? 1 : omp_get_max_threads()};
+  const Key k{{M, N, K}, b != nullptr, relu, omp_get_max_threads()};
   auto it = st.entries.find(k);
   if (it == st.entries.end()) it = st.entries.emplace(k, st.build(M, N, K, b != nullptr, relu)).first;
   Entry& e = it->second;

@@ -9,8 +9,8 @@
 // One DnnlMatmul per CPU queue, as DnnlConv: the engine and stream, and the primitives per
 // shape and thread count (oneDNN partitions the work for the threads it sees when the
 // primitive is made; making one costs far more than running it), freed with the queue. Calls
-// from several threads take turns (a mutex). Called outside a parallel region the primitive
-// runs on the caller's OpenMP threads; inside one, on the calling thread alone.
+// from several threads take turns (a mutex). The primitive runs on the caller's OpenMP
+// threads; called inside a parallel region it declines (returns false).
 //
 // Deterministic: a shape and thread count always get the same primitive and oneDNN's CPU
 // matmul sums in a fixed order, so outputs are bit-identical run to run. They are not those
@@ -29,8 +29,8 @@ class DnnlMatmul {
 
   // y[M, N] = x[M, K] w[N, K]^T + b[N] (b may be null), then relu(y) if `relu` (in the
   // kernel: no pass of its own); row-major, M, N, K >= 1. False when
-  // oneDNN offers only its reference kernel for the shape (the caller then takes the gemm
-  // path); the answer is cached with the shape, and nothing is written.
+  // oneDNN offers only its reference kernel for the shape, or when called inside a parallel
+  // region (the caller then takes the gemm path); nothing is written then.
   bool linear_forward(const float* x, const float* w, const float* b, float* y, std::int64_t M, std::int64_t N,
                       std::int64_t K, bool relu = false);
 

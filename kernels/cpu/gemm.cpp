@@ -125,8 +125,11 @@ void gemm_fast(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
   // Each thread owns a block of rows (or columns) of C: no two threads write the same
   // element and each element's sum runs in the library's fixed order, so the result depends
   // only on the thread count.
+  // Parts are dealt out by the team's real size: OpenMP may give fewer threads than asked
+  // (OMP_DYNAMIC, a thread limit), and every part must still be computed.
 #pragma omp parallel num_threads(s.parts)
-  gemm_part(s, omp_get_thread_num(), ta, tb, M, N, K, alpha, A, B, beta, C);
+  for (int p = omp_get_thread_num(); p < s.parts; p += omp_get_num_threads())
+    gemm_part(s, p, ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
 }  // namespace

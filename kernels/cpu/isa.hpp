@@ -2,8 +2,9 @@
 // Which x86-64 vector ISA a fast path's hand-dispatched loops run in. The build targets
 // baseline x86-64 (no -march), so a hot loop that matters is compiled once per ISA
 // (__attribute__((target(...))) on the one non-inlined function around it) and picked at
-// run time. Used by the fused loss (distill_loss.cpp) and the batch-norm rows
-// (batchnorm_rows.cpp).
+// run time. Used by the fused loss (distill_loss.cpp), the batch-norm rows
+// (batchnorm_rows.cpp), the optimizer updates (optimizer.cpp) and the row bias gradient
+// (bias.cpp).
 namespace codistill::kernels::cpu {
 
 enum class Isa { baseline = 0, avx2 = 1, avx512 = 2 };

@@ -142,14 +142,15 @@ void linear_backward_relu(const T* x, const T* w, const T* dy, const T* relu_y, 
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const GemmSplit sdx = gemm_split<T>(M, K, N, threads);  // dx[M, K] = g[M, N] w[N, K]
   const GemmSplit sdw = gemm_split<T>(N, K, M, threads);  // dw[N, K] (+)= g^T x
-  // A GEMM's part p runs on thread (p + shift) % nt: two one-part GEMMs (a small layer's)
-  // run on two threads side by side.
+  // A GEMM's part p runs on thread (p + shift) % (the team's size): two one-part GEMMs (a
+  // small layer's) run on two threads side by side.
   const int dx_parts = dx ? sdx.parts : 0, dw_shift = dx_parts;
   const int nt = std::min(threads, std::max(dx_parts + sdw.parts, M * N >= kFuseParallelMin ? threads : 1));
   const T* g = relu_y ? dpre : dy;
   const T beta = accumulate ? T(1) : T(0);
+  const Isa isa = chosen_isa();  // before the region: it may throw
   auto body = [&](int t, int parts, bool sync) {
-    if (relu_y) {  // dpre = dy * [y > 0], this thread's rows; the GEMMs read all of it
+    if (relu_y) {  // dpre = y > 0 ? dy : 0, this thread's block of 16-element chunks; the GEMMs read all of it
       const std::int64_t n = M * N, units = (n + 15) / 16;
       const std::int64_t lo = std::min(n, units * t / parts * 16), hi = std::min(n, units * (t + 1) / parts * 16);
       relu_grad_span(relu_y, dy, dpre, lo, hi);
@@ -163,7 +164,7 @@ void linear_backward_relu(const T* x, const T* w, const T* dy, const T* relu_y, 
       if ((p + dw_shift) % parts == t) gemm_part<T>(sdw, p, true, false, N, K, M, T(1), g, x, beta, dw);
     if (db) {
       const std::int64_t lo = N * t / parts, hi = N * (t + 1) / parts;
-      if (lo < hi) bias_grad_rows_cols(g, db, M, N, lo, hi, accumulate);
+      if (lo < hi) bias_grad_rows_cols(g, db, M, N, lo, hi, accumulate, isa);
     }
   };
   if (nt <= 1) return body(0, 1, false);

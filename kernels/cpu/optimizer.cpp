@@ -20,7 +20,8 @@ constexpr std::int64_t kParallelMin = 1 << 15;
 
 // The update loops are memory bound (SGD with momentum streams five arrays of the arena),
 // and the build targets baseline x86-64: compiled for SSE2 only, SGD over fmnist_mlp's
-// 269k parameters took 42 us at two threads, 19-24 us with AVX-512. So each loop is
+// 269k parameters took 42 us at two threads in a stand-alone loop (27-34 us in the
+// trainer's step), 19-24 us with AVX-512 (19-22 in the step). So each loop is
 // compiled once per ISA (kernels/cpu/isa.hpp) and picked at run time. This file is built
 // with -ffp-contract=off (kernels/CMakeLists.txt): no copy fuses a multiply-add, so every
 // ISA computes the same bits as the baseline loop.

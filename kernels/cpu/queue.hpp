@@ -1,9 +1,9 @@
 #pragma once
 // The CPU backend's queue and event (internal to kernels/cpu/backend.cpp): work on the CPU
 // runs when it is queued, so a queue is the choice of implementation (fast or reference)
-// plus the per-queue state of the libraries it calls (oneDNN's bf16 GEMMs and
-// convolutions: primitives per shape, made on first use), as a CUDA queue owns its
-// handles and plan caches.
+// plus the per-queue state of the libraries it calls (oneDNN's bf16 GEMMs, convolutions
+// and float32 linear forwards: primitives per shape, made on first use), as a CUDA queue
+// owns its handles and plan caches.
 #include <omp.h>
 
 #include <algorithm>
@@ -60,7 +60,8 @@ class CpuQueue final : public Queue {
     auto* p = static_cast<unsigned char*>(t.raw());
 #pragma omp parallel
     {
-      const std::size_t parts = static_cast<std::size_t>(omp_get_num_threads()), i = static_cast<std::size_t>(omp_get_thread_num());
+      const auto parts = static_cast<std::size_t>(omp_get_num_threads());
+      const auto i = static_cast<std::size_t>(omp_get_thread_num());
       const std::size_t lines = (n + 63) / 64, lo = std::min(n, lines * i / parts * 64),
                         hi = std::min(n, lines * (i + 1) / parts * 64);
       if (lo < hi) std::memset(p + lo, 0, hi - lo);

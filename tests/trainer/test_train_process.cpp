@@ -135,6 +135,18 @@ TEST_CASE("codistill-train never overwrites an existing run", "[process]") {
   CHECK(again.out.find("has finished") != std::string::npos);
   CHECK(read_text(metrics) == before);
 
+  // data.prefetch never changes a run: a directory whose config.yaml has another setting (as
+  // builds before `auto` wrote `prefetch: true`) holds the same run.
+  const fs::path recorded = dir.path() / "run" / "config.yaml";
+  std::string text = read_text(recorded);
+  const auto at = text.find("prefetch: ");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, text.find('\n', at) - at, "prefetch: true");
+  write_text(recorded, text);
+  auto old_build = run_command(train_cmd(dir, "c.yaml", "--set train.steps=20 --set data.prefetch=false"), dir);
+  CHECK(old_build.exit_code == 0);
+  CHECK(old_build.out.find("has finished") != std::string::npos);
+
   // A different config in the same run directory is refused as another run.
   auto other = run_command(train_cmd(dir, "c.yaml", "--worker 1 --workers 2 --set train.steps=20"), dir);
   CHECK(other.exit_code == 2);

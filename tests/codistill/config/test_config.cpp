@@ -202,13 +202,16 @@ TEST_CASE("a value out of range is an error while the bounds themselves are acce
 TEST_CASE("enum-like strings list their valid values", "[config]") {
   ConfigError kind = error_of("data:\n  kind: foo\n");
   CHECK(kind.detail() == "expected one of fashion-mnist, idx, synthetic, text, got 'foo'");
-  for (const char* key : {"data.shard", "data.normalize", "model.kind", "model.activation", "model.init",
-                          "optimizer.kind", "optimizer.schedule.kind", "optimizer.schedule.cycle_mode", "checkpoint.on_busy", "codistill.mode", "group.kind"}) {
+  for (const char* key : {"data.shard", "data.normalize", "data.prefetch", "model.kind", "model.activation",
+                          "model.init", "optimizer.kind", "optimizer.schedule.kind", "optimizer.schedule.cycle_mode",
+                          "checkpoint.on_busy", "codistill.mode", "group.kind"}) {
     INFO(key);
     ConfigError e = error_of(nested(key, "bogus"));
     CHECK(e.key_path() == key);
     CHECK(contains(e.detail(), "expected one of "));
   }
+  // data.prefetch was a bool: YAML's true and false still load.
+  for (const char* ok : {"auto", "true", "false"}) CHECK(load_text(nested("data.prefetch", ok)).data.prefetch == ok);
   for (const char* ok : {"cpu", "cuda", "cuda:0", "cuda:12"}) CHECK(load_text(nested("device", ok)).device == ok);
   for (const char* no : {"gpu", "CPU", "'cuda:'", "cuda:x", "cuda:-1", "cuda:+1", "cuda:1x"}) {
     INFO(no);

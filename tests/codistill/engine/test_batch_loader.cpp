@@ -185,5 +185,6 @@ TEST_CASE("data.prefetch: true and false are obeyed, auto prefetches for a devic
   const int cores = CPU_COUNT(&set);
   CHECK_FALSE(prefetch_batches("auto", cpu, cores));  // every core computing: gathered inline
   if (cores > 1) CHECK(prefetch_batches("auto", cpu, cores - 1));
-  REQUIRE_THROWS_WITH(prefetch_batches("yes", cpu, 1), Catch::Contains("data.prefetch") && Catch::Contains("auto, true or false"));
+  REQUIRE_THROWS_WITH(prefetch_batches("yes", cpu, 1),
+                      Catch::Contains("data.prefetch") && Catch::Contains("auto, true or false"));
 }

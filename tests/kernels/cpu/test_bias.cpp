@@ -130,9 +130,9 @@ TEMPLATE_TEST_CASE("row bias gradient: every ISA copy and column split gives the
       bias_grad_rows<T>(dy.data(), whole.data(), M, N, acc, Impl::fast);
       // Three uneven column ranges, as threads of a caller's region would take them.
       const int a = N / 3, b = N - N / 5;
-      bias_grad_rows_cols<T>(dy.data(), split.data(), M, N, 0, a, acc);
-      bias_grad_rows_cols<T>(dy.data(), split.data(), M, N, a, b, acc);
-      bias_grad_rows_cols<T>(dy.data(), split.data(), M, N, b, N, acc);
+      bias_grad_rows_cols<T>(dy.data(), split.data(), M, N, 0, a, acc, chosen_isa());
+      bias_grad_rows_cols<T>(dy.data(), split.data(), M, N, a, b, acc, chosen_isa());
+      bias_grad_rows_cols<T>(dy.data(), split.data(), M, N, b, N, acc, chosen_isa());
       CHECK(whole == split);
       got.push_back(whole);
     }

@@ -180,7 +180,8 @@ TEMPLATE_TEST_CASE("fused linear + relu backward equals the separate ops bit for
 }
 
 // The fast forward's relu (inside oneDNN's matmul kernel on the CPU backend) gives the bits
-// of relu_forward's `v > 0 ? v : 0`: NaN -> 0 and -0 -> +0.
+// of relu_forward's `v > 0 ? v : 0` on NaN pre-activations (0, not NaN), zeros and signs.
+// (A -0 pre-activation cannot come out of the kernel's sum, which starts at +0.)
 TEST_CASE("the CPU backend's linear + relu forward maps NaN and -0 pre-activations as relu does", "[linear]") {
   namespace k = codistill::kernels;
   k::Backend& cpu = k::backend_for(k::DeviceKind::cpu);

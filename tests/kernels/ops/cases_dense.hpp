@@ -207,7 +207,8 @@ inline Cases linear_cases() {
   add<LinearBackward>(out, {DType::f32}, LinearShape{1000, 300, 200}, true, true, Activation::none);
   // fmnist_mlp's first layer as the trainer runs it (the CPU's matmul forward with the relu
   // in its kernel, the fused backward's two-thread split).
-  for (bool bias : {true, false}) add<LinearForward>(out, {DType::f32}, LinearShape{128, 256, 784}, bias, Activation::relu);
+  for (bool bias : {true, false})
+    add<LinearForward>(out, {DType::f32}, LinearShape{128, 256, 784}, bias, Activation::relu);
   add<LinearBackward>(out, {DType::f32}, LinearShape{128, 256, 784}, false, true, Activation::relu);
   add<LinearBackward>(out, {DType::f32}, LinearShape{128, 256, 784}, true, true, Activation::relu);
   // TF32 where a backend has it (the CPU ignores the option): within TF32 precision.
