@@ -129,6 +129,11 @@ TEST_CASE("a fatal signal names itself and prints the stack on stderr, and ends 
   const std::string err = read_text(dir.path() / "child.err");
   INFO("stderr:\n" << err);
   CHECK(code == 128 + SIGABRT);  // the default action still ends it: the status scripts see
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Sanitizer builds keep the sanitizer's own reports: no crash report is installed there
+  // (codistill/util/crash_report.cpp), so only the exit status is the contract.
+  return;
+#endif
   CHECK(err.find("codistill-train: fatal signal 6, SIGABRT") != std::string::npos);
   CHECK(err.find("stack of the thread that got it:") != std::string::npos);
   // Frames as binary(+offset) [address], the trainer's own among them: at least the handler's
