@@ -138,11 +138,15 @@ TEST_CASE("a corrupted peer checkpoint is skipped for the next freshest", "[proc
 }
 
 // A teacher is rebuilt from its checkpoint's own model attribute: what must match is the
-// input shape and the classes, not the architecture.
+// input shape and the classes, not the architecture. The students run in sync mode: an
+// async student adopts a teacher only when its watcher thread has loaded one, which on a
+// busy machine can come after a 200-step run has ended (a CI failure).
 TEST_CASE("a peer of another architecture teaches, one with other inputs is refused", "[process]") {
   TempDir dir;
   write_text(dir.path() / "c.yaml", kConfig);
-  REQUIRE(run_command(worker_cmd(dir, 1, "run", "--set train.steps=100"), dir).exit_code == 0);
+  const std::string peer = "--set train.steps=200 --set checkpoint.keep=10";
+  const std::string student = " --set train.steps=200 --set codistill.mode=sync --set codistill.sync_timeout_s=5";
+  REQUIRE(run_command(worker_cmd(dir, 1, "run", peer), dir).exit_code == 0);
   // Another config needs another run dir: copies of worker 1's checkpoints stand in for
   // a peer there.
   auto copy_peer = [&](const std::string& run, const std::string& from) {
@@ -154,7 +158,7 @@ TEST_CASE("a peer of another architecture teaches, one with other inputs is refu
   // A cnn student ([1,8,8] inputs, 10 classes) learns from the mlp peer.
   auto r = run_command(worker_cmd(dir, 0, "cnn",
                                   "--set model.kind=cnn --set model.channels=[4] --set model.kernel_size=3 "
-                                  "--set model.hidden=[] --set train.steps=200"),
+                                  "--set model.hidden=[]" + student),
                        dir);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
@@ -165,10 +169,9 @@ TEST_CASE("a peer of another architecture teaches, one with other inputs is refu
   CHECK(trains.back().at("distill").get<double>() > 0);
 
   // Inputs of another shape: refused, naming both models.
-  REQUIRE(run_command(worker_cmd(dir, 1, "wide", "--set train.steps=100 --set data.synthetic_shape=[1,6,6]"), dir)
-              .exit_code == 0);
+  REQUIRE(run_command(worker_cmd(dir, 1, "wide", peer + " --set data.synthetic_shape=[1,6,6]"), dir).exit_code == 0);
   copy_peer("narrow", "wide");
-  auto refused = run_command(worker_cmd(dir, 0, "narrow", "--set train.steps=200"), dir);
+  auto refused = run_command(worker_cmd(dir, 0, "narrow", student), dir);
   CHECK(refused.exit_code == 1);
   CHECK_THAT(refused.err, Catch::Contains("cannot teach this worker") && Catch::Contains("[1, 6, 6]") &&
                               Catch::Contains("[1, 8, 8]"));
