@@ -52,6 +52,11 @@ struct QueueOptions {
   // gradients): float32, or bf16 operands with float32 accumulation (kernels/ops.hpp).
   // A backend that cannot refuses the queue (Backend::supports_compute).
   Compute compute = Compute::f32;
+  // The caller's promise that the weights this queue's ops read are not written once an op
+  // has read them, for the queue's lifetime: a forward-only teacher's, written once at
+  // upload. A backend may then keep converted copies of them (bf16-rounded and repacked
+  // for its matmul on the CPU) keyed by their memory. Never set for a model that trains.
+  bool frozen_params = false;
 };
 
 class Queue {

@@ -95,6 +95,7 @@ TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_p
       store_(cfg.run.dir), device_(kernels::Device::parse(cfg.device)) {
   queue_options_.allow_tf32 = cfg.train.allow_tf32;
   queue_options_.compute = teacher_compute(cfg);
+  queue_options_.frozen_params = true;  // a teacher's weights are written once, at upload
   for (int p = 0; p < cfg.run.workers; ++p) {
     if (p == cfg.run.worker) continue;
     if (cfg.codistill.teachers > 0 && static_cast<int>(peers_.size()) >= cfg.codistill.teachers) break;

@@ -4,12 +4,15 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
+#include <compare>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <stdexcept>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/cpu/gemm.hpp"
@@ -70,10 +73,26 @@ struct Bf16Gemm::State {
   // evaluation batches, the fused head's last chunk), so this only bounds a pathological one.
   static constexpr std::size_t kMaxPlans = 256;
 
+  // The linear forward's matmuls (bias and relu in the epilogue) and, for frozen weights,
+  // the weights rounded and repacked as those matmuls read them.
+  struct LinearKey {
+    std::array<std::int64_t, 3> mnk;
+    bool bias, relu, frozen;
+    int threads;
+    auto operator<=>(const LinearKey&) const = default;
+  };
+  struct LinearPlan {
+    dnnl::memory::desc x, w, b, y;
+    dnnl::matmul matmul;
+  };
+  using PackedKey = std::tuple<const float*, std::int64_t, std::int64_t>;  // w, N, K
+
   std::mutex mu;
   std::unique_ptr<dnnl::engine> engine;  // made on first use: a queue that never multiplies in bf16 pays nothing
   std::unique_ptr<dnnl::stream> stream;
   std::map<Key, Plan> plans;
+  std::map<LinearKey, LinearPlan> linear_plans;
+  std::map<PackedKey, dnnl::memory> packed;
   std::vector<std::uint16_t> a_ws, b_ws, shared_ws;
   std::string impl;
 
@@ -101,6 +120,50 @@ struct Bf16Gemm::State {
     impl = pd.impl_info_str();
     p.matmul = dnnl::matmul(pd);
     return plans.emplace(key, std::move(p)).first->second;
+  }
+
+  LinearPlan& linear_plan(std::int64_t M, std::int64_t N, std::int64_t K, bool bias, bool relu, bool frozen) {
+    const LinearKey key{{M, N, K}, bias, relu, frozen, omp_get_max_threads()};
+    if (auto it = linear_plans.find(key); it != linear_plans.end()) return it->second;
+    if (linear_plans.size() >= kMaxPlans) linear_plans.clear();
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    LinearPlan p;
+    p.x = dnnl::memory::desc({M, K}, dt::bf16, tag::ab);
+    // w^T: the [N, K] rows of w read in place, or, frozen, whatever layout the kernel
+    // prefers (packed once by packed_weights).
+    p.w = dnnl::memory::desc({K, N}, dt::bf16, frozen ? tag::any : tag::ba);
+    p.y = dnnl::memory::desc({M, N}, dt::f32, tag::ab);
+    if (bias) p.b = dnnl::memory::desc({1, N}, dt::f32, tag::ab);
+    dnnl::primitive_attr attr;
+    if (relu) {  // max(v, 0): NaN -> 0, as relu_forward (see dnnl_matmul.cpp)
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    const auto d = bias ? dnnl::matmul::desc(p.x, p.w, p.b, p.y) : dnnl::matmul::desc(p.x, p.w, p.y);
+    const dnnl::matmul::primitive_desc pd(d, attr, *engine);
+    p.w = pd.weights_desc();
+    impl = pd.impl_info_str();
+    p.matmul = dnnl::matmul(pd);
+    return linear_plans.emplace(key, std::move(p)).first->second;
+  }
+
+  // Frozen w as `want` lays it out: rounded (our rule) into [N, K], then reordered (a
+  // permutation of bf16 values: exact) on first use, kept after.
+  dnnl::memory packed_weights(const float* w, std::int64_t N, std::int64_t K, const dnnl::memory::desc& want) {
+    const PackedKey key{w, N, K};
+    if (auto it = packed.find(key); it != packed.end() && it->second.get_desc() == want) return it->second;
+    if (packed.size() >= kMaxPlans) packed.clear();
+    b_ws.resize(std::max(b_ws.size(), static_cast<std::size_t>(N * K)));
+    round_to_bf16(w, b_ws.data(), N * K);
+    using dt = dnnl::memory::data_type;
+    dnnl::memory src(dnnl::memory::desc({K, N}, dt::bf16, dnnl::memory::format_tag::ba), *engine, b_ws.data());
+    dnnl::memory dst(want, *engine);  // oneDNN's own, aligned allocation
+    dnnl::reorder(src, dst).execute(*stream, src, dst);
+    stream->wait();
+    packed[key] = dst;
+    return dst;
   }
 };
 
@@ -159,15 +222,52 @@ const std::uint16_t* Bf16Gemm::round_operand(const float* x, std::int64_t n) {
   return s_->shared_ws.data();
 }
 
+// With the mutex held.
+void Bf16Gemm::start_engine() {
+  if (s_->engine) return;
+  s_->engine = std::make_unique<dnnl::engine>(dnnl::engine::kind::cpu, 0);
+  s_->stream = std::make_unique<dnnl::stream>(*s_->engine);
+}
+
+void Bf16Gemm::linear_forward(const float* x, const float* w, const float* b, float* y, std::int64_t M,
+                              std::int64_t N, std::int64_t K, bool relu, bool frozen_w) {
+  if (M < 1 || N < 1 || K < 1)
+    throw std::invalid_argument("bf16 linear forward: sizes M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                                " K=" + std::to_string(K) + " (need >= 1)");
+  State& s = *s_;
+  std::lock_guard lock(s.mu);
+  try {
+    start_engine();
+    grow(s.a_ws, M * K);
+    round_to_bf16(x, s.a_ws.data(), M * K);
+    State::LinearPlan& p = s.linear_plan(M, N, K, b != nullptr, relu, frozen_w);
+    dnnl::memory wm;
+    if (frozen_w) {
+      wm = s.packed_weights(w, N, K, p.w);
+    } else {
+      grow(s.b_ws, N * K);
+      round_to_bf16(w, s.b_ws.data(), N * K);
+      wm = dnnl::memory(p.w, *s.engine, s.b_ws.data());
+    }
+    // oneDNN takes non-const handles; it only reads the sources.
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(p.x, *s.engine, s.a_ws.data())},
+                                               {DNNL_ARG_WEIGHTS, wm},
+                                               {DNNL_ARG_DST, dnnl::memory(p.y, *s.engine, y)}};
+    if (b) args[DNNL_ARG_BIAS] = dnnl::memory(p.b, *s.engine, const_cast<float*>(b));
+    p.matmul.execute(*s.stream, args);
+    s.stream->wait();
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error("bf16 linear forward (oneDNN matmul) M=" + std::to_string(M) + " N=" +
+                             std::to_string(N) + " K=" + std::to_string(K) + ": " + e.what());
+  }
+}
+
 // With the mutex held: B rounded, then the matmul of this shape (built on first use).
 void Bf16Gemm::multiply(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const std::uint16_t* A,
                         const float* B, bool accumulate, float* C) {
   State& s = *s_;
   try {
-    if (!s.engine) {
-      s.engine = std::make_unique<dnnl::engine>(dnnl::engine::kind::cpu, 0);
-      s.stream = std::make_unique<dnnl::stream>(*s.engine);
-    }
+    start_engine();
     grow(s.b_ws, K * N);
     round_to_bf16(B, s.b_ws.data(), K * N);
     State::Plan& p = s.plan(M, N, K, ta, tb, accumulate);

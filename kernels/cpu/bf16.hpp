@@ -60,6 +60,15 @@ class Bf16Gemm {
   // two products share (a gradient: dx = dy W and dW = dy^T x) is rounded once.
   void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const std::uint16_t* A,
             const float* B, bool accumulate, float* C);
+  // A linear layer's forward in one matmul: y[M, N] = x[M, K] w[N, K]^T + b[N] on the
+  // bf16-rounded x and w (b, float32, may be null), then relu(y) if `relu`; bias and relu in
+  // the kernel's epilogue, no passes of their own. With `frozen_w` (QueueOptions::
+  // frozen_params) the caller promises w's values never change while this engine lives:
+  // w is rounded and repacked into the layout the kernel reads once, then kept, keyed by
+  // its address and shape (a teacher's forward otherwise rounds and packs its weights on
+  // every call). M, N, K >= 1.
+  void linear_forward(const float* x, const float* w, const float* b, float* y, std::int64_t M, std::int64_t N,
+                      std::int64_t K, bool relu, bool frozen_w);
   // x rounded into the engine's shared-operand buffer; valid until the next round_operand.
   const std::uint16_t* round_operand(const float* x, std::int64_t n);
   // oneDNN's name of the implementation it chose last ("brg:avx512_core_bf16", ...), for logs
@@ -67,6 +76,7 @@ class Bf16Gemm {
   std::string implementation() const;
 
  private:
+  void start_engine();
   void multiply(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const std::uint16_t* A,
                 const float* B, bool accumulate, float* C);
   struct State;

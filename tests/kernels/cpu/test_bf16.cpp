@@ -5,6 +5,7 @@
 // a GEMM that skipped the rounding (float32 operands) exceeds.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -151,6 +152,59 @@ TEST_CASE("bf16 gemm: an operand rounded once serves two products, as a gradient
   engine.gemm(true, false, N, K, M, g, x.data(), true, dw.data());    // dw += dy^T x
   CHECK(rel_error(std::vector<double>(dx.begin(), dx.end()), reference(false, false, M, K, N, dy, w, false, {}, true)) <= 2e-5);
   CHECK(rel_error(std::vector<double>(dw.begin(), dw.end()), reference(true, false, N, K, M, dy, x, true, dw0, true)) <= 2e-5);
+}
+
+TEST_CASE("bf16 linear forward: bias and relu in the matmul, frozen weights rounded and packed once", "[bf16][gemm]") {
+  const std::uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  int i = 0;
+  for (auto [M, N, K] : {Shape{1, 1, 1}, Shape{7, 13, 33}, Shape{128, 256, 784}, Shape{5, 10, 256}, Shape{130, 17, 300}})
+    for (bool bias : {false, true})
+      for (bool relu : {false, true})
+        for (bool frozen : {false, true}) {
+          INFO("M=" << M << " N=" << N << " K=" << K << " bias=" << bias << " relu=" << relu << " frozen=" << frozen);
+          const std::uint64_t s = seed + static_cast<std::uint64_t>(++i) * 7;
+          const auto x = random_vector<float>(static_cast<std::size_t>(M * K), s);
+          auto w = random_vector<float>(static_cast<std::size_t>(N * K), s + 1);
+          const auto b = random_vector<float>(static_cast<std::size_t>(N), s + 2);
+          auto expected = [&] {  // x w^T (+ b), relu, in double on the bf16 values
+            auto want = reference(false, true, M, N, K, x, w, false, {}, true);
+            for (std::int64_t m = 0; m < M; ++m)
+              for (std::int64_t n = 0; n < N; ++n) {
+                double& v = want[static_cast<std::size_t>(m * N + n)];
+                if (bias) v += b[static_cast<std::size_t>(n)];
+                if (relu) v = v > 0 ? v : 0;
+              }
+            return want;
+          };
+          Bf16Gemm engine;
+          std::vector<float> y(static_cast<std::size_t>(M * N), std::numeric_limits<float>::quiet_NaN());
+          engine.linear_forward(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), M, N, K, relu, frozen);
+          CHECK(rel_error(std::vector<double>(y.begin(), y.end()), expected()) <= 2e-5);
+          if (relu) CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v >= 0; }));
+          // Frozen weights are read once: new values at the same address are not seen (the
+          // contract's other side). Unfrozen, every call reads them.
+          const std::vector<float> first = y;
+          for (float& v : w) v = -2 * v + 0.25f;
+          std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
+          engine.linear_forward(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), M, N, K, relu, frozen);
+          if (frozen)
+            CHECK(y == first);
+          else
+            CHECK(rel_error(std::vector<double>(y.begin(), y.end()), expected()) <= 2e-5);
+          // Another weight array of the same shape is packed on its own.
+          if (frozen) {
+            const auto w2 = random_vector<float>(w.size(), s + 3);
+            w = w2;  // `expected` reads w
+            std::vector<float> y2(y.size());
+            engine.linear_forward(x.data(), w2.data(), bias ? b.data() : nullptr, y2.data(), M, N, K, relu, true);
+            CHECK(rel_error(std::vector<double>(y2.begin(), y2.end()), expected()) <= 2e-5);
+          }
+        }
+  Bf16Gemm engine;
+  float v = 1;
+  CHECK_THROWS_AS(engine.linear_forward(&v, &v, nullptr, &v, 1, 0, 1, false, true), std::invalid_argument);
 }
 
 TEST_CASE("bf16 gemm: an empty sum writes zeros or leaves C, empty outputs are untouched", "[bf16][gemm]") {
