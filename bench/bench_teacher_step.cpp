@@ -1,0 +1,187 @@
+// The training step of an image config with K = 0, 1, 2... teachers, in one process, for the
+// codistillation overhead per teacher (issue target: <= 0.34 of the no-teacher step):
+//   bench_teacher_step --config configs/fmnist_mlp.yaml [--threads 2] [--ks 0,1,2]
+//                      [--block 50] [--blocks 15] [--warmup 30] [--teacher-precision same|float32|bf16]
+//                      [--set key=value ...]
+// bench/run_teacher_overhead.sh measures the same through whole trainer runs, one process per
+// K; on a shared, noisy machine those runs differ by more than a teacher costs. Here the K
+// values take turns block by block (`block` steps each, `blocks` rounds) inside one process:
+// the same data in memory, the same pages, the same student (it keeps training across the
+// blocks; the cost of a step does not depend on the weights' values), so that a spell of load
+// from elsewhere hits every K alike. The step is the trainer's own (engine/step.hpp: batch
+// gather, teacher forwards, student forward, fused loss, backward, optimizer update); the
+// teachers are models of the config's architecture on their own queues with the teachers'
+// precision and QueueOptions::frozen_params, as TeacherPool makes them (their weights are
+// freshly initialized: a forward's cost does not depend on them).
+// Prints a line per block and a JSON summary: per K the best and median ms per step over the
+// blocks, and the overhead per teacher (step_K / step_0 - 1) / K from the bests and medians.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codistill/config/config_loader.hpp"
+#include "codistill/data/augment.hpp"
+#include "codistill/data/dataset.hpp"
+#include "codistill/data/sampler.hpp"
+#include "codistill/engine/batch_loader.hpp"
+#include "codistill/engine/precision.hpp"
+#include "codistill/engine/step.hpp"
+#include "codistill/engine/teachers.hpp"
+#include "codistill/models/model.hpp"
+#include "codistill/optim/optimizer.hpp"
+#include "kernels/cpu/gemm.hpp"
+
+using namespace codistill;
+
+namespace {
+
+struct Args {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::vector<int> ks{0, 1, 2};
+  int block = 50, blocks = 15, warmup = 30, threads = 2;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
+      return argv[++i];
+    };
+    if (k == "--config") a.config = value();
+    else if (k == "--set") a.overrides.push_back(value());
+    else if (k == "--teacher-precision") a.overrides.push_back("codistill.teacher_precision=" + value());
+    else if (k == "--threads") a.threads = std::stoi(value());
+    else if (k == "--block") a.block = std::stoi(value());
+    else if (k == "--blocks") a.blocks = std::stoi(value());
+    else if (k == "--warmup") a.warmup = std::stoi(value());
+    else if (k == "--ks") {
+      a.ks.clear();
+      std::stringstream ss(value());
+      for (std::string t; std::getline(ss, t, ',');) a.ks.push_back(std::stoi(t));
+    } else {
+      throw std::invalid_argument("unknown argument " + k +
+                                  " (valid: --config --set --teacher-precision --threads --ks --block --blocks --warmup)");
+    }
+  }
+  if (a.config.empty()) throw std::invalid_argument("--config is required");
+  if (a.ks.empty() || a.ks.front() != 0 || std::any_of(a.ks.begin(), a.ks.end(), [](int k) { return k < 0; }))
+    throw std::invalid_argument("--ks: non-negative teacher counts starting with 0 (the baseline)");
+  if (a.block < 1 || a.blocks < 1 || a.warmup < 0 || a.threads < 1)
+    throw std::invalid_argument("--block, --blocks, --threads >= 1 and --warmup >= 0");
+  return a;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int run(const Args& a) {
+  std::vector<std::string> overrides = a.overrides;
+  overrides.push_back("run.threads=" + std::to_string(a.threads));
+  const Config c = load_config(a.config, overrides);
+  kernels::cpu::set_num_threads(c.run.threads);
+  const data::Splits data = data::load_dataset(c.data);
+  ModelConfig mc = model_of(c, 0);
+  mc.input_shape = data.train.example_shape();
+  mc.classes = data.train.classes;
+  const kernels::Device device = kernels::Device::parse(c.device);
+
+  Rng student_rng(c.run.seed, 0, 1);
+  Model student = build_model(mc, student_rng);
+  kernels::QueueOptions so;
+  so.compute = student_compute(c);
+  student.to_device(device, so);
+  auto optimizer = make_optimizer(c.optimizer, student);
+
+  const int kmax = *std::max_element(a.ks.begin(), a.ks.end());
+  std::vector<std::unique_ptr<Teacher>> teachers;
+  kernels::QueueOptions to;
+  to.compute = teacher_compute(c);
+  to.frozen_params = true;
+  for (int i = 0; i < kmax; ++i) {
+    auto t = std::make_unique<Teacher>();
+    Rng rng(c.run.seed, static_cast<std::uint64_t>(i + 1), 1);
+    t->peer = i + 1;
+    t->model = build_model(mc, rng);
+    t->model.drop_grads();
+    t->model.to_device(device, to);
+    teachers.push_back(std::move(t));
+  }
+
+  data::BatchSampler sampler(data.train, data::sampler_options(c));
+  StepInput input;
+  input.augment = data::augment_options(c, data.train.normalization);
+  input.prefetch = prefetch_batches(c.data.prefetch, device, c.run.threads);
+  kernels::DistillLossParams loss;
+  loss.temperature = c.codistill.temperature;
+  loss.weight = c.codistill.weight;
+  loss.hard_weight = c.codistill.hard_weight;
+  TrainStep step(student, data.train, sampler, c.data.batch_size, loss, c.train.micro_batches, input);
+  step.set_teacher_compute(teacher_compute(c));
+
+  std::int64_t n = 0;
+  auto steps = [&](int k, int count) {
+    std::vector<Teacher*> ts;
+    for (int i = 0; i < k; ++i) ts.push_back(teachers[static_cast<std::size_t>(i)].get());
+    for (int s = 0; s < count; ++s) step.run(n++, ts, *optimizer, c.optimizer.lr);
+    student.synchronize();
+  };
+  for (int k : a.ks) steps(k, a.warmup);
+
+  std::printf("bench_teacher_step: %s, batch %lld, %d threads, teacher precision %s, prefetch %s; K in {", a.config.c_str(),
+              static_cast<long long>(c.data.batch_size), c.run.threads,
+              kernels::compute_name(teacher_compute(c)), input.prefetch ? "on" : "off");
+  for (int k : a.ks) std::printf(" %d", k);
+  std::printf(" }, %d blocks of %d steps after %d warm-up steps each\n", a.blocks, a.block, a.warmup);
+  std::vector<std::vector<double>> ms(a.ks.size());
+  for (int b = 0; b < a.blocks; ++b) {
+    std::printf("block %d:", b + 1);
+    for (std::size_t i = 0; i < a.ks.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      steps(a.ks[i], a.block);
+      const double per = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / a.block;
+      ms[i].push_back(per);
+      std::printf("  K=%d %.4f ms", a.ks[i], per);
+    }
+    std::printf("\n");
+  }
+  const double best0 = *std::min_element(ms[0].begin(), ms[0].end()), med0 = median(ms[0]);
+  std::string json = fmt::format(R"({{"bench":"teacher_step","config":"{}","threads":{},"batch":{},"teacher_precision":"{}","blocks":{},"block":{},"results":[)",
+                                 a.config, c.run.threads, c.data.batch_size,
+                                 kernels::compute_name(teacher_compute(c)), a.blocks, a.block);
+  for (std::size_t i = 0; i < a.ks.size(); ++i) {
+    const int k = a.ks[i];
+    const double best = *std::min_element(ms[i].begin(), ms[i].end()), med = median(ms[i]);
+    const double ob = k ? (best / best0 - 1) / k : 0, om = k ? (med / med0 - 1) / k : 0;
+    std::printf("K=%d  best %.4f ms (%.0f ex/s)  median %.4f ms", k, best, c.data.batch_size * 1e3 / best, med);
+    if (k) std::printf("  per teacher %.3f (median %.3f)", ob, om);
+    std::printf("\n");
+    json += fmt::format(R"({}{{"k":{},"best_ms":{:.5f},"median_ms":{:.5f},"per_teacher_best":{:.4f},"per_teacher_median":{:.4f}}})",
+                        i ? "," : "", k, best, med, ob, om);
+  }
+  std::printf("%s]}\n", json.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_teacher_step: %s\n", e.what());
+    return 1;
+  }
+}
