@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "codistill/data/byte_codes.hpp"
 #include "codistill/data/idx.hpp"
 #include "codistill/data/synthetic.hpp"
 
@@ -69,6 +70,7 @@ void truncate(Dataset& d, std::int64_t n) {
   std::memcpy(kept.raw(), d.images.raw(), kept.nbytes());
   d.images = std::move(kept);
   d.labels.resize(static_cast<std::size_t>(n));
+  d.codes.resize(std::min(d.codes.size(), static_cast<std::size_t>(n * d.example_numel())));
 }
 
 Normalization normalize(Splits& splits, const std::string& kind, double raw_max) {
@@ -97,6 +99,7 @@ Normalization normalize(Splits& splits, const std::string& kind, double raw_max)
   }
   for (Dataset* d : {&splits.train, &splits.test}) {
     d->normalization = norm;
+    d->codes.clear();  // they stood for the values before
     if (norm.shift == 0.0 && norm.scale == 1.0) continue;
     float* x = d->images.data<float>();
     const std::int64_t n = d->images.numel();
@@ -123,6 +126,7 @@ void gather(const Dataset& d, std::span<const std::int64_t> indices, kernels::Te
   const std::int64_t row = d.example_numel();
   const std::size_t row_bytes = static_cast<std::size_t>(row) * sizeof(float);
   const float* src = d.images.data<float>();
+  const std::uint8_t* codes = d.codes.empty() ? nullptr : d.codes.data();
   float* dst = images.data<float>();
   labels.resize(static_cast<std::size_t>(n));
   const std::int64_t size = d.size();
@@ -140,9 +144,16 @@ void gather(const Dataset& d, std::span<const std::int64_t> indices, kernels::Te
   const bool par = parallel && n >= 16 && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (par)
   for (std::int64_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) __builtin_prefetch(src + indices[i + kAhead] * row);
     const std::int64_t k = indices[i];
-    std::memcpy(dst + i * row, src + k * row, row_bytes);
+    if (codes) {
+      // A byte row is a few cache lines: ask for all of the one kAhead rows on.
+      if (i + kAhead < n)
+        for (std::int64_t b = 0; b < row; b += 64) __builtin_prefetch(codes + indices[i + kAhead] * row + b);
+      decode_codes(d, codes + k * row, dst + i * row, row);
+    } else {
+      if (i + kAhead < n) __builtin_prefetch(src + indices[i + kAhead] * row);
+      std::memcpy(dst + i * row, src + k * row, row_bytes);
+    }
     labels[i] = d.labels[k];
   }
 }
@@ -206,7 +217,10 @@ Splits load_dataset(const DataConfig& cfg) {
   }
   if (cfg.train_limit > 0) truncate(s.train, cfg.train_limit);
   if (cfg.test_limit > 0) truncate(s.test, cfg.test_limit);
+  std::vector<std::uint8_t> train_codes = byte_codes(s.train), test_codes = byte_codes(s.test);
   normalize(s, cfg.normalize, raw_max);
+  attach_codes(s.train, std::move(train_codes));
+  attach_codes(s.test, std::move(test_codes));
   return s;
 }
 

@@ -33,6 +33,10 @@ struct Dataset {
   std::int64_t classes = 0;
   std::string name;                    // e.g. "fashion-mnist/train"
   Normalization normalization;         // what was applied to `images`
+  // Where every raw value was a byte (IDX pixels), each value's byte, which decodes to its
+  // image value bit for bit (byte_codes.hpp); gather() reads these. Empty otherwise. Whoever
+  // changes `images` after loading clears it.
+  std::vector<std::uint8_t> codes;
 
   std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
   kernels::Shape example_shape() const;   // [C, H, W]
@@ -79,8 +83,9 @@ Normalization normalize(Splits& splits, const std::string& kind, double raw_max)
 // Copies examples indices[0..n) of d into rows 0..n of `images` (CPU float32, shape
 // [n, C, H, W], allocated by the caller) and labels[0..n) (resized to n). Throws
 // std::invalid_argument on a shape mismatch or an index outside [0, d.size()).
-// This is the training hot path: one memcpy per example, no allocation once `labels`
-// has reached its size. `parallel`: the rows are split across the calling thread's OpenMP
+// This is the training hot path: one memcpy per example (or the decoding of its byte row,
+// where d.codes is set: a quarter of the memory read), no allocation once `labels` has
+// reached its size. `parallel`: the rows are split across the calling thread's OpenMP
 // threads (for a caller whose step waits for the batch; a helper thread working beside
 // the compute threads should not start a team of its own).
 void gather(const Dataset& d, std::span<const std::int64_t> indices, kernels::Tensor& images,
