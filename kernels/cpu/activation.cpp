@@ -170,11 +170,16 @@ void relu_backward(const T* y, const T* dy, T* dx, std::int64_t n, Impl impl) {
     for (std::int64_t i = 0; i < n; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
     return;
   }
+  split_static(n, kParallelMinCheap,
+               [&](std::int64_t lo, std::int64_t hi) { relu_backward_span(y + lo, dy + lo, dx + lo, hi - lo); });
+}
+
+template <class T>
+void relu_backward_span(const T* y, const T* dy, T* dx, std::int64_t n) {
   // dy[i] is loaded unconditionally: written as `y > 0 ? dy : 0` the load is conditional,
   // GCC cannot if-convert it without masked loads, and the loop becomes a mispredicted
   // branch per element (5x slower on random signs).
-  const bool par = go_parallel(n, kParallelMinCheap);
-#pragma omp parallel for simd schedule(static) if (parallel : par)
+#pragma omp simd
   for (std::int64_t i = 0; i < n; ++i) {
     const T g = dy[i];
     dx[i] = y[i] > T(0) ? g : T(0);
@@ -216,6 +221,7 @@ void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, Impl impl) {
 #define CODISTILL_ACT(T)                                                        \
   template void relu_forward<T>(const T*, T*, std::int64_t, Impl);              \
   template void relu_backward<T>(const T*, const T*, T*, std::int64_t, Impl);   \
+  template void relu_backward_span<T>(const T*, const T*, T*, std::int64_t);    \
   template void gelu_forward<T>(const T*, T*, std::int64_t, Impl);              \
   template void gelu_backward<T>(const T*, const T*, T*, std::int64_t, Impl);
 CODISTILL_ACT(float)

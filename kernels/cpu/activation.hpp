@@ -12,6 +12,10 @@ template <class T>
 void relu_forward(const T* x, T* y, std::int64_t n, Impl impl = Impl::fast);
 template <class T>
 void relu_backward(const T* y, const T* dy, T* dx, std::int64_t n, Impl impl = Impl::fast);
+// relu_backward's fast loop on the calling thread alone (a thread's share inside a
+// parallel region of its own: linear_backward_relu).
+template <class T>
+void relu_backward_span(const T* y, const T* dy, T* dx, std::int64_t n);
 template <class T>
 void gelu_forward(const T* x, T* y, std::int64_t n, Impl impl = Impl::fast);
 template <class T>

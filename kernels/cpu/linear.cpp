@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/bias.hpp"
 #include "kernels/cpu/gemm.hpp"
 
@@ -65,17 +66,6 @@ std::vector<T> rounded(const T* x, std::int64_t n) {
 // Below this many elements of dy the fused backward's own loops (relu gradient, bias
 // gradient) stay on one thread when its GEMMs do.
 constexpr std::int64_t kFuseParallelMin = 1 << 15;
-
-// relu's gradient over [lo, hi): as relu_backward (kernels/cpu/activation.cpp), dy loaded
-// unconditionally so that the select vectorizes.
-template <class T>
-void relu_grad_span(const T* y, const T* dy, T* dx, std::int64_t lo, std::int64_t hi) {
-#pragma omp simd
-  for (std::int64_t i = lo; i < hi; ++i) {
-    const T g = dy[i];
-    dx[i] = y[i] > T(0) ? g : T(0);
-  }
-}
 
 }  // namespace
 
@@ -153,7 +143,7 @@ void linear_backward_relu(const T* x, const T* w, const T* dy, const T* relu_y, 
     if (relu_y) {  // dpre = y > 0 ? dy : 0, this thread's block of 16-element chunks; the GEMMs read all of it
       const std::int64_t n = M * N, units = (n + 15) / 16;
       const std::int64_t lo = std::min(n, units * t / parts * 16), hi = std::min(n, units * (t + 1) / parts * 16);
-      relu_grad_span(relu_y, dy, dpre, lo, hi);
+      if (lo < hi) relu_backward_span(relu_y + lo, dy + lo, dpre + lo, hi - lo);
       if (sync) {
 #pragma omp barrier
       }
