@@ -101,6 +101,7 @@ int run(const Args& a) {
   Rng student_rng(c.run.seed, 0, 1);
   Model student = build_model(mc, student_rng);
   kernels::QueueOptions so;
+  so.allow_tf32 = c.train.allow_tf32;
   so.compute = student_compute(c);
   student.to_device(device, so);
   auto optimizer = make_optimizer(c.optimizer, student);
@@ -108,6 +109,7 @@ int run(const Args& a) {
   const int kmax = *std::max_element(a.ks.begin(), a.ks.end());
   std::vector<std::unique_ptr<Teacher>> teachers;
   kernels::QueueOptions to;
+  to.allow_tf32 = c.train.allow_tf32;
   to.compute = teacher_compute(c);
   to.frozen_params = true;
   for (int i = 0; i < kmax; ++i) {
@@ -127,9 +129,11 @@ int run(const Args& a) {
   kernels::DistillLossParams loss;
   loss.temperature = c.codistill.temperature;
   loss.weight = c.codistill.weight;
+  // The trainer's when it distills, for K = 0 too: only the teachers differ between the Ks.
   loss.hard_weight = c.codistill.hard_weight;
   TrainStep step(student, data.train, sampler, c.data.batch_size, loss, c.train.micro_batches, input);
   step.set_teacher_compute(teacher_compute(c));
+  step.set_fused_head(c.train.fused_head);
 
   std::int64_t n = 0;
   auto steps = [&](int k, int count) {

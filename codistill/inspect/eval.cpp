@@ -162,6 +162,7 @@ const data::Dataset& normalized(const Member& m, const data::Dataset& raw,
   if (it != cache.end()) return it->second;
   data::Dataset d = raw;
   d.images = raw.images.clone();
+  d.codes.clear();  // they stood for raw's values (evaluation reads the floats)
   d.normalization = m.norm;
   float* x = d.images.data<float>();
   const double shift = m.norm.shift, inv = 1.0 / m.norm.scale;

@@ -49,7 +49,20 @@ Tensor Model::forward(const Tensor& x, bool training) {
   }
 }
 
+namespace {
+
+// A queue with frozen_params may keep converted copies of the weights: a backward (and the
+// update after it) would leave those stale.
+void check_trainable(const Model& m) {
+  if (m.queue().options().frozen_params)
+    throw std::logic_error("Model::backward: the model's queue has QueueOptions::frozen_params (a forward-only "
+                           "teacher's); it cannot be trained");
+}
+
+}  // namespace
+
 void Model::backward(const Tensor& dlogits) {
+  check_trainable(*this);
   finalize();
   try {
     root_->backward(dlogits, /*need_dx=*/false);
@@ -130,6 +143,7 @@ Tensor Model::forward_features(const Tensor& x, bool training) {
 }
 
 void Model::backward_features(const Tensor& dfeatures) {
+  check_trainable(*this);
   if (!linear_head()) throw std::logic_error("Model::backward_features: the model does not end in a linear head");
   try {
     root_->backward_prefix(dfeatures, root_->size() - 1, /*need_dx=*/false);

@@ -84,6 +84,7 @@ struct Bf16Gemm::State {
   struct LinearPlan {
     dnnl::memory::desc x, w, b, y;
     dnnl::matmul matmul;
+    bool relu_after = false;  // oneDNN's reference kernel keeps NaN through its relu: ours runs after
   };
   using PackedKey = std::tuple<const float*, std::int64_t, std::int64_t>;  // w, N, K
 
@@ -92,7 +93,9 @@ struct Bf16Gemm::State {
   std::unique_ptr<dnnl::stream> stream;
   std::map<Key, Plan> plans;
   std::map<LinearKey, LinearPlan> linear_plans;
-  std::map<PackedKey, dnnl::memory> packed;
+  // Per weight array, its packed copies: one per layout asked for (a layout may depend on
+  // the batch rows M: training and evaluation batches each keep theirs).
+  std::map<PackedKey, std::vector<dnnl::memory>> packed;
   std::vector<std::uint16_t> a_ws, b_ws, shared_ws;
   std::string impl;
 
@@ -135,14 +138,21 @@ struct Bf16Gemm::State {
     p.w = dnnl::memory::desc({K, N}, dt::bf16, frozen ? tag::any : tag::ba);
     p.y = dnnl::memory::desc({M, N}, dt::f32, tag::ab);
     if (bias) p.b = dnnl::memory::desc({1, N}, dt::f32, tag::ab);
-    dnnl::primitive_attr attr;
-    if (relu) {  // max(v, 0): NaN -> 0, as relu_forward (see dnnl_matmul.cpp)
-      dnnl::post_ops ops;
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-      attr.set_post_ops(ops);
-    }
     const auto d = bias ? dnnl::matmul::desc(p.x, p.w, p.b, p.y) : dnnl::matmul::desc(p.x, p.w, p.y);
-    const dnnl::matmul::primitive_desc pd(d, attr, *engine);
+    auto make = [&](bool fused_relu) {
+      dnnl::primitive_attr attr;
+      if (fused_relu) {  // the JIT kernels' max(v, 0): NaN -> 0, as relu_forward (see dnnl_matmul.cpp)
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(ops);
+      }
+      return dnnl::matmul::primitive_desc(d, attr, *engine);
+    };
+    dnnl::matmul::primitive_desc pd = make(relu);
+    if (relu && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+      pd = make(false);
+      p.relu_after = true;
+    }
     p.w = pd.weights_desc();
     impl = pd.impl_info_str();
     p.matmul = dnnl::matmul(pd);
@@ -153,7 +163,9 @@ struct Bf16Gemm::State {
   // permutation of bf16 values: exact) on first use, kept after.
   dnnl::memory packed_weights(const float* w, std::int64_t N, std::int64_t K, const dnnl::memory::desc& want) {
     const PackedKey key{w, N, K};
-    if (auto it = packed.find(key); it != packed.end() && it->second.get_desc() == want) return it->second;
+    if (auto it = packed.find(key); it != packed.end())
+      for (const dnnl::memory& m : it->second)
+        if (m.get_desc() == want) return m;
     if (packed.size() >= kMaxPlans) packed.clear();
     b_ws.resize(std::max(b_ws.size(), static_cast<std::size_t>(N * K)));
     round_to_bf16(w, b_ws.data(), N * K);
@@ -162,7 +174,7 @@ struct Bf16Gemm::State {
     dnnl::memory dst(want, *engine);  // oneDNN's own, aligned allocation
     dnnl::reorder(src, dst).execute(*stream, src, dst);
     stream->wait();
-    packed[key] = dst;
+    packed[key].push_back(dst);
     return dst;
   }
 };
@@ -256,6 +268,8 @@ void Bf16Gemm::linear_forward(const float* x, const float* w, const float* b, fl
     if (b) args[DNNL_ARG_BIAS] = dnnl::memory(p.b, *s.engine, const_cast<float*>(b));
     p.matmul.execute(*s.stream, args);
     s.stream->wait();
+    if (p.relu_after)
+      for (std::int64_t i = 0; i < M * N; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
   } catch (const dnnl::error& e) {
     throw std::runtime_error("bf16 linear forward (oneDNN matmul) M=" + std::to_string(M) + " N=" +
                              std::to_string(N) + " K=" + std::to_string(K) + ": " + e.what());

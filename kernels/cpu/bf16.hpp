@@ -66,7 +66,8 @@ class Bf16Gemm {
   // frozen_params) the caller promises w's values never change while this engine lives:
   // w is rounded and repacked into the layout the kernel reads once, then kept, keyed by
   // its address and shape (a teacher's forward otherwise rounds and packs its weights on
-  // every call). M, N, K >= 1.
+  // every call). The promise covers the address too: no other array is placed at w while
+  // this engine lives (a teacher's queue dies with its model). M, N, K >= 1.
   void linear_forward(const float* x, const float* w, const float* b, float* y, std::int64_t M, std::int64_t N,
                       std::int64_t K, bool relu, bool frozen_w);
   // x rounded into the engine's shared-operand buffer; valid until the next round_operand.

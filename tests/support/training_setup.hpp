@@ -61,6 +61,7 @@ inline void make_teacher(Teacher& t, const ModelConfig& config, std::uint64_t se
   Rng rng(seed);
   t.model = build_model(config, rng);
   t.model.drop_grads();
+  options.frozen_params = true;  // as TeacherPool makes them: written once, never trained
   t.model.to_device(device, options);
 }
 

@@ -68,6 +68,13 @@ TEST_CASE("byte datasets gather from their codes the batch of their floats, bit 
       INFO("parallel " << parallel);
       CHECK(same_bits(gather_rows(s.train, idx, parallel), gather_rows(floats, idx, parallel)));
     }
+    {  // gather reads the codes, not the floats: a float changed behind them does not show
+      Dataset probe = s.train;
+      probe.images = s.train.images.clone();
+      const float was = probe.images.data<float>()[5 * 35 + 3];
+      probe.images.data<float>()[5 * 35 + 3] = 1e9f;
+      CHECK(gather_rows(probe, {5}, false)[3] == was);
+    }
     // A truncated dataset keeps the codes of its rows.
     truncate(s.train, 10);
     CHECK(s.train.codes.size() == 10u * 35u);

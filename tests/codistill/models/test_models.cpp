@@ -250,6 +250,15 @@ TEST_CASE("fast and reference forward agree in float32", "[models]") {
   }
 }
 
+TEST_CASE("a model on a queue with frozen params runs forward and refuses a backward", "[models]") {
+  Model m = build(mlp_config({8}));
+  kernels::QueueOptions o;
+  o.frozen_params = true;
+  m.to_device(kernels::Device::cpu(), o);
+  const Tensor logits = m.forward(random_input({2, 1, 28, 28}, 1), false);
+  CHECK_THROWS_WITH(m.backward(Tensor::zeros(logits.shape(), logits.dtype())), Contains("frozen_params"));
+}
+
 TEST_CASE("dtype mismatch names the layer", "[models]") {
   Model m = build(mlp_config({8}));
   m.to_dtype(DType::f64);

@@ -202,6 +202,21 @@ TEST_CASE("bf16 linear forward: bias and relu in the matmul, frozen weights roun
             CHECK(rel_error(std::vector<double>(y2.begin(), y2.end()), expected()) <= 2e-5);
           }
         }
+  {  // one frozen weight array read by batches of several sizes (training and evaluation
+     // rows): the layouts the kernels ask for may differ, each is packed and kept
+    Bf16Gemm engine;
+    const std::int64_t N = 64, K = 300;
+    const auto w = random_vector<float>(static_cast<std::size_t>(N * K), seed + 1000);
+    for (int round = 0; round < 2; ++round)
+      for (std::int64_t M : {std::int64_t{128}, std::int64_t{1}, std::int64_t{37}}) {
+        INFO("round " << round << " M=" << M);
+        const auto x = random_vector<float>(static_cast<std::size_t>(M * K), seed + 2000 + static_cast<std::uint64_t>(M));
+        std::vector<float> y(static_cast<std::size_t>(M * N));
+        engine.linear_forward(x.data(), w.data(), nullptr, y.data(), M, N, K, false, true);
+        CHECK(rel_error(std::vector<double>(y.begin(), y.end()), reference(false, true, M, N, K, x, w, false, {}, true)) <=
+              2e-5);
+      }
+  }
   Bf16Gemm engine;
   float v = 1;
   CHECK_THROWS_AS(engine.linear_forward(&v, &v, nullptr, &v, 1, 0, 1, false, true), std::invalid_argument);
