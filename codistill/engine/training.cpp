@@ -26,6 +26,7 @@
 #include "codistill/engine/init_from.hpp"
 #include "codistill/engine/precision.hpp"
 #include "codistill/engine/trainer_state.hpp"
+#include "codistill/util/openmp_env.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/impl.hpp"
 
@@ -332,6 +333,7 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   s.log->info("device {} ({} backend{}{})", s.device.str(), s.model.queue().backend().name(),
               c.train.allow_tf32 ? ", TF32 allowed" : "",
               queue_options.compute == kernels::Compute::bf16 ? ", bf16 mixed precision" : "");
+  s.log->info("OpenMP: {} threads, {}", kernels::cpu::num_threads(), openmp_spin_summary());
   if (c.group.sync_batchnorm && ranks > 1) {  // one process: its statistics are the group's already
     try {
       const int layers = synchronize_batchnorm(group, s.model);
