@@ -135,7 +135,7 @@ inspect::Report dispatch(const std::string& name, const Parsed& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  codistill::reexec_with_bounded_openmp_spin(argv);  // util/openmp_env.hpp: why
+  codistill::reexec_with_bounded_openmp_spin(argv, "codistill-inspect");  // util/openmp_env.hpp: why
   codistill::install_crash_report("codistill-inspect");  // util/crash_report.hpp
   const std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty()) {

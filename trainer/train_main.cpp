@@ -87,7 +87,7 @@ std::vector<std::int64_t> fault_steps(const char* variable) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  codistill::reexec_with_bounded_openmp_spin(argv);  // util/openmp_env.hpp: why
+  codistill::reexec_with_bounded_openmp_spin(argv, "codistill-train");  // util/openmp_env.hpp: why
   codistill::install_crash_report("codistill-train");  // util/crash_report.hpp
   Args args;
   try {

@@ -11,10 +11,11 @@
 //   examples/s beside a compiler instead of ~245k when quiet, 213k with GOMP_SPINCOUNT=2000
 //   (README "On a shared machine").
 // - When the cores are free, a short spin puts the threads to sleep between regions and
-//   every region then starts by waking them: on a 2-vCPU VM ResNet-8 trained 6-15% slower
+//   every region then starts by waking them: on a 2-vCPU VM ResNet-8 trained 3-15% slower
 //   with 2000 than with libgomp's default (docs/results.md, ninth session).
 // So the executables measure, once at start, how busy the machine is with other work and
-// bound the spin only where it is shared. libgomp reads its settings once, when it is
+// bound the spin only where it is shared (or where ranks of a parallel launch start
+// together). The measurement costs every start of an executable 100 ms. libgomp reads its settings once, when it is
 // loaded, from the environment, before main: so the only way to choose them from inside the
 // program is to set the variable and execute the program again.
 #include <optional>
@@ -24,14 +25,19 @@ namespace codistill {
 
 // The spin count set on a shared machine.
 inline constexpr const char* kOpenMpSpinCount = "2000";
+// The exit status for a CODISTILL_OPENMP_SPIN the program does not know (the executables'
+// usage status).
+inline constexpr int kOpenMpSpinUsageExit = 2;
 
 // Other work's CPUs from which the machine counts as shared: half a core busy on average
 // over the sampling window.
 inline constexpr double kSharedBusyCpus = 0.5;
 
-// The CPUs busy over `window_ms` milliseconds (non-idle time of all CPUs, from /proc/stat's
-// first line, in CPUs), and how many CPUs there are; nullopt where /proc/stat cannot be read
-// or parsed. Called before this process starts any thread: what it sees is other work.
+// The CPUs busy with other work over `window_ms` milliseconds: the non-idle time of the CPUs
+// this process may run on (sched_getaffinity; /proc/stat's per-CPU lines) less this
+// process's own (/proc/self/stat: libraries run threads before main, OpenBLAS's pool spins
+// when it is loaded), in CPUs, and how many such CPUs there are; nullopt where /proc cannot
+// be read or parsed.
 struct CpuLoad {
   double busy = 0;
   int cpus = 0;
@@ -42,20 +48,23 @@ std::optional<CpuLoad> sample_cpu_load(int window_ms);
 // treated as shared, the safe side): true = bound the spin.
 bool bound_openmp_spin(const std::optional<CpuLoad>& load);
 
-// Where neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set: samples the load for 100 ms and,
-// where the machine is shared (bound_openmp_spin), sets GOMP_SPINCOUNT to kOpenMpSpinCount and
+// Where neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set: where this process is one of
+// several ranks of a parallel launch (mpirun, srun; dist/launch.hpp), or where the load
+// sampled for 100 ms says the machine is shared (bound_openmp_spin), sets GOMP_SPINCOUNT to kOpenMpSpinCount and
 // executes /proc/self/exe again with the same arguments (same process id, so launchers such
 // as mpirun and srun keep track of it); a quiet machine keeps libgomp's default. What it
-// decided and why is left in CODISTILL_OPENMP_SPIN_CHOICE for openmp_spin_summary. Returns
+// decided and why is left in CODISTILL_OPENMP_SPIN_CHOICE (tagged with the process id) for
+// openmp_spin_summary. Returns
 // where the environment already chooses (the user's setting, or the second execution) or
 // where the execution failed (the process then runs on with libgomp's defaults).
 // CODISTILL_OPENMP_SPIN=bounded|default skips the measurement (tests, or a user who knows);
-// another value than auto, bounded or default prints an error naming the valid ones and
-// exits with status 2. Call it first in main, before anything starts threads.
-void reexec_with_bounded_openmp_spin(char** argv);
+// another value than auto, bounded or default prints "<program>: ..." naming the valid ones
+// and exits with kOpenMpSpinUsageExit. Call it first in main, before anything starts threads.
+void reexec_with_bounded_openmp_spin(char** argv, const char* program);
 
 // One line for the run's log: the spin in effect and why (the user's GOMP_SPINCOUNT or
-// OMP_WAIT_POLICY, or the measured load behind this process's choice).
+// OMP_WAIT_POLICY, or what decided this process's choice; a note another process left in
+// the environment is ignored).
 std::string openmp_spin_summary();
 
 }  // namespace codistill

@@ -4,6 +4,9 @@
 // loaded, shows the value it runs with; CODISTILL_OPENMP_SPIN forces either branch.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <string>
 
 #include "codistill/util/openmp_env.hpp"
@@ -35,7 +38,8 @@ TEST_CASE("codistill-train and codistill-inspect bound the OpenMP spin on a shar
           "chooses",
           "[process][openmp]") {
   TempDir dir;
-  const std::string clean = "env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u CODISTILL_OPENMP_SPIN OMP_DISPLAY_ENV=verbose ";
+  const std::string clean =
+      "env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u CODISTILL_OPENMP_SPIN OMP_DISPLAY_ENV=verbose ";
   for (const std::string& exe : {train_exe(), inspect_exe()}) {
     INFO(exe);
     // Bounded (as on a shared machine): libgomp loaded twice, with its defaults, then in the
@@ -62,9 +66,22 @@ TEST_CASE("codistill-train and codistill-inspect bound the OpenMP spin on a shar
     CHECK((loads == 1 || loads == 2));
     CHECK((last_value(aut.err, "GOMP_SPINCOUNT") == "'2000'") == (loads == 2));
 
-    ProcessResult bad = run_command(clean + "CODISTILL_OPENMP_SPIN=sometimes " + exe + " --help", dir);
-    CHECK(bad.exit_code == 2);
-    CHECK(bad.err.find("CODISTILL_OPENMP_SPIN='sometimes' is not one of auto, bounded, default") != std::string::npos);
+    // Ranks of a parallel launch start together: bounded without measuring.
+    ProcessResult rank = run_command(clean + "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 " + exe + " --help", dir);
+    INFO(rank.err);
+    REQUIRE(rank.exit_code == 0);
+    CHECK(count(rank.err, "OPENMP DISPLAY ENVIRONMENT BEGIN") == 2);
+    CHECK(last_value(rank.err, "GOMP_SPINCOUNT") == "'2000'");
+
+    // An unknown mode is refused, also where GOMP_SPINCOUNT would have made it moot.
+    const std::string program = exe.substr(exe.rfind('/') + 1);
+    for (const std::string& env : {clean, std::string("env GOMP_SPINCOUNT=777 ")}) {
+      ProcessResult bad = run_command(env + "CODISTILL_OPENMP_SPIN=sometimes " + exe + " --help", dir);
+      INFO(bad.err);
+      CHECK(bad.exit_code == 2);
+      CHECK(bad.err.find(program + ": CODISTILL_OPENMP_SPIN='sometimes' is not one of auto, bounded, default") !=
+            std::string::npos);
+    }
 
     ProcessResult mine = run_command("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=777 OMP_DISPLAY_ENV=verbose " + exe +
                                          " --help", dir);
@@ -91,7 +108,14 @@ TEST_CASE("the OpenMP spin is bounded from half a busy CPU of other work, and wh
   CHECK(codistill::bound_openmp_spin(CpuLoad{0.5, 2}));
   CHECK(codistill::bound_openmp_spin(CpuLoad{1.7, 2}));
   CHECK(codistill::bound_openmp_spin(std::nullopt));
-  // This machine's load, read from /proc/stat: a share of its CPUs.
+  // The run log's line names a choice only where this process made it: a note another
+  // process left in the environment (another pid) is not taken for this one's.
+  ::setenv("CODISTILL_OPENMP_SPIN_CHOICE", "1:bounded (2000): stale", 1);
+  CHECK(codistill::openmp_spin_summary().find("from the environment") != std::string::npos);
+  ::setenv("CODISTILL_OPENMP_SPIN_CHOICE", (std::to_string(::getpid()) + ":libgomp's default: quiet").c_str(), 1);
+  CHECK(codistill::openmp_spin_summary().find("chosen here: libgomp's default: quiet") != std::string::npos);
+  ::unsetenv("CODISTILL_OPENMP_SPIN_CHOICE");
+  // This machine's load, read from /proc/stat: a share of the CPUs this process may use.
   const auto load = codistill::sample_cpu_load(50);
   REQUIRE(load.has_value());
   CHECK(load->cpus >= 1);
