@@ -15,9 +15,9 @@
 //   with 2000 than with libgomp's default (docs/results.md, ninth session).
 // So the executables measure, once at start, how busy the machine is with other work and
 // bound the spin only where it is shared (or where ranks of a parallel launch start
-// together). The measurement costs every start of an executable 100 ms. libgomp reads its settings once, when it is
-// loaded, from the environment, before main: so the only way to choose them from inside the
-// program is to set the variable and execute the program again.
+// together); the measurement costs every start of an executable 100 ms. libgomp reads its
+// settings once, when it is loaded, from the environment, before main: so the only way to
+// choose them from inside the program is to set the variable and execute the program again.
 #include <optional>
 #include <string>
 
@@ -50,13 +50,13 @@ bool bound_openmp_spin(const std::optional<CpuLoad>& load);
 
 // Where neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set: where this process is one of
 // several ranks of a parallel launch (mpirun, srun; dist/launch.hpp), or where the load
-// sampled for 100 ms says the machine is shared (bound_openmp_spin), sets GOMP_SPINCOUNT to kOpenMpSpinCount and
-// executes /proc/self/exe again with the same arguments (same process id, so launchers such
-// as mpirun and srun keep track of it); a quiet machine keeps libgomp's default. What it
-// decided and why is left in CODISTILL_OPENMP_SPIN_CHOICE (tagged with the process id) for
-// openmp_spin_summary. Returns
-// where the environment already chooses (the user's setting, or the second execution) or
-// where the execution failed (the process then runs on with libgomp's defaults).
+// sampled for 100 ms says the machine is shared (bound_openmp_spin), sets GOMP_SPINCOUNT to
+// kOpenMpSpinCount and executes /proc/self/exe again with the same arguments (same process
+// id, so launchers such as mpirun and srun keep track of it); a quiet machine keeps
+// libgomp's default. What it decided and why is left in CODISTILL_OPENMP_SPIN_CHOICE (tagged
+// with the process id) for openmp_spin_summary. Returns where the environment already
+// chooses (the user's setting, or the second execution) or where the execution failed (the
+// process then runs on with libgomp's defaults).
 // CODISTILL_OPENMP_SPIN=bounded|default skips the measurement (tests, or a user who knows);
 // another value than auto, bounded or default prints "<program>: ..." naming the valid ones
 // and exits with kOpenMpSpinUsageExit. Call it first in main, before anything starts threads.
