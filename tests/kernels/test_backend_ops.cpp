@@ -94,16 +94,18 @@ std::string worst(const std::vector<double>& got, const std::vector<double>& wan
   return s.str();
 }
 
-// Checks every output against the reference's; false when one is off.
-bool compare(const std::vector<Output>& got, const std::vector<Output>& want) {
+// Checks every output against the reference's; false when one is off. normwise: by
+// op_norm_error (bf16 compute), else op_error.
+bool compare(const std::vector<Output>& got, const std::vector<Output>& want, bool normwise) {
   bool ok = true;
   REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     INFO("output " << got[i].name);
     REQUIRE(got[i].name == want[i].name);
     REQUIRE(got[i].values.size() == want[i].values.size());
-    const double err = op_error(got[i].values, want[i].values, want[i].floor);
-    INFO("relative error " << err << " (bound " << got[i].bound << "); "
+    const double err = normwise ? op_norm_error(got[i].values, want[i].values, want[i].floor)
+                                : op_error(got[i].values, want[i].values, want[i].floor);
+    INFO((normwise ? "normwise " : "") << "relative error " << err << " (bound " << got[i].bound << "); "
                            << worst(got[i].values, want[i].values));
     CHECK(err <= got[i].bound);
     ok = ok && err <= got[i].bound;
@@ -165,7 +167,7 @@ void run_cases(const char* family, Cases cases, const std::vector<Target>& ts) {
         const auto q = make_queue(ts[j], c.options);
         Ctx ctx(*q, c.dtype, c.offset);
         const auto got = c.run(ctx);
-        bool ok = compare(got, *want);
+        bool ok = compare(got, *want, c.bf16_compute());
         if (c.reproducible()) {
           Ctx again(*q, c.dtype, c.offset);
           const bool same = bitwise_equal(c.run(again), got);

@@ -75,13 +75,11 @@ class LinearBackward final : public OpCase {
                                 c.q);
     const double floor = backward_floor(act_);
     // bf16 compute through gelu: the fast and reference gelu' differ by float32 ulps, so about
-    // one dpre element in 10^4 rounds to the other bf16 neighbour, moving its sums by up to a
-    // bf16 ulp of one term out of N (2^-8 / sqrt(N) of the output): four times the bound.
-    const bool straddles = act_ == Activation::gelu && c.q.options().compute == k::Compute::bf16;
-    auto bound = [&](double terms) { return straddles ? 4 * Ctx::kBf16ComputeBound : c.bound(terms); };
-    std::vector<Output> out{c.out("dw", dw, bound(M), floor)};
-    if (dx_) out.push_back(c.out("dx", dx, bound(N), floor));
-    if (db_) out.push_back(c.out("db", db, bound(M), floor));
+    // one dpre element in 10^4 rounds to the other bf16 neighbour; judged in the norm
+    // (op_norm_error) that element weighs 1/sqrt(n): ~2e-5 at most, measured.
+    std::vector<Output> out{c.out("dw", dw, c.bound(M), floor)};
+    if (dx_) out.push_back(c.out("dx", dx, c.bound(N), floor));
+    if (db_) out.push_back(c.out("db", db, c.bound(M), floor));
     return out;
   }
 

@@ -116,6 +116,24 @@ inline double op_error(const std::vector<double>& got, const std::vector<double>
   return max_rel_error(got, want, std::max({rms, floor, std::numeric_limits<double>::min()}));
 }
 
+// ||got - want||_2 / max(||want||_2, floor * sqrt(n)), NaN counted as infinitely wrong: the
+// measure of bf16-compute outputs (OpCase::bf16_compute). There the reference and the
+// backend each round a gradient they computed a float32 ulp apart (the loss's, an
+// activation's) to a bf16 GEMM operand, and about one operand in 10^4 lands on the other bf16
+// neighbour: its element moves by a bf16 ulp of one term, which for a sum of few terms
+// (dW over 13 rows) is as much as an unrounded operand moves every element. In the norm
+// that one element weighs 1/sqrt(n), while an operand left unrounded still counts in full.
+inline double op_norm_error(const std::vector<double>& got, const std::vector<double>& want, double floor) {
+  double dd = 0, ww = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) || std::isnan(want[i])) return INFINITY;
+    dd += (got[i] - want[i]) * (got[i] - want[i]), ww += want[i] * want[i];
+  }
+  if (dd == 0) return 0;  // also an all-zero output matched exactly at floor 0
+  const double scale = std::max(std::sqrt(ww), floor * std::sqrt(static_cast<double>(got.size())));
+  return std::sqrt(dd) / std::max(scale, std::numeric_limits<double>::min());
+}
+
 // The floor of outputs built from O(1) inputs (test_util's max_rel_error default).
 inline constexpr double kFloor = 1e-3;
 
@@ -153,10 +171,10 @@ class Ctx {
   DType dtype() const { return dtype_; }      // the case's dtype (bounds, rounding)
   // TF32 products carry a 10-bit mantissa: 1e-2, as bfloat16. bf16 compute is compared
   // with the reference run on the same bf16-rounded operands (the driver's bf16 reference
-  // queue): what separates them is the float32 summation order, plus a rare operand that
-  // rounds the other way where the two compute it (an activation's or the loss's gradient)
-  // a float32 ulp apart, so the bound stays far below one bf16 ulp (2^-8 = 4e-3) and an
-  // unrounded float32 product (about that much off) fails it.
+  // queue), in the norm (op_norm_error): what separates them is the float32 summation order
+  // (~1e-7) plus a rare operand that rounds the other way (~1e-5 in the norm), while a GEMM
+  // operand left unrounded in float32 is 1e-3 to 2e-3 off (measured on the head's and the
+  // linear layer's cases with the reference's rounding of one operand removed).
   double bound(double terms = 1) const {
     if (dtype_ == DType::f32 && q.options().compute == k::Compute::bf16) return kBf16ComputeBound;
     return q.options().allow_tf32 && dtype_ == DType::f32 ? 1e-2 : bound_for(dtype_, terms);
@@ -262,6 +280,9 @@ class OpCase {
   std::string label() const { return name() + " [" + short_name(dtype) + (offset ? ", unaligned" : "") +
                                      (options.allow_tf32 ? ", tf32" : "") +
                                      (options.compute == k::Compute::bf16 ? ", bf16 compute" : "") + "]"; }
+
+  // Mixed precision against the reference's same rounding: judged by op_norm_error.
+  bool bf16_compute() const { return dtype == DType::f32 && options.compute == k::Compute::bf16; }
 
   DType dtype = DType::f32;
   std::uint64_t seed = 0;
