@@ -27,22 +27,45 @@ inline std::vector<double> batchnorm_input(const k::BatchNormShape& s, std::uint
   return xv;
 }
 
+// The size of the terms a channel's normalized values are differences of: max over the
+// channels of |gamma_c| * invstd_c * max |x| in channel c (x laid out [batch, C, spatial];
+// gamma empty: 1). With few values per channel whose spread is below sqrt(eps), invstd
+// nears 1 / sqrt(eps) = 316 while x - mean cancels to what eps leaves, and a float32 ulp of
+// x moves y by 316 ulps (seen at N=2 C=3: 3.4e-5 against a 1e-5 bound of y's own size).
+// An eval pass (saved invstd not written: NaN) leaves kFloor.
+inline double batchnorm_term_size(const std::vector<double>& x, const std::vector<double>& invstd,
+                                  const std::vector<double>& gamma, const k::BatchNormShape& s) {
+  std::vector<double> xmax(static_cast<std::size_t>(s.channels), 0.0);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    auto& m = xmax[(i / static_cast<std::size_t>(s.spatial)) % xmax.size()];
+    m = std::max(m, std::abs(x[i]));
+  }
+  double size = kFloor;
+  for (std::size_t ch = 0; ch < xmax.size() && ch < invstd.size(); ++ch)
+    if (std::isfinite(invstd[ch])) size = std::max(size, std::abs(gamma.empty() ? 1.0 : gamma[ch]) * invstd[ch] * xmax[ch]);
+  return size;
+}
+
 // What a batchnorm case compares (dx where asked), each bounded by the per-channel count.
-// dx is measured against the size of the terms it is the difference of, gamma * invstd *
-// dy (|dy| <= 1 in these cases), not against its own: where a channel has few values they
-// nearly cancel (at two, dx is what eps leaves), and two correct groupings of the same
-// formula then differ by a rounding of the terms, ~1e-15 of them in double, more than the
-// bound of dx's own size allowed (seen at N=2 C=3 once in many seeds).
-inline std::vector<Output> batchnorm_outputs(Ctx& c, const k::BatchNormShape& s, Tensor& y, Tensor& rm, Tensor& rv,
-                                             Tensor& sm, Tensor& si, Tensor& dg, Tensor& db, Tensor* dx,
+// y and dgamma are measured against the size of their terms (batchnorm_term_size), dx
+// against gamma * invstd * dy (|dy| <= 1 in these cases), not against their own: where a
+// channel has few values they nearly cancel (at two, dx is what eps leaves), and two
+// correct groupings of the same formula then differ by a rounding of the terms (dx: ~1e-15
+// of them in double, more than the bound of dx's own size allowed, seen at N=2 C=3 once in
+// many seeds).
+inline std::vector<Output> batchnorm_outputs(Ctx& c, const k::BatchNormShape& s, const Tensor& x, Tensor& y, Tensor& rm,
+                                             Tensor& rv, Tensor& sm, Tensor& si, Tensor& dg, Tensor& db, Tensor* dx,
                                              const Tensor& gamma) {
   const double m = static_cast<double>(s.per_channel());
-  std::vector<Output> out{c.out("y", y, c.bound(m)),           c.out("running_mean", rm, c.bound(m)),
-                          c.out("running_var", rv, c.bound(m)), c.out("save_mean", sm, c.bound(m)),
-                          c.out("save_invstd", si, c.bound(m)), c.out("dgamma", dg, c.bound(m)),
+  const std::vector<double> g = c.values(gamma), is = c.values(si), xv = c.values(x);
+  std::vector<Output> out{c.out("y", y, c.bound(m), batchnorm_term_size(xv, is, g, s)),
+                          c.out("running_mean", rm, c.bound(m)),
+                          c.out("running_var", rv, c.bound(m)),
+                          c.out("save_mean", sm, c.bound(m)),
+                          c.out("save_invstd", si, c.bound(m)),
+                          c.out("dgamma", dg, c.bound(m), batchnorm_term_size(xv, is, {}, s)),
                           c.out("dbeta", db, c.bound(m))};
   if (dx) {
-    const std::vector<double> g = c.values(gamma), is = c.values(si);
     double terms = kFloor;
     for (std::size_t i = 0; i < g.size() && i < is.size(); ++i) terms = std::max(terms, std::abs(g[i] * is[i]));
     out.push_back(c.out("dx", *dx, c.bound(m), terms));
@@ -68,7 +91,7 @@ class BatchNormCase final : public OpCase {
     Tensor dy = c.random(xs, seed + 5), dx = c.poison(xs);
     Tensor dg = c.random(cs, seed + 6), db = c.random(cs, seed + 7);  // accumulate onto these
     c.backend().batchnorm_backward(x, gamma, sm, si, dy, need_dx_ ? &dx : nullptr, dg, db, training_, s_, c.q);
-    return batchnorm_outputs(c, s_, y, rm, rv, sm, si, dg, db, need_dx_ ? &dx : nullptr, gamma);
+    return batchnorm_outputs(c, s_, x, y, rm, rv, sm, si, dg, db, need_dx_ ? &dx : nullptr, gamma);
   }
 
  private:
@@ -103,7 +126,7 @@ class BatchNormReluCase final : public OpCase {
     Tensor dg = c.random(cs, seed + 6), db = c.random(cs, seed + 7);  // accumulate onto these
     c.backend().batchnorm_activation_backward(x, y_in, gamma, sm, si, dy, need_dx_ ? &dx : nullptr, dg, db, training_,
                                               k::Activation::relu, s_, c.q);
-    return batchnorm_outputs(c, s_, y, rm, rv, sm, si, dg, db, need_dx_ ? &dx : nullptr, gamma);
+    return batchnorm_outputs(c, s_, x, y, rm, rv, sm, si, dg, db, need_dx_ ? &dx : nullptr, gamma);
   }
 
  private:
@@ -184,11 +207,16 @@ class BatchNormSyncCase final : public OpCase {
       c.backend().batchnorm_backward_synced(p.x, gamma, p.sm, p.si, p.dy, p.local, backward_total,
                                             need_dx_ ? &p.dx : nullptr, dg, db, p.s, c.q);
     const double m = static_cast<double>(s_.per_channel());
+    // y and dgamma against the size of their terms, as batchnorm_outputs says (3 values per
+    // channel at bn(3, 2, 1)).
+    const std::vector<double> is = c.values(parts[0].si), xs = c.values(c.in(xv, {s_.batch, C, S}));
+    const double y_floor = batchnorm_term_size(xs, is, c.values(gamma), s_);
     std::vector<Output> out{c.out("running_mean", parts[0].rm, c.bound(m)), c.out("running_var", parts[0].rv, c.bound(m)),
                             c.out("save_mean", parts[0].sm, c.bound(m)), c.out("save_invstd", parts[0].si, c.bound(m)),
-                            c.out("dgamma", dg, c.bound(m)), c.out("dbeta", db, c.bound(m))};
+                            c.out("dgamma", dg, c.bound(m), batchnorm_term_size(xs, is, {}, s_)),
+                            c.out("dbeta", db, c.bound(m))};
     for (std::size_t p = 0; p < parts.size(); ++p) {
-      out.push_back(c.out("y rank " + std::to_string(p), parts[p].y, c.bound(m)));
+      out.push_back(c.out("y rank " + std::to_string(p), parts[p].y, c.bound(m), y_floor));
       if (need_dx_) out.push_back(c.out("dx rank " + std::to_string(p), parts[p].dx, c.bound(m)));
     }
     return out;
