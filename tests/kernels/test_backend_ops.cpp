@@ -80,7 +80,7 @@ std::uint64_t case_seed(std::uint64_t base, std::uint64_t index) {  // splitmix6
   return z ^ (z >> 31);
 }
 
-// The element that decides op_error, for the failure message.
+// The element with the largest difference, for the failure message.
 std::string worst(const std::vector<double>& got, const std::vector<double>& want) {
   std::size_t at = 0;
   double big = -1;
@@ -94,15 +94,17 @@ std::string worst(const std::vector<double>& got, const std::vector<double>& wan
   return s.str();
 }
 
-// Checks every output against the reference's; false when one is off. normwise: by
-// op_norm_error (bf16 compute), else op_error.
-bool compare(const std::vector<Output>& got, const std::vector<Output>& want, bool normwise) {
+// Checks every output against the reference's (by op_norm_error where the reference's
+// output says normwise, else op_error); false when one is off.
+bool compare(const std::vector<Output>& got, const std::vector<Output>& want) {
   bool ok = true;
   REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     INFO("output " << got[i].name);
     REQUIRE(got[i].name == want[i].name);
     REQUIRE(got[i].values.size() == want[i].values.size());
+    REQUIRE(got[i].normwise == want[i].normwise);
+    const bool normwise = want[i].normwise;
     const double err = normwise ? op_norm_error(got[i].values, want[i].values, want[i].floor)
                                 : op_error(got[i].values, want[i].values, want[i].floor);
     INFO((normwise ? "normwise " : "") << "relative error " << err << " (bound " << got[i].bound << "); "
@@ -167,7 +169,7 @@ void run_cases(const char* family, Cases cases, const std::vector<Target>& ts) {
         const auto q = make_queue(ts[j], c.options);
         Ctx ctx(*q, c.dtype, c.offset);
         const auto got = c.run(ctx);
-        bool ok = compare(got, *want, c.bf16_compute());
+        bool ok = compare(got, *want);
         if (c.reproducible()) {
           Ctx again(*q, c.dtype, c.offset);
           const bool same = bitwise_equal(c.run(again), got);

@@ -66,13 +66,18 @@ class DistillHeadCase final : public OpCase {
     totals(out, "", res, c);
     // dh sums V products per element, dW and db N; entries of about 1 / (rows V): judged on
     // the output's own scale (floor 0).
-    const Output g = c.out("dh", dh, c.bound(static_cast<double>(v_)), 0.0);
+    // The student's bf16 GEMMs take the loss gradient rounded, which the reference computes
+    // in double and the backend in float32: judged in the norm (Output::normwise).
+    const bool normwise = c.q.options().compute == k::Compute::bf16;
+    Output g = c.out("dh", dh, c.bound(static_cast<double>(v_)), 0.0);
+    g.normwise = normwise;
     out.push_back(g);
     out.push_back(c.out("dW", dw, c.bound(static_cast<double>(n_)), 0.0));
+    out.back().normwise = normwise;
     if (bias_) out.push_back(c.out("db", db, c.bound(static_cast<double>(n_)), 0.0));
     if (c.reference()) {  // by contract, the same loss forward only, the same dh alone
       totals(out, " (forward only)", res, c);
-      out.push_back({"dh (alone)", g.values, g.bound, g.floor});
+      out.push_back({"dh (alone)", g.values, g.bound, g.floor, g.normwise});
       return out;
     }
     totals(out, " (forward only)", be.linear_distill_head(hidden, w, bp, teachers, labels, nullptr, nullptr, nullptr,
@@ -80,6 +85,7 @@ class DistillHeadCase final : public OpCase {
     Tensor dh2 = c.poison({n_, h_});
     be.linear_distill_head(hidden, w, bp, teachers, labels, &dh2, nullptr, nullptr, p, c.q);
     out.push_back(c.out("dh (alone)", dh2, g.bound, g.floor));
+    out.back().normwise = normwise;
     return out;
   }
 
