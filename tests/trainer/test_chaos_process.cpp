@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/store.hpp"
@@ -341,18 +342,35 @@ TEST_CASE("chaos: async workers with an unreadable peer, retention races, skewed
   CHECK(said.find("peer 2: cannot list") != std::string::npos);
   CHECK(said.find("peer 2: its folder reads again") != std::string::npos);
   // The freshest peer checkpoint is chosen by its step, never by its file time: within
-  // one worker the teachers' steps never go back.
+  // one life of a worker the teachers' steps never go back. A restart resumes the state of
+  // its checkpoint, teachers included, so there (and only there: the resumed worker's own
+  // step is at most the one it had reached) a teacher may go back, and only to one this
+  // worker had held before.
   for (int w = 0; w < kWorkers; ++w) {
     INFO("worker " << w);
-    std::map<int, std::int64_t> newest;
+    std::map<int, std::int64_t> newest, last_own_step;
+    std::map<int, std::set<std::int64_t>> held;
+    int restored_older = 0;
     const auto teachers =
         read_events(dir.path() / "run" / ("worker-00" + std::to_string(w)) / "metrics.jsonl", "teacher");
     CHECK(!teachers.empty());
     for (const auto& t : teachers) {
       const int p = t.at("peer").get<int>();
       const auto s = t.at("peer_step").get<std::int64_t>();
+      const auto own = t.at("step").get<std::int64_t>();
+      INFO("peer " << p << " at step " << s << ", adopted at own step " << own);
+      const bool resumed = last_own_step.count(p) && own <= last_own_step[p];
+      if (resumed && s < newest[p]) {
+        CHECK(held[p].count(s) == 1);
+        newest[p] = s;
+        ++restored_older;
+      }
       CHECK(s >= newest[p]);
       newest[p] = std::max(newest[p], s);
+      last_own_step[p] = own;
+      held[p].insert(s);
     }
+    std::cout << "worker " << w << ": " << teachers.size() << " teacher loads, " << restored_older
+              << " restarts back to an older teacher" << std::endl;
   }
 }
