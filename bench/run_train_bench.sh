@@ -15,6 +15,13 @@
 # codistill/pytorch (and codistill/codistill-before) best vs best and median vs median;
 # for fmnist_mlp also its GFLOP/s (examples/s x 1.21 MFLOP, the MLP's forward + backward
 # GEMM work per example) as a share of the measured sgemm peak.
+# With two or more threads, bench_core_link measures before and after every run how far
+# apart the process's first two CPUs are (a cache line's round trip between them): this
+# host's hypervisor moves its two vCPUs between cores that share a cache (round trip 50-80
+# ns) and cores that do not (310-350 ns) every few seconds, and the far placement slows a
+# two-thread training step (threads hand data to each other) while the sgemm ceiling does
+# not see it. Each run is labelled near (both measurements under 150 ns), far (both over)
+# or mixed, and the summary gives each contender's median per placement.
 # Writes RESULTS_DIR/train_cpu.json and RESULTS_DIR/train_cpu.txt (raw output).
 # Environment:
 #   THREADS (2)          threads of every contender
@@ -27,6 +34,8 @@
 #                        ratio codistill/codistill-before (after / before)
 #   SGEMM_BIN            the sgemm program (default BUILD_DIR/bench/bench_sgemm; when it is
 #                        missing the sgemm columns are left out, with a warning)
+#   LINK_BIN             the core-link probe (default BUILD_DIR/bench/bench_core_link; when
+#                        it is missing, or THREADS is 1, runs carry no placement)
 #   JAX_PYTHON           interpreter with jax (default .venv-bench/bin/python)
 #   RESULTS_DIR          where the results go (default bench/results; a smoke test can
 #                        point it elsewhere so as not to overwrite the committed numbers)
@@ -43,11 +52,16 @@ repeats="${REPEATS:-3}"
 jax_python="${JAX_PYTHON:-$root/.venv-bench/bin/python}"
 results="${RESULTS_DIR:-$root/bench/results}"
 sgemm="${SGEMM_BIN:-$build/bench/bench_sgemm}"
+link_bin="${LINK_BIN:-$build/bench/bench_core_link}"
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(configs/fmnist_mlp.yaml configs/fmnist_cnn.yaml)
 
 . "$root/bench/contenders.sh"
 codistill_contenders run_train_bench.sh trainer/codistill-train
+if [ ! -x "$link_bin" ] || [ "$threads" -lt 2 ]; then
+  [ "$threads" -ge 2 ] && echo "run_train_bench.sh: warning: no $link_bin: runs carry no core placement" >&2
+  link_bin=""
+fi
 if [ ! -x "$sgemm" ]; then
   echo "run_train_bench.sh: warning: no $sgemm: the sgemm peak is left out" >&2
   sgemm=""
@@ -60,6 +74,14 @@ raw="$results/train_cpu.txt"
 : >"$raw"
 log() { tee -a "$raw"; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+# core_link NAME: the probe's line into the raw log, its JSON into a file named for NAME;
+# prints that file's path ("-" without the probe).
+core_link() {
+  if [ -z "$link_bin" ]; then echo -; return; fi
+  local f="$out/link.$1.json"
+  "$link_bin" --json "$f" | log >&2
+  echo "$f"
+}
 steps_set=() steps_arg=()
 if [ -n "${STEPS:-}" ]; then
   steps_set=(--set "train.steps=$STEPS")
@@ -74,16 +96,19 @@ for ((r = 1; r <= repeats; r++)); do
   if [ -n "$sgemm" ]; then
     lb="$(loadavg)"
     echo "== round $r: sgemm (load before $lb)" | log
+    kb="$(core_link "$r.sgemm.before")"
     "$sgemm" --threads "$threads" --json "$out/sgemm.$r.json" 2>&1 | log
+    ka="$(core_link "$r.sgemm.after")"
     la="$(loadavg)"
     echo "load after $la" | log
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" - sgemm "$out/sgemm.$r.json" "$lb" "$la" 0 >>"$runs"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" - sgemm "$out/sgemm.$r.json" "$lb" "$la" 0 "$kb" "$ka" >>"$runs"
   fi
   for cfg in "${configs[@]}"; do
     name="$(basename "$cfg" .yaml)"
     for c in "${contenders[@]}"; do
       lb="$(loadavg)"
       echo "== round $r: $name: $c (load before $lb)" | log
+      kb="$(core_link "$r.$name.$c.before")"
       start=$(date +%s%N)
       case "$c" in
         codistill*)
@@ -99,10 +124,11 @@ for ((r = 1; r <= repeats; r++)); do
           "$jax_python" bench/jax_train.py "$cfg" --threads "$threads" "${steps_arg[@]}" | log >"$result" ;;
       esac
       end=$(date +%s%N)
+      ka="$(core_link "$r.$name.$c.after")"
       la="$(loadavg)"
       echo "process_wall_ms $(( (end - start) / 1000000 )); load after $la" | log
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$cfg" "$c" "$result" "$lb" "$la" \
-        "$(( (end - start) / 1000000 ))" >>"$runs"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$cfg" "$c" "$result" "$lb" "$la" \
+        "$(( (end - start) / 1000000 ))" "$kb" "$ka" >>"$runs"
     done
   done
 done
@@ -120,8 +146,15 @@ commit = tree_commit()
 def summary(values):
     return {"best": max(values), "median": statistics.median(values), "worst": min(values), "n": len(values)}
 
-rows = [dict(zip(("round", "config", "contender", "path", "load_before", "load_after", "wall_ms"),
-                 l.rstrip("\n").split("\t"))) for l in open(runs_path)]
+rows = [dict(zip(("round", "config", "contender", "path", "load_before", "load_after", "wall_ms", "link_before",
+                  "link_after"), l.rstrip("\n").split("\t"))) for l in open(runs_path)]
+NEAR_NS = 150  # the round trip between the two CPUs: 50-80 ns sharing a cache here, 310-350 ns not
+def core_link(row):
+    b, a = (json.load(open(row[k])) if row.get(k, "-") != "-" else None for k in ("link_before", "link_after"))
+    if not b or not a:
+        return None
+    near = [x["round_trip_ns"] < NEAR_NS for x in (b, a)]
+    return {"before": b, "after": a, "placement": "near" if all(near) else "far" if not any(near) else "mixed"}
 sgemm_rounds = []
 for row in rows:
     r = int(row["round"])
@@ -130,7 +163,8 @@ for row in rows:
         sgemm_rounds.append({"round": r, "peak_gflops": d["peak_gflops"], "peak_how": d["peak_how"],
                              "mlp_step_gflops": d["mlp_step"].get("best_gflops", max(d["mlp_step"]["gflops"]["openblas_mt"],
                                                     d["mlp_step"]["gflops"]["omp_split"])),
-                             "load_before": row["load_before"], "load_after": row["load_after"], "detail": d})
+                             "load_before": row["load_before"], "load_after": row["load_after"],
+                             "core_link": core_link(row), "detail": d})
         continue
     if row["contender"].startswith("codistill"):
         done = [json.loads(l) for l in open(row["path"]) if '"done"' in l][-1]
@@ -145,7 +179,7 @@ for row in rows:
         if row["contender"] == "jax":
             run.update({k: d[k] for k in ("compile_s", "warmup_steps", "timed_steps")})
     run.update({"round": r, "load_before": row["load_before"], "load_after": row["load_after"],
-                "process_wall_s": int(row["wall_ms"]) / 1e3})
+                "process_wall_s": int(row["wall_ms"]) / 1e3, "core_link": core_link(row)})
     row["run"] = run
 
 configs = list(dict.fromkeys(row["config"] for row in rows if row["contender"] != "sgemm"))
@@ -158,6 +192,11 @@ for cfg in configs:
         entry["contenders"][c] = {"train_examples_per_s": summary([x["train_examples_per_s"] for x in rs]),
                                   "test_accuracy_median": statistics.median(x["test_accuracy"] for x in rs),
                                   "version": rs[0].get("version"), "runs": rs}
+        by_place = {}
+        for x in rs:
+            if x["core_link"]:
+                by_place.setdefault(x["core_link"]["placement"], []).append(x["train_examples_per_s"])
+        entry["contenders"][c]["by_placement"] = {k: summary(v) for k, v in sorted(by_place.items())}
     ours = entry["contenders"]["codistill"]["train_examples_per_s"]
     entry["ratios"] = {}
     for other in contenders[1:]:
@@ -176,6 +215,13 @@ for cfg in configs:
                 "pct_of_peak_best": 100 * max(gf(x) for x in rs) / peak["best"],
                 "pct_of_peak_median": statistics.median(100 * gf(x) / by_round[x["round"]]["peak_gflops"] for x in rs),
                 "pct_of_mlp_gemm_peak_best": 100 * max(gf(x) for x in rs) / max(s["mlp_step_gflops"] for s in sgemm_rounds)}
+            pcts = {}
+            for x in rs:
+                if x["core_link"]:
+                    pcts.setdefault(x["core_link"]["placement"], []).append(
+                        100 * gf(x) / by_round[x["round"]]["peak_gflops"])
+            entry["sgemm"][c]["pct_of_peak_median_by_placement"] = {k: statistics.median(v)
+                                                                     for k, v in sorted(pcts.items())}
     results.append(entry)
 
 doc = {"benchmark": "train_cpu", "device": cpu, "threads": int(threads), "repeats": int(repeats),
@@ -200,6 +246,9 @@ for e in results:
         loads = " ".join(f"{x['load_before'].split()[0]}->{x['load_after'].split()[0]}" for x in s["runs"])
         lines.append(f"{name:<{cw}} {c:<17} {t['best']:>10.0f} {t['median']:>12.0f} {t['worst']:>11.0f} "
                      f"{100 * s['test_accuracy_median']:>8.2f}%  {loads}")
+        for p, t in s["by_placement"].items():
+            lines.append(f"{name:<{cw}} {c:<17} {p:>5} placement: {t['n']} run(s), best {t['best']:.0f}, "
+                         f"median {t['median']:.0f} ex/s")
     for k, v in e["ratios"].items():
         lines.append(f"{name:<{cw}} {k:<27} ratio best {v['best']:5.2f}  median {v['median']:5.2f}")
     if "sgemm" in e:
@@ -208,10 +257,20 @@ for e in results:
             lines.append(f"{name:<{cw}} {c:<17} {g['gflops']['best']:6.1f} GFLOP/s best = {g['pct_of_peak_best']:5.1f}% "
                          f"of the sgemm peak (median per round {g['pct_of_peak_median']:5.1f}%; "
                          f"{g['pct_of_mlp_gemm_peak_best']:5.1f}% of its own GEMMs' best)")
+            by = g["pct_of_peak_median_by_placement"]
+            if by:
+                lines.append(f"{name:<{cw}} {c:<17} median % of its round's peak by placement: " +
+                             ", ".join(f"{p} {v:.1f}%" for p, v in by.items()))
 if peak:
     lines.append(f"sgemm peak ({threads} threads): best {peak['best']:.1f} median {peak['median']:.1f} GFLOP/s "
                  f"({sgemm_rounds[0]['peak_how']}...); the MLP's own GEMMs at batch 128: best "
                  f"{max(s['mlp_step_gflops'] for s in sgemm_rounds):.1f} GFLOP/s")
+if sgemm_rounds and sgemm_rounds[0]["core_link"]:
+    lines.append("sgemm rounds' placement: " + " ".join(
+        f"r{s['round']} {s['core_link']['placement']} ({s['peak_gflops']:.0f})" for s in sgemm_rounds))
+lines.append(f"placement: the CPUs' cache-line round trip before and after each run, near < {NEAR_NS} ns "
+             "in both, far > in both, else mixed" if any(r.get("link_before", "-") != "-" for r in rows)
+             else "placement: not measured")
 lines.append(f"({cpu}, {threads} threads, {repeats} rounds, commit {commit})")
 print("\n".join(lines))
 with open(raw, "a") as f:
