@@ -2,12 +2,16 @@
 //   bench_core_link [--cpus A,B] [--json PATH]
 // On this project's shared 2-vCPU host the hypervisor moves the two vCPUs between cores that
 // share a cache and cores that do not, every few seconds. A cache line's round trip between
-// them measured 50-80 ns in the first placement and 310-350 ns in the second, and a 512 KiB
-// buffer written by one thread and read by the other took 45-60 vs 160-200 us. Compute
-// alone does not see it (each vCPU keeps its one-thread sgemm rate), but a training step
-// whose two threads hand activations, gradients and parameters to each other does: the
-// 2-thread fmnist_mlp ran at 125-150k examples/s next to near placements and 80-97k next
-// to far ones, while two 1-thread trainers side by side kept their rate in both.
+// them measured 63-104 ns in the first placement and 316-363 ns in the second (80 probes
+// of two benchmark runs: 57 and 23), and a 512 KiB buffer written by one thread and read by
+// the other took 45-75 vs 153-202 us. Compute alone does not see it (each vCPU keeps its
+// one-thread sgemm rate). Two one-thread trainers side by side kept their 64-74k
+// examples/s each while the two-thread fmnist_mlp, whose threads hand activations,
+// gradients and parameters to each other every step, fell from 125-150k to 75-97k: its
+// slow phases come from the interaction of its threads, and the far placement is the
+// suspect. Not proven: a probe before and after a run does not tell the placement during
+// it (it changes within seconds; runs probed near at both ends measured 86-127k), and a
+// probe during a run measures its contention with the run instead.
 // bench/run_train_bench.sh runs this before and after every training run, so that each
 // run's number can be read with the placement it had.
 // Prints one line: "core link: round trip R ns, 512 KiB hand-off H us (cpus A,B)"; with
