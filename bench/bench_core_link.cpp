@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
       }
     }
     if (cpus.first < 0) cpus = default_cpus();
-    const auto [a, b] = cpus;
+    const int a = cpus.first, b = cpus.second;
     const double rt = median_of(5, [&] { return round_trip_ns(a, b, 20000); });
     const double ho = median_of(5, [&] { return handoff_us(a, b, 100); });
     std::printf("core link: round trip %.0f ns, 512 KiB hand-off %.1f us (cpus %d,%d)\n", rt, ho, a, b);
