@@ -69,11 +69,9 @@ class DistillHeadCase final : public OpCase {
     // The student's bf16 GEMMs take the loss gradient rounded, which the reference computes
     // in double and the backend in float32: judged in the norm (Output::normwise).
     const bool normwise = c.q.options().compute == k::Compute::bf16;
-    Output g = c.out("dh", dh, c.bound(static_cast<double>(v_)), 0.0);
-    g.normwise = normwise;
+    const Output g = c.out("dh", dh, c.bound(static_cast<double>(v_)), 0.0, normwise);
     out.push_back(g);
-    out.push_back(c.out("dW", dw, c.bound(static_cast<double>(n_)), 0.0));
-    out.back().normwise = normwise;
+    out.push_back(c.out("dW", dw, c.bound(static_cast<double>(n_)), 0.0, normwise));
     if (bias_) out.push_back(c.out("db", db, c.bound(static_cast<double>(n_)), 0.0));
     if (c.reference()) {  // by contract, the same loss forward only, the same dh alone
       totals(out, " (forward only)", res, c);
@@ -84,8 +82,7 @@ class DistillHeadCase final : public OpCase {
                                                           p, c.q), c);
     Tensor dh2 = c.poison({n_, h_});
     be.linear_distill_head(hidden, w, bp, teachers, labels, &dh2, nullptr, nullptr, p, c.q);
-    out.push_back(c.out("dh (alone)", dh2, g.bound, g.floor));
-    out.back().normwise = normwise;
+    out.push_back(c.out("dh (alone)", dh2, g.bound, g.floor, normwise));
     return out;
   }
 

@@ -28,25 +28,30 @@ inline std::vector<double> batchnorm_input(const k::BatchNormShape& s, std::uint
 }
 
 // The size of the terms a channel's normalized values are differences of: max over the
-// channels of |gamma_c| * invstd_c * max |x| in channel c (x laid out [batch, C, spatial];
-// gamma empty: 1). With few values per channel whose spread is below sqrt(eps), invstd
+// channels of |gamma_c| * invstd_c * xmax_c (xmax: max |x| per channel; gamma empty: 1). With few values per channel whose spread is below sqrt(eps), invstd
 // nears 1 / sqrt(eps) = 316 while x - mean cancels to what eps leaves, and the fast path's
 // folded shift (beta - mean * invstd * gamma, of the terms' size) rounds in float32 to many
 // ulps of y (seen at N=2 C=3: 3.4e-5 against a 1e-5 bound of y's own size). In eval invstd
 // comes from the running variance (0.5 to 2 here): the size is about max |y|. One
 // near-degenerate channel loosens the bound of every channel of that run (the channels
 // are not judged one by one).
-inline double batchnorm_term_size(const std::vector<double>& x, const std::vector<double>& invstd,
-                                  const std::vector<double>& gamma, const k::BatchNormShape& s) {
+inline double batchnorm_term_size(const std::vector<double>& xmax, const std::vector<double>& invstd,
+                                  const std::vector<double>& gamma) {
+  double size = kFloor;
+  for (std::size_t ch = 0; ch < xmax.size() && ch < invstd.size(); ++ch)
+    if (std::isfinite(invstd[ch])) size = std::max(size, std::abs(gamma.empty() ? 1.0 : gamma[ch]) * invstd[ch] * xmax[ch]);
+  return size;
+}
+
+// max |x| per channel of x laid out [batch, C, spatial] (any number of such blocks one after
+// another: a group's parts).
+inline std::vector<double> batchnorm_channel_max(const std::vector<double>& x, const k::BatchNormShape& s) {
   std::vector<double> xmax(static_cast<std::size_t>(s.channels), 0.0);
   for (std::size_t i = 0; i < x.size(); ++i) {
     auto& m = xmax[(i / static_cast<std::size_t>(s.spatial)) % xmax.size()];
     m = std::max(m, std::abs(x[i]));
   }
-  double size = kFloor;
-  for (std::size_t ch = 0; ch < xmax.size() && ch < invstd.size(); ++ch)
-    if (std::isfinite(invstd[ch])) size = std::max(size, std::abs(gamma.empty() ? 1.0 : gamma[ch]) * invstd[ch] * xmax[ch]);
-  return size;
+  return xmax;
 }
 
 // What a batchnorm case compares (dx where asked), each bounded by the per-channel count.
@@ -60,18 +65,17 @@ inline std::vector<Output> batchnorm_outputs(Ctx& c, const k::BatchNormShape& s,
                                              Tensor& rv, Tensor& sm, Tensor& si, Tensor& dg, Tensor& db, Tensor* dx,
                                              const Tensor& gamma) {
   const double m = static_cast<double>(s.per_channel());
-  const std::vector<double> g = c.values(gamma), is = c.values(si), xv = c.values(x);
-  std::vector<Output> out{c.out("y", y, c.bound(m), batchnorm_term_size(xv, is, g, s)),
+  const std::vector<double> g = c.values(gamma), is = c.values(si), xmax = batchnorm_channel_max(c.values(x), s);
+  std::vector<Output> out{c.out("y", y, c.bound(m), batchnorm_term_size(xmax, is, g)),
                           c.out("running_mean", rm, c.bound(m)),
                           c.out("running_var", rv, c.bound(m)),
                           c.out("save_mean", sm, c.bound(m)),
                           c.out("save_invstd", si, c.bound(m)),
-                          c.out("dgamma", dg, c.bound(m), batchnorm_term_size(xv, is, {}, s)),
+                          c.out("dgamma", dg, c.bound(m), batchnorm_term_size(xmax, is, {})),
                           c.out("dbeta", db, c.bound(m))};
-  if (dx) {
-    double terms = kFloor;
-    for (std::size_t i = 0; i < g.size() && i < is.size(); ++i) terms = std::max(terms, std::abs(g[i] * is[i]));
-    out.push_back(c.out("dx", *dx, c.bound(m), terms));
+  if (dx) {  // |dy| <= 1 stands in for |x|
+    const std::vector<double> ones(xmax.size(), 1.0);
+    out.push_back(c.out("dx", *dx, c.bound(m), batchnorm_term_size(ones, is, g)));
   }
   return out;
 }
@@ -212,11 +216,16 @@ class BatchNormSyncCase final : public OpCase {
     const double m = static_cast<double>(s_.per_channel());
     // y and dgamma against the size of their terms, as batchnorm_outputs says (3 values per
     // channel at bn(3, 2, 1)).
-    const std::vector<double> is = c.values(parts[0].si), xs = c.values(c.in(xv, {s_.batch, C, S}));
-    const double y_floor = batchnorm_term_size(xs, is, c.values(gamma), s_);
+    std::vector<double> xs;  // the parts' x as the backend holds them, part after part
+    for (const Part& p : parts) {
+      const auto v = c.values(p.x);
+      xs.insert(xs.end(), v.begin(), v.end());
+    }
+    const std::vector<double> is = c.values(parts[0].si), xmax = batchnorm_channel_max(xs, s_);
+    const double y_floor = batchnorm_term_size(xmax, is, c.values(gamma));
     std::vector<Output> out{c.out("running_mean", parts[0].rm, c.bound(m)), c.out("running_var", parts[0].rv, c.bound(m)),
                             c.out("save_mean", parts[0].sm, c.bound(m)), c.out("save_invstd", parts[0].si, c.bound(m)),
-                            c.out("dgamma", dg, c.bound(m), batchnorm_term_size(xs, is, {}, s_)),
+                            c.out("dgamma", dg, c.bound(m), batchnorm_term_size(xmax, is, {})),
                             c.out("dbeta", db, c.bound(m))};
     for (std::size_t p = 0; p < parts.size(); ++p) {
       out.push_back(c.out("y rank " + std::to_string(p), parts[p].y, c.bound(m), y_floor));

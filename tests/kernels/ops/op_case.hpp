@@ -254,8 +254,8 @@ class Ctx {
     }
     return out;
   }
-  Output out(std::string name, const Tensor& t, double bound, double floor = kFloor) {
-    return {std::move(name), values(t), bound, floor};
+  Output out(std::string name, const Tensor& t, double bound, double floor = kFloor, bool normwise = false) {
+    return {std::move(name), values(t), bound, floor, normwise};
   }
 
  private:
