@@ -17,12 +17,12 @@
 # GEMM work per example) as a share of the measured sgemm peak.
 # With two or more threads, bench_core_link measures before and after every run how far
 # apart the process's first two CPUs are (a cache line's round trip between them): this
-# host's hypervisor moves its two vCPUs between cores that share a cache (round trip 63-104
-# ns) and cores that do not (316-363 ns) every few seconds: the suspect for a two-thread
-# training step's slow phases (its threads hand data to each other), which the sgemm
-# ceiling does not have. Each run is labelled near (both measurements under 150 ns), far
-# (both over) or mixed, and the summary gives each contender's median per placement; the
-# placement can change within a run, so the label is a hint, not a measurement of the run.
+# host's hypervisor moves its two vCPUs between cores that share a cache (round trip 59-110
+# ns) and cores that do not (260-421 ns) every few seconds; a two-thread training step has
+# slow phases the sgemm ceiling does not, whose cause is open (docs/results.md). Each run
+# is labelled near (both measurements under 150 ns), far (both over) or mixed, and the
+# summary gives each contender's median per placement; the placement can change within a
+# run, so the label is a hint, not a measurement of the run.
 # Writes RESULTS_DIR/train_cpu.json and RESULTS_DIR/train_cpu.txt (raw output).
 # Environment:
 #   THREADS (2)          threads of every contender
@@ -80,7 +80,12 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 core_link() {
   if [ -z "$link_bin" ]; then echo -; return; fi
   local f="$out/link.$1.json"
-  "$link_bin" --json "$f" | log >&2
+  # $(...) does not inherit set -e: a failed probe leaves this run without a placement.
+  if ! "$link_bin" --json "$f" 2>&1 | log >&2; then
+    echo "run_train_bench.sh: warning: $link_bin failed: no placement for this run" | log >&2
+    echo -
+    return
+  fi
   echo "$f"
 }
 steps_set=() steps_arg=()
@@ -149,7 +154,7 @@ def summary(values):
 
 rows = [dict(zip(("round", "config", "contender", "path", "load_before", "load_after", "wall_ms", "link_before",
                   "link_after"), l.rstrip("\n").split("\t"))) for l in open(runs_path)]
-NEAR_NS = 150  # the round trip between the two CPUs: 63-104 ns sharing a cache here, 316-363 ns not
+NEAR_NS = 150  # the round trip between the two CPUs: 59-110 ns sharing a cache here, 260-421 ns not
 def core_link(row):
     b, a = (json.load(open(row[k])) if row.get(k, "-") != "-" else None for k in ("link_before", "link_after"))
     if not b or not a:
