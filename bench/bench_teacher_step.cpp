@@ -26,17 +26,7 @@
 
 #include <fmt/format.h>
 
-#include "codistill/config/config_loader.hpp"
-#include "codistill/data/augment.hpp"
-#include "codistill/data/dataset.hpp"
-#include "codistill/data/sampler.hpp"
-#include "codistill/engine/batch_loader.hpp"
-#include "codistill/engine/precision.hpp"
-#include "codistill/engine/step.hpp"
-#include "codistill/engine/teachers.hpp"
-#include "codistill/models/model.hpp"
-#include "codistill/optim/optimizer.hpp"
-#include "kernels/cpu/gemm.hpp"
+#include "bench/step_fixture.hpp"
 
 using namespace codistill;
 
@@ -88,65 +78,13 @@ double median(std::vector<double> v) {
 }
 
 int run(const Args& a) {
-  std::vector<std::string> overrides = a.overrides;
-  overrides.push_back("run.threads=" + std::to_string(a.threads));
-  const Config c = load_config(a.config, overrides);
-  kernels::cpu::set_num_threads(c.run.threads);
-  const data::Splits data = data::load_dataset(c.data);
-  ModelConfig mc = model_of(c, 0);
-  mc.input_shape = data.train.example_shape();
-  mc.classes = data.train.classes;
-  const kernels::Device device = kernels::Device::parse(c.device);
-
-  Rng student_rng(c.run.seed, 0, 1);
-  Model student = build_model(mc, student_rng);
-  kernels::QueueOptions so;
-  so.allow_tf32 = c.train.allow_tf32;
-  so.compute = student_compute(c);
-  student.to_device(device, so);
-  auto optimizer = make_optimizer(c.optimizer, student);
-
-  const int kmax = *std::max_element(a.ks.begin(), a.ks.end());
-  std::vector<std::unique_ptr<Teacher>> teachers;
-  kernels::QueueOptions to;
-  to.allow_tf32 = c.train.allow_tf32;
-  to.compute = teacher_compute(c);
-  to.frozen_params = true;
-  for (int i = 0; i < kmax; ++i) {
-    auto t = std::make_unique<Teacher>();
-    Rng rng(c.run.seed, static_cast<std::uint64_t>(i + 1), 1);
-    t->peer = i + 1;
-    t->model = build_model(mc, rng);
-    t->model.drop_grads();
-    t->model.to_device(device, to);
-    teachers.push_back(std::move(t));
-  }
-
-  data::BatchSampler sampler(data.train, data::sampler_options(c));
-  StepInput input;
-  input.augment = data::augment_options(c, data.train.normalization);
-  input.prefetch = prefetch_batches(c.data.prefetch, device, c.run.threads);
-  kernels::DistillLossParams loss;
-  loss.temperature = c.codistill.temperature;
-  loss.weight = c.codistill.weight;
-  // The trainer's when it distills, for K = 0 too: only the teachers differ between the Ks.
-  loss.hard_weight = c.codistill.hard_weight;
-  TrainStep step(student, data.train, sampler, c.data.batch_size, loss, c.train.micro_batches, input);
-  step.set_teacher_compute(teacher_compute(c));
-  step.set_fused_head(c.train.fused_head);
-
-  std::int64_t n = 0;
-  auto steps = [&](int k, int count) {
-    std::vector<Teacher*> ts;
-    for (int i = 0; i < k; ++i) ts.push_back(teachers[static_cast<std::size_t>(i)].get());
-    for (int s = 0; s < count; ++s) step.run(n++, ts, *optimizer, c.optimizer.lr);
-    student.synchronize();
-  };
-  for (int k : a.ks) steps(k, a.warmup);
+  bench::StepFixture f(a.config, a.overrides, a.threads, *std::max_element(a.ks.begin(), a.ks.end()));
+  const Config& c = f.config();
+  for (int k : a.ks) f.steps(k, a.warmup);
 
   std::printf("bench_teacher_step: %s, batch %lld, %d threads, teacher precision %s, prefetch %s; K in {", a.config.c_str(),
               static_cast<long long>(c.data.batch_size), c.run.threads,
-              kernels::compute_name(teacher_compute(c)), input.prefetch ? "on" : "off");
+              kernels::compute_name(teacher_compute(c)), f.prefetch() ? "on" : "off");
   for (int k : a.ks) std::printf(" %d", k);
   std::printf(" }, %d blocks of %d steps after %d warm-up steps each\n", a.blocks, a.block, a.warmup);
   std::vector<std::vector<double>> ms(a.ks.size());
@@ -154,7 +92,7 @@ int run(const Args& a) {
     std::printf("block %d:", b + 1);
     for (std::size_t i = 0; i < a.ks.size(); ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      steps(a.ks[i], a.block);
+      f.steps(a.ks[i], a.block);
       const double per = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / a.block;
       ms[i].push_back(per);
       std::printf("  K=%d %.4f ms", a.ks[i], per);

@@ -12,6 +12,12 @@ namespace codistill {
 
 using kernels::Tensor;
 
+namespace {
+void mark(StepTimes* times, StepTimes::Phase p) {
+  if (times) times->mark(p);
+}
+}  // namespace
+
 TrainStep::TrainStep(Model& student, std::unique_ptr<BatchSource> source, std::int64_t batch,
                      kernels::DistillLossParams params, std::int64_t micro_batches, bool double_buffer)
     : student_(student), batch_(batch), params_(params), source_(std::move(source)) {
@@ -53,6 +59,8 @@ TrainStep::~TrainStep() {
 StepResult TrainStep::run(std::int64_t step, const std::vector<Teacher*>& teachers, Optimizer& optimizer, double lr,
                           const StepHooks& hooks) {
   kernels::Queue& q = student_.queue();
+  StepTimes* const times = hooks.times;
+  if (times) times->start();
 
   // 1. batch: the copies out of both slots' staging memory are done before either is
   // refilled (this step's slot here, the next step's by the loader's helper thread).
@@ -70,6 +78,7 @@ StepResult TrainStep::run(std::int64_t step, const std::vector<Teacher*>& teache
     q.copy(m.labels, m.labels_stage);
   }
   q.record(*slot.input_ready);
+  mark(times, StepTimes::batch);
 
   // 2-5 per micro-batch, each weighted by its share of the (group's) batch rows. With one
   // micro-batch in one process the share is exactly 1 and the sums below are exactly its
@@ -84,7 +93,7 @@ StepResult TrainStep::run(std::int64_t step, const std::vector<Teacher*>& teache
     if (last && hooks.gradients_ready) student_.set_gradients_ready(hooks.gradients_ready);
     kernels::DistillLossResult part;
     try {
-      part = micro_step(step, slot, i, share, teachers);
+      part = micro_step(step, slot, i, share, teachers, times);
     } catch (...) {
       if (last && hooks.gradients_ready) student_.set_gradients_ready(nullptr);
       throw;
@@ -98,8 +107,12 @@ StepResult TrainStep::run(std::int64_t step, const std::vector<Teacher*>& teache
 
   // 6. reduction; 7. snapshot; 8. update.
   if (hooks.reduce_gradients) hooks.reduce_gradients(student_.arena().grads(), q);
+  mark(times, StepTimes::reduce);
   if (hooks.before_update) hooks.before_update();
+  mark(times, StepTimes::snapshot_wait);
   optimizer.step(lr);
+  mark(times, StepTimes::update);
+  if (times) ++times->steps;
   return r;
 }
 
@@ -111,8 +124,8 @@ void TrainStep::set_fused_head(bool on) {
 }
 
 kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, std::size_t i, double share,
-                                                 const std::vector<Teacher*>& teachers) {
-  if (fused_head_) return micro_step_fused_head(step, slot, i, share, teachers);
+                                                 const std::vector<Teacher*>& teachers, StepTimes* times) {
+  if (fused_head_) return micro_step_fused_head(step, slot, i, share, teachers, times);
   kernels::Queue& q = student_.queue();
   Micro& m = slot.micro[i];
   // 2. teachers first, so that their queues are busy while the student's forward runs. After
@@ -120,10 +133,12 @@ kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, 
   kernels::Event* ready = i == 0 ? slot.input_ready.get() : logits_read_.get();
   teacher_logits_.clear();
   for (Teacher* t : teachers) teacher_logits_.push_back(&t->forward(m.x, ready));
+  mark(times, StepTimes::teachers);
 
   // 3. student forward; 4. the loss once every teacher's forward is done.
   const Tensor logits = student_.forward(m.x, /*training=*/true);
   kernels::check_shape(logits, dlogits_.shape(), "student logits");
+  mark(times, StepTimes::forward);
   for (Teacher* t : teachers) q.wait(*t->forward_done);
   // The loss is linear in its weights (DESIGN.md section 6): scaling both by the share
   // scales the gradient and the loss by it, in the one fused call.
@@ -138,14 +153,17 @@ kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, 
                                     "check the data",
                                     part.loss, step));
 
+  mark(times, StepTimes::loss);
   // 5. backward, into gradients zeroed once per step.
   if (i == 0) student_.zero_grad();
+  mark(times, StepTimes::zero_grad);
   student_.backward(dlogits_);
+  mark(times, StepTimes::backward);
   return part;
 }
 
 kernels::DistillLossResult TrainStep::micro_step_fused_head(std::int64_t step, Slot& slot, std::size_t i, double share,
-                                                            const std::vector<Teacher*>& teachers) {
+                                                            const std::vector<Teacher*>& teachers, StepTimes* times) {
   kernels::Queue& q = student_.queue();
   Micro& m = slot.micro[i];
   // 2. the teachers' features (their heads are applied inside the loss, chunk by chunk).
@@ -159,15 +177,18 @@ kernels::DistillLossResult TrainStep::micro_step_fused_head(std::int64_t step, S
                                       t->label(), t->step));
     head_teachers_.push_back({&t->forward_features(m.x, ready), head->weight, head->bias});
   }
+  mark(times, StepTimes::teachers);
 
   // 3. student forward up to its head.
   const Tensor features = student_.forward_features(m.x, /*training=*/true);
   const Model::LinearHead head = *student_.linear_head();
+  mark(times, StepTimes::forward);
   for (Teacher* t : teachers) q.wait(*t->forward_done);
   // 4 and the head's part of 5: the loss also accumulates the head's gradients, so the
   // step's gradients are zeroed before it (the unfused step zeroes them after its loss,
   // which touches none).
   if (i == 0) student_.zero_grad();
+  mark(times, StepTimes::zero_grad);
   if (!dfeatures_.defined() || dfeatures_.shape() != features.shape() || dfeatures_.dtype() != features.dtype())
     dfeatures_ = Tensor::empty(features.shape(), features.dtype(), q.device());
   kernels::DistillHeadParams params;
@@ -183,8 +204,10 @@ kernels::DistillLossResult TrainStep::micro_step_fused_head(std::int64_t step, S
     throw TrainingError(fmt::format("non-finite loss ({}) at step {}: training diverged; lower optimizer.lr or "
                                     "check the data",
                                     part.loss, step));
+  mark(times, StepTimes::loss);
   // 5. the rest of the backward, from the features' gradient.
   student_.backward_features(dfeatures_);
+  mark(times, StepTimes::backward);
   return part;
 }
 

@@ -39,6 +39,8 @@
 // (and updates its running statistics K times per step); dropout draws from one sequential
 // stream per layer, so its masks match a single pass over the batch.
 // The run loop (Trainer::run) decides when to log, evaluate, checkpoint and reload teachers.
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -56,6 +58,28 @@
 
 namespace codistill {
 
+// Where a step's host time went, phase by phase (bench/bench_step_phases). The step reads the
+// host clock at each phase boundary and adds the interval to its phase; micro-batches add up.
+// On the CPU backend every op runs on the calling thread's team before returning, so these
+// are the phases' costs; on a device queue they are the host's enqueue and wait times.
+struct StepTimes {
+  enum Phase { batch, teachers, forward, loss, zero_grad, backward, reduce, snapshot_wait, update, count };
+  static constexpr std::array<const char*, count> names{"batch",    "teachers", "forward",       "loss",  "zero_grad",
+                                                        "backward", "reduce",   "snapshot_wait", "update"};
+  std::array<double, count> seconds{};  // summed over the steps run with this record
+  std::int64_t steps = 0;
+
+  void start() { last_ = std::chrono::steady_clock::now(); }
+  void mark(Phase p) {
+    const auto now = std::chrono::steady_clock::now();
+    seconds[static_cast<std::size_t>(p)] += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_{};
+};
+
 struct StepHooks {
   // During the last micro-batch's backward (phase 5), each time the gradient block is final
   // from element `first` to its end (Model::set_gradients_ready): where phase 6 may start
@@ -65,6 +89,8 @@ struct StepHooks {
   std::function<void(kernels::Tensor& grads, kernels::Queue& q)> reduce_gradients;
   // Phase 7: waits for a checkpoint snapshot in flight (unset: nothing to wait for).
   std::function<void()> before_update;
+  // Adds this step's phase times (unset: the clock is not read).
+  StepTimes* times = nullptr;
 };
 
 // How phase 1 prepares image batches (data.augment, data.prefetch).
@@ -134,7 +160,7 @@ class TrainStep {
 
   // Phases 2-5 for micro-batch i, whose weight in the batch mean is `share`.
   kernels::DistillLossResult micro_step(std::int64_t step, Slot& slot, std::size_t i, double share,
-                                        const std::vector<Teacher*>& teachers);
+                                        const std::vector<Teacher*>& teachers, StepTimes* times);
 
   Model& student_;
   std::int64_t batch_;
@@ -143,7 +169,7 @@ class TrainStep {
   std::size_t current_ = 0;  // the slot of the next step
   // Phases 3-5 with the head fused into the loss (set_fused_head).
   kernels::DistillLossResult micro_step_fused_head(std::int64_t step, Slot& slot, std::size_t i, double share,
-                                                   const std::vector<Teacher*>& teachers);
+                                                   const std::vector<Teacher*>& teachers, StepTimes* times);
 
   bool fused_head_ = false;
   kernels::Compute teacher_compute_ = kernels::Compute::f32;
