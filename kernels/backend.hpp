@@ -135,10 +135,12 @@ class Backend {
                               Activation act, Tensor* pre, Queue& q) = 0;
   // dx = dpre w (dx may be null), dw += dpre^T x, db += colsum(dpre) (db may be null), with
   // dpre = dy * act'(saved) (saved: y for relu, pre for gelu; dpre is scratch of dy's shape,
-  // unused for act == none).
+  // unused for act == none). accumulate = false writes dw and db instead of adding to them
+  // (their old contents, NaN included, are never read): a step's first backward into
+  // gradients nobody zeroed (Model::zero_grad_lazily).
   virtual void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
                                Tensor& dw, Tensor* db, Activation act, const Tensor* saved,
-                               Tensor* dpre, Queue& q) = 0;
+                               Tensor* dpre, bool accumulate, Queue& q) = 0;
   virtual void activation_forward(const Tensor& x, Tensor& y, Activation act, Queue& q) = 0;
   // saved: y for relu, x for gelu. dx may alias dy.
   virtual void activation_backward(const Tensor& saved, const Tensor& dy, Tensor& dx,

@@ -154,8 +154,9 @@ kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, 
                                     part.loss, step));
 
   mark(times, StepTimes::loss);
-  // 5. backward, into gradients zeroed once per step.
-  if (i == 0) student_.zero_grad();
+  // 5. backward, into gradients zeroed once per step (lazily: a model of Linears writes
+  // them in its first backward instead).
+  if (i == 0) student_.zero_grad_lazily();
   mark(times, StepTimes::zero_grad);
   student_.backward(dlogits_);
   mark(times, StepTimes::backward);

@@ -17,7 +17,9 @@
 //                       gradients are then zeroed before the loss, which adds the head's)
 //                       (the student's queue waits for each teacher's forward); the values
 //                       come back to the host, a non-finite loss stops the run
-//   5. backward         gradients zeroed (one op over the arena), then the backward pass
+//   5. backward         gradients zeroed (one op over the arena; none where every module
+//                       with parameters writes its gradients in its first backward, as
+//                       Linear does: Model::zero_grad_lazily), then the backward pass
 //   6. reduce           the gradient-reduction hook: identity in one process; a worker
 //                       group sums the arena's gradient block over its ranks here. Each
 //                       rank's loss weights are scaled by its share of the group's rows
@@ -31,7 +33,8 @@
 // micro-batches, gathered and copied each into its own device tensors (phase 1), and
 // phases 2-5 run once per micro-batch; the gradients of all K add up in the arena's
 // gradient block, zeroed once before the first backward (every backward op accumulates,
-// kernels/backend.hpp). Phases 6-8 run once per step. The fused loss averages over its own
+// kernels/backend.hpp; where the zeroing is lazy, the first backward writes and the
+// others add). Phases 6-8 run once per step. The fused loss averages over its own
 // rows, so micro-batch i's loss weights (a and h) are scaled by rows_i / rows of the batch:
 // its gradient and loss are then its share of the whole batch's mean, and their sums are
 // the full-batch gradient and loss up to float rounding. Exact for models whose forward

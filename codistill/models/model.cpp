@@ -69,6 +69,7 @@ void Model::backward(const Tensor& dlogits) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("layer ") + e.what());
   }
+  zero_stale_grads();
 }
 
 void Model::set_gradients_ready(std::function<void(std::int64_t first)> fn) {
@@ -145,6 +146,9 @@ Tensor Model::forward_features(const Tensor& x, bool training) {
 void Model::backward_features(const Tensor& dfeatures) {
   check_trainable(*this);
   if (!linear_head()) throw std::logic_error("Model::backward_features: the model does not end in a linear head");
+  if (grads_stale_)
+    throw std::logic_error("Model::backward_features after zero_grad_lazily: the fused head's loss adds into the "
+                           "head's gradients, which must be zeroed first (zero_grad)");
   try {
     root_->backward_prefix(dfeatures, root_->size() - 1, /*need_dx=*/false);
   } catch (const std::invalid_argument& e) {
@@ -154,7 +158,34 @@ void Model::backward_features(const Tensor& dfeatures) {
 
 void Model::zero_grad() {
   finalize();
+  if (grads_stale_) {
+    visit_modules(*root_, [](const std::string&, Module& m) { m.set_grads_stale(false); });
+    grads_stale_ = false;
+  }
   if (arena_.grads().defined()) queue().zero(arena_.grads());
+}
+
+void Model::zero_grad_lazily() {
+  finalize();
+  if (!arena_.grads().defined()) return;
+  bool all = true;
+  visit_modules(*root_, [&](const std::string&, Module& m) {
+    if (!m.params().empty() && !m.can_overwrite_grads()) all = false;
+  });
+  if (!all) return zero_grad();
+  visit_modules(*root_, [](const std::string&, Module& m) { m.set_grads_stale(!m.params().empty()); });
+  grads_stale_ = true;
+}
+
+void Model::zero_stale_grads() {
+  if (!grads_stale_) return;
+  grads_stale_ = false;
+  visit_modules(*root_, [this](const std::string&, Module& m) {
+    if (!m.grads_stale()) return;
+    m.set_grads_stale(false);
+    for (const Param& p : m.params())
+      if (p.grad && p.grad->defined()) queue().zero(*p.grad);
+  });
 }
 
 std::vector<NamedParam> Model::params() {

@@ -56,7 +56,7 @@ Tensor Linear::do_backward(const Tensor& dy, bool need_dx) {
     dpre = &ensure(dpre_, dy.shape(), dy.dtype());
   }
   backend().linear_backward(x_, w_, dy, need_dx ? &dx_ : nullptr, dw_, has_bias_ ? &db_ : nullptr, fused_, saved,
-                            dpre, queue());
+                            dpre, /*accumulate=*/!take_stale_grads(), queue());
   return need_dx ? dx_ : Tensor{};
 }
 

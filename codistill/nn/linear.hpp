@@ -19,6 +19,7 @@ class Linear : public Layer {
 
   std::string kind() const override { return "linear"; }
   std::vector<Param> params() override;
+  bool can_overwrite_grads() const override { return true; }
   kernels::Shape output_shape(const kernels::Shape& input) const override;
   void init_params(Rng& rng, const std::string& init) override;
 

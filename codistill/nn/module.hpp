@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -91,6 +92,17 @@ class Module {
   // The dtype of the module's own parameters (f32 when it has none).
   kernels::DType param_dtype();
 
+  // ---- gradients left unzeroed (Model::zero_grad_lazily) ----
+  // True for a module whose backward can write its own parameters' gradients instead of
+  // adding to them (Linear): then a step need not zero them first, which saves a pass
+  // over the gradients and the GEMMs' read of them.
+  virtual bool can_overwrite_grads() const { return false; }
+  // Model::zero_grad_lazily marks such modules: their gradients hold stale values that the
+  // next backward must overwrite. Model::backward zeroes the gradients of any module still
+  // marked after it (one whose backward did not run).
+  void set_grads_stale(bool stale) { grads_stale_ = stale; }
+  bool grads_stale() const { return grads_stale_; }
+
  protected:
   virtual kernels::Tensor do_forward(const kernels::Tensor& x, bool training) = 0;
   virtual kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) = 0;
@@ -98,9 +110,13 @@ class Module {
   virtual void queue_changed() {}
   // Reallocates buf only when shape, dtype or device change (see codistill/nn/buffer.hpp).
   kernels::Tensor& ensure(kernels::Tensor& buf, const kernels::Shape& shape, kernels::DType dtype);
+  // In do_backward of a module that can_overwrite_grads: true once after set_grads_stale(true)
+  // (write the gradients), false otherwise (add to them).
+  bool take_stale_grads() { return std::exchange(grads_stale_, false); }
 
  private:
   kernels::Queue* queue_ = &kernels::default_cpu_queue();
+  bool grads_stale_ = false;
 };
 
 // Leaves. (A separate name so that the code says which modules compute.)

@@ -35,8 +35,9 @@ Tensor TiedLinear::do_backward(const Tensor& dy, bool need_dx) {
   if (!dw.defined()) throw std::logic_error("tied_linear: backward on a forward-only copy (no grads)");
   kernels::check_shape(dy, {x_.dim(0), owner_.vocab()}, "tied_linear backward: dy");
   if (need_dx) ensure(dx_, x_.shape(), x_.dtype());
+  // The embedding's gradient is shared with the embedding's own backward: always added to.
   backend().linear_backward(x_, owner_.weight(), dy, need_dx ? &dx_ : nullptr, dw, nullptr, Activation::none, nullptr,
-                            nullptr, queue());
+                            nullptr, /*accumulate=*/true, queue());
   return need_dx ? dx_ : Tensor{};
 }
 

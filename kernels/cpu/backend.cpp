@@ -101,7 +101,7 @@ class CpuBackend final : public Backend {
   }
 
   void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db,
-                       Activation act, const Tensor* saved, Tensor* dpre, Queue& q) override {
+                       Activation act, const Tensor* saved, Tensor* dpre, bool accumulate, Queue& q) override {
     require_support(*this, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), "linear");
     const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
     dispatch_floating(x.dtype(), [&]<class T>() {
@@ -110,7 +110,7 @@ class CpuBackend final : public Backend {
           throw std::invalid_argument("linear backward: a fused activation needs saved and dpre");
         cpu::linear_backward_relu<T>(x.data<T>(), w.data<T>(), dy.data<T>(),
                                      act == Activation::relu ? saved->data<T>() : nullptr, opt<T>(dpre), opt<T>(dx),
-                                     dw.data<T>(), opt<T>(db), M, N, K, /*accumulate=*/true);
+                                     dw.data<T>(), opt<T>(db), M, N, K, accumulate);
         return;
       }
       const T* g = dy.data<T>();
@@ -120,7 +120,7 @@ class CpuBackend final : public Backend {
         g = dpre->data<T>();
       }
       cpu::linear_backward<T>(x.data<T>(), w.data<T>(), g, opt<T>(dx), dw.data<T>(), opt<T>(db), M, N, K,
-                              /*accumulate=*/true, impl_of(q), gemm_engine(q));
+                              accumulate, impl_of(q), gemm_engine(q));
     });
   }
 

@@ -76,7 +76,7 @@ class CudaBackend final : public kernels::Backend {
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Activation act,
                       Tensor* pre, kernels::Queue& q) override;
   void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw,
-                       Tensor* db, Activation act, const Tensor* saved, Tensor* dpre,
+                       Tensor* db, Activation act, const Tensor* saved, Tensor* dpre, bool accumulate,
                        kernels::Queue& q) override;
   void activation_forward(const Tensor& x, Tensor& y, Activation act, kernels::Queue& q) override;
   void activation_backward(const Tensor& saved, const Tensor& dy, Tensor& dx, Activation act,

@@ -51,7 +51,7 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
 
 void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
                                   Tensor& dw, Tensor* db, Activation act, const Tensor* saved,
-                                  Tensor* dpre, kernels::Queue& q) {
+                                  Tensor* dpre, bool accumulate, kernels::Queue& q) {
   const char* op = "linear backward";
   CudaQueue& cq = queue_of(q, op);
   require_support(*this, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(),
@@ -66,8 +66,7 @@ void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor
   if (db) expect(*db, dev, DType::f32, N, op, "db");
   const Context ctx = cq.context();
   if (act == Activation::none) {
-    cuda::linear_backward(f32(x), f32(w), f32(dy), f32(dx), f32(dw), f32(db), M, N, K,
-                          /*accumulate=*/true, ctx);
+    cuda::linear_backward(f32(x), f32(w), f32(dy), f32(dx), f32(dw), f32(db), M, N, K, accumulate, ctx);
     return;
   }
   if (!saved || !dpre)
@@ -75,10 +74,8 @@ void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor
   expect(*saved, dev, DType::f32, M * N, op, "saved");
   expect(*dpre, dev, DType::f32, M * N, op, "dpre");
   // dpre = dy * act'(saved) and db += colsum(dpre) in one pass, then the GEMMs on dpre.
-  bias_activation_backward(f32(dy), f32(*saved), f32(dpre), f32(db), M, N, act,
-                           /*accumulate=*/true, ctx);
-  cuda::linear_backward(f32(x), f32(w), f32(*dpre), f32(dx), f32(dw), nullptr, M, N, K,
-                        /*accumulate=*/true, ctx);
+  bias_activation_backward(f32(dy), f32(*saved), f32(dpre), f32(db), M, N, act, accumulate, ctx);
+  cuda::linear_backward(f32(x), f32(w), f32(*dpre), f32(dx), f32(dw), nullptr, M, N, K, accumulate, ctx);
 }
 
 // ---- activations -----------------------------------------------------------------------------

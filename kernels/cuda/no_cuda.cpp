@@ -157,7 +157,7 @@ class NoCudaBackend final : public Backend {
     unavailable();
   }
   void linear_backward(const Tensor&, const Tensor&, const Tensor&, Tensor*, Tensor&, Tensor*, Activation,
-                       const Tensor*, Tensor*, Queue&) override {
+                       const Tensor*, Tensor*, bool, Queue&) override {
     unavailable();
   }
   void activation_forward(const Tensor&, Tensor&, Activation, Queue&) override { unavailable(); }

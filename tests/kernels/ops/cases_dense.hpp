@@ -48,16 +48,20 @@ class LinearForward final : public OpCase {
   Activation act_;
 };
 
-// dx = dpre w, dw += dpre^T x, db += colsum(dpre), dpre = dy * act'(saved); dw and db start
-// random (accumulation) or poisoned then Queue::zero'd (zeroed: the caller's overwrite),
-// dx poisoned (overwritten).
+// How dw and db come in: random and added to (accumulate), poisoned then Queue::zero'd and
+// added to, or poisoned and written (accumulate = false: the poison must never be read).
+enum class GradsIn { add, zeroed, overwrite };
+
+// dx = dpre w, dw (+)= dpre^T x, db (+)= colsum(dpre), dpre = dy * act'(saved); dx poisoned
+// (overwritten).
 class LinearBackward final : public OpCase {
  public:
-  LinearBackward(LinearShape s, bool dx, bool db, Activation act, bool zeroed = false)
-      : s_(s), dx_(dx), db_(db), act_(act), zeroed_(zeroed) {}
+  LinearBackward(LinearShape s, bool dx, bool db, Activation act, GradsIn grads = GradsIn::add)
+      : s_(s), dx_(dx), db_(db), act_(act), grads_(grads) {}
   std::string name() const override {
     return "linear_backward " + sizes({{"M", s_.M}, {"N", s_.N}, {"K", s_.K}, {"dx", dx_}, {"db", db_}}) +
-           " act=" + k::activation_name(act_) + (zeroed_ ? " dw,db zeroed" : "");
+           " act=" + k::activation_name(act_) +
+           (grads_ == GradsIn::zeroed ? " dw,db zeroed" : grads_ == GradsIn::overwrite ? " dw,db written" : "");
   }
   std::vector<Op> ops() const override { return linear_ops(act_); }
   bool reproducible() const override { return true; }
@@ -68,11 +72,13 @@ class LinearBackward final : public OpCase {
     auto sv = uniform(static_cast<std::size_t>(M * N), seed + 3, -3, 3);
     Tensor saved = c.in(act_ == Activation::relu ? relu_of(sv) : sv, {M, N});
     Tensor dpre = act_ == Activation::none ? Tensor() : c.poison({M, N});  // scratch
-    Tensor dx = c.poison({M, K}), dw = c.random({N, K}, seed + 4), db = c.random({N}, seed + 5);
-    if (zeroed_) c.zero(dw), c.zero(db);
+    const bool fresh = grads_ != GradsIn::add;
+    Tensor dx = c.poison({M, K}), dw = fresh ? c.poison({N, K}) : c.random({N, K}, seed + 4),
+           db = fresh ? c.poison({N}) : c.random({N}, seed + 5);
+    if (grads_ == GradsIn::zeroed) c.zero(dw), c.zero(db);
     c.backend().linear_backward(x, w, dy, dx_ ? &dx : nullptr, dw, db_ ? &db : nullptr, act_,
                                 act_ == Activation::none ? nullptr : &saved, dpre.defined() ? &dpre : nullptr,
-                                c.q);
+                                /*accumulate=*/grads_ != GradsIn::overwrite, c.q);
     const double floor = backward_floor(act_);
     // bf16 compute through gelu: the fast and reference gelu' differ by float32 ulps, so about
     // one dpre element in 10^4 rounds to the other bf16 neighbour: judged in the norm
@@ -89,7 +95,7 @@ class LinearBackward final : public OpCase {
   LinearShape s_;
   bool dx_, db_;
   Activation act_;
-  bool zeroed_;
+  GradsIn grads_;
 };
 
 // y = act(x), then dx = dy * act'(saved) (saved: y for relu, x for gelu), dx in place of dy
@@ -197,10 +203,12 @@ inline Cases linear_cases() {
       for (bool bias : {true, false}) add<LinearForward>(out, kAllDtypes, s, bias, act);
       add<LinearBackward>(out, kAllDtypes, s, true, true, act);
       add<LinearBackward>(out, kAllDtypes, s, false, false, act);
+      add<LinearBackward>(out, kAllDtypes, s, true, true, act, GradsIn::overwrite);
       if (act == Activation::none) {
         add<LinearBackward>(out, kAllDtypes, s, true, false, act);
         add<LinearBackward>(out, kAllDtypes, s, false, true, act);
-        add<LinearBackward>(out, kAllDtypes, s, true, true, act, /*zeroed=*/true);
+        add<LinearBackward>(out, kAllDtypes, s, true, true, act, GradsIn::zeroed);
+        add<LinearBackward>(out, kAllDtypes, s, false, false, act, GradsIn::overwrite);
       }
     }
   // Large enough for split reductions (atomics would show as run-to-run differences).
@@ -209,8 +217,10 @@ inline Cases linear_cases() {
   // in its kernel, the fused backward's two-thread split).
   for (bool bias : {true, false})
     add<LinearForward>(out, {DType::f32}, LinearShape{128, 256, 784}, bias, Activation::relu);
-  add<LinearBackward>(out, {DType::f32}, LinearShape{128, 256, 784}, false, true, Activation::relu);
-  add<LinearBackward>(out, {DType::f32}, LinearShape{128, 256, 784}, true, true, Activation::relu);
+  for (GradsIn g : {GradsIn::add, GradsIn::overwrite}) {  // the step writes (Model::zero_grad_lazily)
+    add<LinearBackward>(out, {DType::f32}, LinearShape{128, 256, 784}, false, true, Activation::relu, g);
+    add<LinearBackward>(out, {DType::f32}, LinearShape{128, 256, 784}, true, true, Activation::relu, g);
+  }
   // TF32 where a backend has it (the CPU ignores the option): within TF32 precision.
   const std::size_t from = out.size();
   add<LinearForward>(out, {DType::f32}, LinearShape{129, 65, 300}, true, Activation::relu);
@@ -231,7 +241,10 @@ inline Cases linear_cases() {
     }
   add<LinearForward>(out, {DType::f32}, LinearShape{33, 1000, 17}, false, Activation::none);
   add<LinearBackward>(out, {DType::f32}, LinearShape{300, 10, 784}, false, false, Activation::none);
-  add<LinearBackward>(out, {DType::f32}, LinearShape{600, 45, 3}, true, true, Activation::none, /*zeroed=*/true);
+  add<LinearBackward>(out, {DType::f32}, LinearShape{600, 45, 3}, true, true, Activation::none, GradsIn::zeroed);
+  for (Activation act : {Activation::none, Activation::relu})
+    for (const LinearShape& s : {LinearShape{129, 65, 300}, LinearShape{0, 5, 7}})
+      add<LinearBackward>(out, {DType::f32}, s, true, true, act, GradsIn::overwrite);
   for (std::size_t i = bf; i < out.size(); ++i) out[i]->options.compute = k::Compute::bf16;
   return out;
 }
