@@ -39,7 +39,8 @@ class Model {
   // through (Flatten, an inactive Dropout) — valid until this model's next forward (no
   // allocation and no copy per step): a caller that keeps them clones them.
   kernels::Tensor forward(const kernels::Tensor& x, bool training);
-  // dlogits: [B, classes]; accumulates parameter grads. The input gradient is not computed.
+  // dlogits: [B, classes]; accumulates parameter grads (writes them, after
+  // zero_grad_lazily). The input gradient is not computed.
   void backward(const kernels::Tensor& dlogits);
   // fn(first) during backward/backward_features each time more gradients are final: every
   // element of the arena's gradient block from offset `first` (in elements) to its end

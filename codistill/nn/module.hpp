@@ -2,7 +2,8 @@
 // Modules: a model is a tree of them. Leaves (Layer) compute; containers (Sequential,
 // Residual) route tensors between children. Explicit forward and backward, no autograd:
 // forward keeps what backward needs; backward takes dL/dy, accumulates dL/dparams into
-// the grads and returns dL/dx.
+// the grads (or writes them once after Model::zero_grad_lazily, see can_overwrite_grads)
+// and returns dL/dx.
 //
 // Dispatch happens once, here: Module::forward/backward (not virtual) check that the input
 // is on the module's device in the module's dtype, then call the subclass, which calls the
