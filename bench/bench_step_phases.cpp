@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "bench/step_fixture.hpp"
 
@@ -103,14 +104,18 @@ int run(const Args& a) {
     std::printf(" %9.4f\n", ms - sum);
   }
 
-  // The slower and faster halves of the blocks by their step time.
+  // The slower and faster halves of the blocks by their step time (the middle block of an
+  // odd count in neither).
   std::vector<std::size_t> order(total.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return total[x] < total[y]; });
   const std::size_t half = order.size() / 2;
   auto split = [&](const std::vector<double>& v) {
     std::vector<double> fast, slow;
-    for (std::size_t i = 0; i < order.size(); ++i) (i < half ? fast : slow).push_back(v[order[i]]);
+    for (std::size_t i = 0; i < half; ++i) {
+      fast.push_back(v[order[i]]);
+      slow.push_back(v[order[order.size() - 1 - i]]);
+    }
     return std::pair{mean(fast), mean(slow)};
   };
   const double med = median(total), best = *std::min_element(total.begin(), total.end());
@@ -121,9 +126,10 @@ int run(const Args& a) {
               slow_total - fast_total);
   std::printf("%-14s %9s %7s %9s %9s %9s\n", "phase", "median", "share", "fast", "slow", "slow-fast");
   std::string json = fmt::format(
-      R"({{"bench":"step_phases","config":"{}","threads":{},"teachers":{},"batch":{},"blocks":{},"block":{},)"
+      R"({{"bench":"step_phases","config":{},"threads":{},"teachers":{},"batch":{},"blocks":{},"block":{},)"
       R"("step_ms":{{"best":{:.5f},"median":{:.5f},"fast_half":{:.5f},"slow_half":{:.5f}}},"phases":[)",
-      a.config, c.run.threads, a.teachers, c.data.batch_size, a.blocks, a.block, best, med, fast_total, slow_total);
+      nlohmann::json(a.config).dump(), c.run.threads, a.teachers, c.data.batch_size, a.blocks, a.block, best, med,
+      fast_total, slow_total);
   for (std::size_t p = 0; p <= P; ++p) {
     const auto& v = p < P ? phase[p] : other;
     const char* name = p < P ? StepTimes::names[p] : "other";

@@ -13,8 +13,9 @@
 // for that op, with the shapes and semantics of the CPU reference (kernels/cpu/*.hpp and
 // kernels/ops.hpp). Each refuses an (op, dtype) its backend does not support
 // (require_support, naming both); shapes are the layers' to check (codistill/nn validates,
-// then dispatches once). Gradients are always accumulated
-// (dw += ...): zeroing them is the caller's explicit zero() on the same queue.
+// then dispatches once). Gradients are accumulated (dw += ...): zeroing them is the
+// caller's explicit zero() on the same queue. The one exception is linear_backward with
+// accumulate = false, which writes dw and db (a step's first backward, Model::zero_grad_lazily).
 #include <cstddef>
 #include <memory>
 #include <string>

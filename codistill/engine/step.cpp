@@ -184,12 +184,12 @@ kernels::DistillLossResult TrainStep::micro_step_fused_head(std::int64_t step, S
   const Tensor features = student_.forward_features(m.x, /*training=*/true);
   const Model::LinearHead head = *student_.linear_head();
   mark(times, StepTimes::forward);
-  for (Teacher* t : teachers) q.wait(*t->forward_done);
   // 4 and the head's part of 5: the loss also accumulates the head's gradients, so the
   // step's gradients are zeroed before it (the unfused step zeroes them after its loss,
-  // which touches none).
+  // which touches none), eagerly: the loss adds, it does not write.
   if (i == 0) student_.zero_grad();
   mark(times, StepTimes::zero_grad);
+  for (Teacher* t : teachers) q.wait(*t->forward_done);
   if (!dfeatures_.defined() || dfeatures_.shape() != features.shape() || dfeatures_.dtype() != features.dtype())
     dfeatures_ = Tensor::empty(features.shape(), features.dtype(), q.device());
   kernels::DistillHeadParams params;

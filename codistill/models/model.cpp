@@ -67,12 +67,27 @@ void Model::backward(const Tensor& dlogits) {
   try {
     root_->backward(dlogits, /*need_dx=*/false);
   } catch (const std::invalid_argument& e) {
+    abandon_stale_grads();
     throw std::invalid_argument(std::string("layer ") + e.what());
+  } catch (...) {
+    abandon_stale_grads();
+    throw;
   }
   zero_stale_grads();
 }
 
+void Model::abandon_stale_grads() {
+  // A backward that threw after zero_grad_lazily leaves some layers' gradients written,
+  // some stale: zeroed, so that a caller who goes on (another backward) adds onto zeros.
+  if (!grads_stale_) return;
+  try {
+    zero_grad();
+  } catch (...) {  // the device failed too: the first error is the one to report
+  }
+}
+
 void Model::set_gradients_ready(std::function<void(std::int64_t first)> fn) {
+  ready_hook_ = static_cast<bool>(fn);
   if (!fn) {
     root_->set_after_child_backward(nullptr);
     return;
@@ -182,6 +197,11 @@ void Model::zero_stale_grads() {
   grads_stale_ = false;
   visit_modules(*root_, [this](const std::string&, Module& m) {
     if (!m.grads_stale()) return;
+    // Its gradients were reported final (set_gradients_ready) when its turn passed: a
+    // reduction may be summing them already. No module skips its backward today.
+    if (ready_hook_)
+      throw std::logic_error("Model::backward: a module marked by zero_grad_lazily did not run its backward while "
+                             "gradients_ready reported its gradients final");
     m.set_grads_stale(false);
     for (const Param& p : m.params())
       if (p.grad && p.grad->defined()) queue().zero(*p.grad);

@@ -142,6 +142,8 @@ class Model {
   void apply_channels_last(bool on);
   // After a backward: zeroes the gradients of modules still marked stale by zero_grad_lazily.
   void zero_stale_grads();
+  // After a backward that threw: zeroes every gradient if zero_grad_lazily marked them.
+  void abandon_stale_grads();
 
   std::unique_ptr<Sequential> root_;
   std::unique_ptr<kernels::Queue> queue_;  // null: the CPU's shared queue
@@ -154,6 +156,7 @@ class Model {
   bool channels_last_allowed_ = false;
   bool channels_last_ = false;
   bool grads_stale_ = false;  // zero_grad_lazily marked modules that no backward has run on yet
+  bool ready_hook_ = false;   // set_gradients_ready holds a function
 };
 
 // Builds the model of cfg.kind ("mlp" | "cnn" | "resnet" | "layers" | "gpt"), initialized from rng. cfg.input_shape and

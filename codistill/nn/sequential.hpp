@@ -25,7 +25,8 @@ class Sequential : public Module {
 
   std::size_t size() const { return children_.size(); }
   // The first n children alone (n <= size()): forward through them, and backward from
-  // their output (gradients of their parameters accumulate; need_dx as for backward).
+  // their output (gradients of their parameters accumulate, or are written where
+  // Model::zero_grad_lazily marked them; need_dx as for backward).
   // A model whose last child is a linear head runs the rest through these and the head as
   // part of a fused loss (Model::forward_features).
   kernels::Tensor forward_prefix(const kernels::Tensor& x, bool training, std::size_t n);

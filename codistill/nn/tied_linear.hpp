@@ -4,8 +4,9 @@
 // to its token embedding (Press & Wolf 2017, GPT-2) is one: the vocabulary matrix is
 // stored, checkpointed and updated once. Its gradient needs nothing special: the head's
 // backward adds dW += dy^T x into the embedding's gradient, which the embedding's own
-// backward also adds to, and every backward accumulates into the arena's gradient block,
-// zeroed once per step. The weight is read through the owner at every call, so it follows
+// backward also adds to; both accumulate into the arena's gradient block, zeroed once per
+// step (an Embedding cannot overwrite its gradient, so a model with one is always zeroed,
+// never left to Model::zero_grad_lazily's first-backward writes). The weight is read through the owner at every call, so it follows
 // the owner through Model::to_device and to_dtype (the arena rebinds the owner's views).
 // The owner must outlive this module (both belong to one model).
 #include <string>

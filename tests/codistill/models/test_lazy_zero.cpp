@@ -115,3 +115,36 @@ TEST_CASE("the fused head's backward refuses gradients left stale by zero_grad_l
   m.zero_grad();  // clears the marks
   CHECK_NOTHROW(m.backward_features(df));
 }
+
+TEST_CASE("zero_grad_lazily under a gradients-ready hook: the same reports and the same bits", "[models][grads]") {
+  Model eager = build(config("mlp")), lazy = build(config("mlp"));
+  const Tensor x = model_test::random_input({8, 1, 28, 28}, 8);
+  const Tensor d = model_test::random_input({8, 10}, 9);
+  std::vector<std::int64_t> seen_eager, seen_lazy;
+  eager.set_gradients_ready([&](std::int64_t first) { seen_eager.push_back(first); });
+  lazy.set_gradients_ready([&](std::int64_t first) { seen_lazy.push_back(first); });
+  poison(lazy);
+  eager.zero_grad();
+  lazy.zero_grad_lazily();
+  forward_backward(eager, x, d);
+  forward_backward(lazy, x, d);
+  CHECK(same_bits(grads(lazy), grads(eager)));
+  CHECK_FALSE(seen_lazy.empty());
+  CHECK(seen_lazy == seen_eager);
+}
+
+TEST_CASE("a backward that throws after zero_grad_lazily leaves zeroed gradients", "[models][grads]") {
+  Model eager = build(config("mlp")), lazy = build(config("mlp"));
+  const Tensor x = model_test::random_input({4, 1, 28, 28}, 10);
+  const Tensor d = model_test::random_input({4, 10}, 11), bad = model_test::random_input({4, 9}, 12);
+  poison(lazy);
+  lazy.zero_grad_lazily();
+  lazy.forward(x, /*training=*/true);
+  CHECK_THROWS_AS(lazy.backward(bad), std::invalid_argument);
+  for (float v : grads(lazy)) REQUIRE(v == 0.0f);
+  // Going on adds onto those zeros: the gradients of zero_grad + backward.
+  lazy.backward(d);
+  eager.zero_grad();
+  forward_backward(eager, x, d);
+  CHECK(same_bits(grads(lazy), grads(eager)));
+}
