@@ -54,11 +54,11 @@ class Model {
   // The same for the next backward, without touching the block where every module with
   // parameters can_overwrite_grads (an MLP's Linears): each then writes its gradients in
   // its first backward instead of adding to them, which saves the zeroing pass and the
-  // GEMMs' read of the zeros (~4% of fmnist_mlp's CPU step). Any such module whose backward
-  // did not run has its gradients zeroed at the end of the next backward. Otherwise (a
-  // convolution, a norm, an embedding: they add) this is zero_grad(). Not for the fused
-  // head's path, whose loss adds into the head's gradients before backward_features (which
-  // throws std::logic_error after this).
+  // GEMMs' read of the zeros (2-7% of fmnist_mlp's CPU step, docs/results.md). Any such
+  // module whose backward did not run has its gradients zeroed at the end of the next
+  // backward. Otherwise (a convolution, a norm, an embedding: they add) this is
+  // zero_grad(). Not for the fused head's path, whose loss adds into the head's gradients
+  // before backward_features (which throws std::logic_error after this).
   void zero_grad_lazily();
 
   // A model whose last module is a linear map to its logits (a Linear without a fused
