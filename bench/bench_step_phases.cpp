@@ -23,6 +23,7 @@
 #include "bench/step_fixture.hpp"
 
 using namespace codistill;
+using codistill::bench::median;
 
 namespace {
 
@@ -61,12 +62,6 @@ Args parse(int argc, char** argv) {
   }
   if (a.config.empty()) throw std::invalid_argument("--config is required");
   return a;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 double mean(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()); }

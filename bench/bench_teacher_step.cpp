@@ -29,6 +29,7 @@
 #include "bench/step_fixture.hpp"
 
 using namespace codistill;
+using codistill::bench::median;
 
 namespace {
 
@@ -69,12 +70,6 @@ Args parse(int argc, char** argv) {
   if (a.block < 1 || a.blocks < 1 || a.warmup < 0 || a.threads < 1)
     throw std::invalid_argument("--block, --blocks, --threads >= 1 and --warmup >= 0");
   return a;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int run(const Args& a) {

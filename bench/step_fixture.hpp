@@ -5,6 +5,7 @@
 // `teachers` forward-only models of the config's architecture on their own queues with the
 // teachers' precision and QueueOptions::frozen_params, as TeacherPool makes them (freshly
 // initialized: a forward's cost does not depend on the weights).
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,13 @@
 #include "kernels/cpu/gemm.hpp"
 
 namespace codistill::bench {
+
+// The median of block times (the mean of the middle two for an even count).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 class StepFixture {
  public:
