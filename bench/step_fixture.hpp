@@ -82,6 +82,19 @@ class StepFixture {
 
   const Config& config() const { return c_; }
   Model& student() { return student_; }
+  // The training split's example shape ([C, H, W]) and a batch of it as a fresh sampler
+  // draws it: CPU float32 [batch_size, C, H, W], for benches that run the model's layers
+  // themselves (bench_layer_times).
+  kernels::Shape example_shape() const { return data_.train.example_shape(); }
+  kernels::Tensor sample_batch() const {
+    data::BatchSampler s(data_.train, data::sampler_options(c_));
+    kernels::Shape shape{c_.data.batch_size};
+    for (std::int64_t d : example_shape()) shape.push_back(d);
+    kernels::Tensor x = kernels::Tensor::empty(shape);
+    std::vector<std::int32_t> labels;
+    s.next_batch(x, labels);
+    return x;
+  }
   bool prefetch() const { return prefetch_; }
 
  private:

@@ -31,6 +31,16 @@ void Model::add(std::string name, ModulePtr module) {
 void Model::finalize() {
   if (finalized_) return;
   arena_.build(*root_);
+  // The tree is complete from here on (add() refuses more): which modules hold parameters,
+  // and whether all of them can write their gradients, is fixed, so the per-step gradient
+  // bookkeeping below walks this list instead of the tree.
+  param_modules_.clear();
+  all_overwrite_grads_ = true;
+  visit_modules(*root_, [this](const std::string&, Module& m) {
+    if (m.params().empty()) return;
+    param_modules_.push_back(&m);
+    if (!m.can_overwrite_grads()) all_overwrite_grads_ = false;
+  });
   finalized_ = true;
 }
 
@@ -174,7 +184,7 @@ void Model::backward_features(const Tensor& dfeatures) {
 void Model::zero_grad() {
   finalize();
   if (grads_stale_) {
-    visit_modules(*root_, [](const std::string&, Module& m) { m.set_grads_stale(false); });
+    for (Module* m : param_modules_) m->set_grads_stale(false);
     grads_stale_ = false;
   }
   if (arena_.grads().defined()) queue().zero(arena_.grads());
@@ -183,29 +193,25 @@ void Model::zero_grad() {
 void Model::zero_grad_lazily() {
   finalize();
   if (!arena_.grads().defined()) return;
-  bool all = true;
-  visit_modules(*root_, [&](const std::string&, Module& m) {
-    if (!m.params().empty() && !m.can_overwrite_grads()) all = false;
-  });
-  if (!all) return zero_grad();
-  visit_modules(*root_, [](const std::string&, Module& m) { m.set_grads_stale(!m.params().empty()); });
+  if (!all_overwrite_grads_) return zero_grad();
+  for (Module* m : param_modules_) m->set_grads_stale(true);
   grads_stale_ = true;
 }
 
 void Model::zero_stale_grads() {
   if (!grads_stale_) return;
   grads_stale_ = false;
-  visit_modules(*root_, [this](const std::string&, Module& m) {
-    if (!m.grads_stale()) return;
+  for (Module* m : param_modules_) {
+    if (!m->grads_stale()) continue;
     // Its gradients were reported final (set_gradients_ready) when its turn passed: a
     // reduction may be summing them already. No module skips its backward today.
     if (ready_hook_)
       throw std::logic_error("Model::backward: a module marked by zero_grad_lazily did not run its backward while "
                              "gradients_ready reported its gradients final");
-    m.set_grads_stale(false);
-    for (const Param& p : m.params())
+    m->set_grads_stale(false);
+    for (const Param& p : m->params())
       if (p.grad && p.grad->defined()) queue().zero(*p.grad);
-  });
+  }
 }
 
 std::vector<NamedParam> Model::params() {

@@ -155,6 +155,8 @@ class Model {
   std::string memory_format_ = "auto";
   bool channels_last_allowed_ = false;
   bool channels_last_ = false;
+  std::vector<Module*> param_modules_;  // modules with parameters, pre-order (finalize())
+  bool all_overwrite_grads_ = false;    // every one of them can_overwrite_grads
   bool grads_stale_ = false;  // zero_grad_lazily marked modules that no backward has run on yet
   bool ready_hook_ = false;   // set_gradients_ready holds a function
 };

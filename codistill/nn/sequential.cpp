@@ -6,6 +6,7 @@
 #include "codistill/nn/activation.hpp"
 #include "codistill/nn/batchnorm.hpp"
 #include "codistill/nn/linear.hpp"
+#include "codistill/nn/maxpool2d.hpp"
 #include "codistill/nn/residual.hpp"
 
 namespace codistill {
@@ -45,12 +46,21 @@ Tensor Sequential::do_forward(const Tensor& x, bool training) { return forward_p
 Tensor Sequential::forward_prefix(const Tensor& x, bool training, std::size_t n) {
   if (n > children_.size()) throw std::logic_error("Sequential::forward_prefix: more children than there are");
   Tensor h = x;
-  for (std::size_t i = 0; i < n; ++i) {
+  auto run = [&](std::size_t i) {
     auto& [name, m] = children_[i];
     try {
       h = m->forward(h, training);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("'" + name + "': " + e.what());
+    }
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + 1 < n && runs_after_next(i)) {  // the pool first, then the relu (see the header)
+      run(i + 1);
+      run(i);
+      ++i;
+    } else {
+      run(i);
     }
   }
   return h;
@@ -71,12 +81,22 @@ Tensor Sequential::backward_prefix(const Tensor& dy, std::size_t n, bool need_dx
   }
   const std::size_t first = need_dx ? 0 : std::min(first_with_params_, n);
   Tensor g = dy;
-  for (std::size_t i = n; i-- > first;) {
+  auto run = [&](std::size_t i) {
     auto& [name, m] = children_[i];
     try {
       g = m->backward(g, /*need_dx=*/need_dx || i > first);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("'" + name + "' backward: " + e.what());
+    }
+  };
+  for (std::size_t i = n; i-- > first;) {
+    if (i >= first + 1 && runs_after_next(i - 1)) {  // forward ran i, then i - 1: backward the other way
+      run(i - 1);
+      run(i);
+      if (after_child_backward_) after_child_backward_(i);
+      --i;
+    } else {
+      run(i);
     }
     if (after_child_backward_) after_child_backward_(i);
   }
@@ -105,6 +125,15 @@ void Sequential::queue_changed() {
       res->set_fused_activation(fuse ? kernels::Activation::relu : kernels::Activation::none);
       if (act) act->set_passthrough(fuse);
     }
+  }
+  // ReLU -> MaxPool2d pairs: the relu after the pool (exact, see the header), on every
+  // backend; decided after the fusions above, which may make the relu a passthrough.
+  after_next_.assign(children_.size(), false);
+  for (std::size_t i = 0; i + 1 < children_.size(); ++i) {
+    auto* act = dynamic_cast<ActivationLayer*>(children_[i].second.get());
+    if (act && act->activation() == kernels::Activation::relu && !act->passthrough() &&
+        dynamic_cast<MaxPool2d*>(children_[i + 1].second.get()))
+      after_next_[i] = true;
   }
 }
 

@@ -5,6 +5,14 @@
 // (Op::linear_activation), a Linear directly followed by a ReLU/GELU computes the
 // activation in its own output pass and the activation layer passes through: decided
 // again whenever the queue changes (set_queue).
+// A ReLU directly followed by a MaxPool2d runs after it instead (pool, then relu of the
+// pooled map): max commutes with relu, so the output, the input gradient (the window's
+// first maximum gets dy where that maximum is positive, nothing gets it otherwise) and the
+// parameters' gradients are bit for bit those of relu then pool, for any finite input
+// (a NaN in a window: relu first makes it 0 and the other values decide; pool first picks
+// the NaN, which the relu makes 0), and the relu's passes touch a quarter of the elements
+// (a 2x2 pool). Not for a ReLU that a layer
+// before it applies (passthrough).
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -35,6 +43,9 @@ class Sequential : public Module {
   // Called with i after child i's backward (children run last to first), for a caller that
   // starts work on gradients as soon as they are final (Model::set_gradients_ready).
   void set_after_child_backward(std::function<void(std::size_t)> fn) { after_child_backward_ = std::move(fn); }
+  // True when child i (a ReLU) runs after child i + 1 (a MaxPool2d): forward runs i + 1
+  // then i, backward i then i + 1 (for benches that run the children one by one).
+  bool runs_after_next(std::size_t i) const { return i < after_next_.size() && after_next_[i]; }
 
  protected:
   kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;
@@ -45,6 +56,7 @@ class Sequential : public Module {
   static constexpr std::size_t kUnknown = static_cast<std::size_t>(-1);
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::function<void(std::size_t)> after_child_backward_;
+  std::vector<bool> after_next_;  // runs_after_next, per child (queue_changed)
   // Index of the first child with parameters (children_.size(): none), found on the first
   // backward after the children last changed.
   std::size_t first_with_params_ = kUnknown;
