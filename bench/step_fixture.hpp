@@ -82,18 +82,24 @@ class StepFixture {
 
   const Config& config() const { return c_; }
   Model& student() { return student_; }
-  // The training split's example shape ([C, H, W]) and a batch of it as a fresh sampler
-  // draws it: CPU float32 [batch_size, C, H, W], for benches that run the model's layers
-  // themselves (bench_layer_times).
+  // The training split's example shape ([C, H, W]), and the trainer's first batch as its
+  // loader prepares it (gathered, normalized and augmented), in the config's micro-batches:
+  // CPU float32 [batch_size / micro_batches, C, H, W] each, for benches that run the model's
+  // layers themselves (bench_layer_times).
   kernels::Shape example_shape() const { return data_.train.example_shape(); }
-  kernels::Tensor sample_batch() const {
-    data::BatchSampler s(data_.train, data::sampler_options(c_));
-    kernels::Shape shape{c_.data.batch_size};
+  std::vector<kernels::Tensor> first_batch() const {
+    const std::int64_t parts = c_.train.micro_batches, rows = c_.data.batch_size / parts;
+    kernels::Shape shape{rows};
     for (std::int64_t d : example_shape()) shape.push_back(d);
-    kernels::Tensor x = kernels::Tensor::empty(shape);
-    std::vector<std::int32_t> labels;
-    s.next_batch(x, labels);
-    return x;
+    HostBatch b;
+    for (std::int64_t i = 0; i < parts; ++i) {
+      b.x.push_back(kernels::Tensor::empty(shape));
+      b.labels.push_back(kernels::Tensor::empty({rows}, kernels::DType::i32));
+    }
+    data::BatchSampler sampler(data_.train, data::sampler_options(c_));
+    BatchLoader loader(data_.train, data::augment_options(c_, data_.train.normalization), /*prefetch=*/false);
+    loader.load(1, sampler, b, nullptr);
+    return b.x;
   }
   bool prefetch() const { return prefetch_; }
 

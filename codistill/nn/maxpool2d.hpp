@@ -1,8 +1,8 @@
 #pragma once
 // Max pooling, NCHW, square window, no padding; stride defaults to the window size.
 // Forward keeps what the backend's backward needs: the CPU records the argmax of every
-// window (backward is a scatter), cuDNN finds the maxima again from x and y (with ties it
-// may route a gradient to another maximum than the CPU's first one).
+// window (backward is a scatter); CUDA's own kernels find the maxima again from x, with the
+// CPU's rule (the first of equal maxima; a NaN is the maximum), so both route gradients alike.
 #include <cstdint>
 #include <string>
 

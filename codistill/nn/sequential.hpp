@@ -6,13 +6,14 @@
 // activation in its own output pass and the activation layer passes through: decided
 // again whenever the queue changes (set_queue).
 // A ReLU directly followed by a MaxPool2d runs after it instead (pool, then relu of the
-// pooled map): max commutes with relu, so the output, the input gradient (the window's
-// first maximum gets dy where that maximum is positive, nothing gets it otherwise) and the
-// parameters' gradients are bit for bit those of relu then pool, for any finite input
-// (a NaN in a window: relu first makes it 0 and the other values decide; pool first picks
-// the NaN, which the relu makes 0), and the relu's passes touch a quarter of the elements
-// (a 2x2 pool). Not for a ReLU that a layer
-// before it applies (passthrough).
+// pooled map): max commutes with relu, and the pools pick among equal maxima by position
+// alone, so the output, the input gradient (the window's chosen maximum gets dy where that
+// maximum is positive, nothing gets it otherwise) and the parameters' gradients are bit
+// for bit those of relu then pool for any input without NaN, and the relu's passes touch
+// a quarter of the elements (a 2x2 pool). A NaN in a window: relu first makes it 0 and
+// the window's other values decide its output and which of them gets the gradient; pool
+// first picks the NaN, the relu makes the output 0 and the window gets no gradient.
+// Not for a ReLU that a layer before it applies (passthrough).
 #include <cstdint>
 #include <functional>
 #include <string>

@@ -50,7 +50,7 @@ inline void window_max(const T* plane, std::int64_t W, std::int64_t h0, std::int
 // loop along one output row runs mostly in its scalar remainder. Same rule as window_max
 // (beats).
 template <class T>
-inline void windows_2x2(const T* in, const std::int32_t* off, const std::int32_t* at, std::int64_t n, std::int64_t W,
+inline __attribute__((always_inline)) void windows_2x2(const T* in, const std::int32_t* off, const std::int32_t* at, std::int64_t n, std::int64_t W,
                         T* y, std::int32_t* am) {
   const std::int32_t w32 = static_cast<std::int32_t>(W);
 #pragma omp simd
@@ -75,11 +75,57 @@ inline void windows_2x2(const T* in, const std::int32_t* off, const std::int32_t
   }
 }
 
-// Planes [lo, hi) of a 2x2 pooling, in groups of `group` planes (the tables' span).
+// One plane of a 2x2 / stride 2 pooling along its output rows, for rows long enough to fill
+// vectors (contiguous loads, no gathers). Same rule as window_max (beats).
 template <class T>
-inline void planes_2x2(const T* x, T* y, std::int32_t* argmax, const Pool2dShape& s, const std::int32_t* off,
-                       const std::int32_t* at, std::int64_t group, std::int64_t lo, std::int64_t hi) {
-  const std::int64_t HW = s.height * s.width, OHW = s.out_height() * s.out_width();
+inline __attribute__((always_inline)) void rows_2x2(const T* x, T* y, std::int32_t* am, std::int64_t W,
+                                                    std::int64_t OH, std::int64_t OW) {
+  const std::int32_t w32 = static_cast<std::int32_t>(W);
+  for (std::int64_t oh = 0; oh < OH; ++oh) {
+    const T* r0 = x + (2 * oh) * W;
+    const T* r1 = r0 + W;
+    T* yr = y + oh * OW;
+    std::int32_t* ar = am + oh * OW;
+    const std::int32_t base = static_cast<std::int32_t>(2 * oh * W);
+#pragma omp simd
+    for (std::int64_t ow = 0; ow < OW; ++ow) {
+      const std::int32_t c = base + static_cast<std::int32_t>(2 * ow);
+      T best = r0[2 * ow];
+      std::int32_t arg = c;
+      const T b = r0[2 * ow + 1];
+      const bool tb = beats(b, best);
+      arg = tb ? c + 1 : arg;
+      best = tb ? b : best;
+      const T d = r1[2 * ow];
+      const bool td = beats(d, best);
+      arg = td ? c + w32 : arg;
+      best = td ? d : best;
+      const T e = r1[2 * ow + 1];
+      const bool te = beats(e, best);
+      arg = te ? c + w32 + 1 : arg;
+      best = te ? e : best;
+      yr[ow] = best;
+      ar[ow] = arg;
+    }
+  }
+}
+
+// Output rows at least this long run along the rows (rows_2x2); shorter ones through the
+// gather tables (windows_2x2). Measured at one thread (the AVX2 copy): 112x112 maps 2.6 ms
+// along the rows against 3.5 ms through the tables; 28x28 and 14x14 maps the other way round.
+constexpr std::int64_t kRowLoopMin = 32;
+
+// Planes [lo, hi) of a 2x2 pooling: along the rows (stride 2, long rows), or in groups of
+// `group` planes through the tables.
+template <class T>
+inline __attribute__((always_inline)) void planes_2x2(const T* x, T* y, std::int32_t* argmax, const Pool2dShape& s,
+                                                      const std::int32_t* off, const std::int32_t* at,
+                                                      std::int64_t group, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t HW = s.height * s.width, OH = s.out_height(), OW = s.out_width(), OHW = OH * OW;
+  if (s.stride == 2 && OW >= kRowLoopMin) {
+    for (std::int64_t p = lo; p < hi; ++p) rows_2x2(x + p * HW, y + p * OHW, argmax + p * OHW, s.width, OH, OW);
+    return;
+  }
   for (std::int64_t p = lo; p < hi; p += group) {
     const std::int64_t n = std::min(group, hi - p) * OHW;
     windows_2x2(x + p * HW, off, at, n, s.width, y + p * OHW, argmax + p * OHW);
@@ -126,11 +172,14 @@ void maxpool2d_forward(const T* x, T* y, std::int32_t* argmax, const Pool2dShape
   }
   const bool par = go_parallel(planes * H * W);
   if (K == 2) {
-    // Tables for a group of planes holding at least 256 windows (int32: the group's
-    // inputs, at most 256 windows' plus a plane's, are far below 2^31 for any real map).
-    const std::int64_t OHW = OH * OW, group = std::min(planes, (256 + OHW - 1) / OHW);
-    if (group * H * W > std::numeric_limits<std::int32_t>::max())
-      throw std::invalid_argument("maxpool2d: a plane of " + std::to_string(H * W) + " elements is too large");
+    // Tables for a group of planes holding at least 256 windows, fewer planes where the
+    // group's inputs would pass int32 offsets (validate() keeps one plane within them); none
+    // for the row loop.
+    const std::int64_t OHW = OH * OW;
+    const bool rows = S == 2 && OW >= kRowLoopMin;
+    const std::int64_t group = rows ? 0
+                                    : std::max<std::int64_t>(1, std::min({planes, (256 + OHW - 1) / OHW,
+                                                                          std::int64_t{std::numeric_limits<std::int32_t>::max()} / (H * W)}));
     std::vector<std::int32_t> off(static_cast<std::size_t>(group * OHW)), at(off.size());
     for (std::int64_t g = 0; g < group; ++g)
       for (std::int64_t oh = 0; oh < OH; ++oh)

@@ -138,3 +138,28 @@ TEST_CASE("conv, relu, max pool reordered gives bit for bit what relu then pool 
       }
     }
 }
+
+// A prefix that ends between the relu and the pool runs the relu where it is written.
+TEST_CASE("a Sequential prefix that ends between a ReLU and its max pool keeps the written order", "[nn]") {
+  const auto seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng ra(seed), rb(seed);
+  Sequential s, conv_alone, relu_alone;
+  auto conv = [](Rng& rng) {
+    auto m = std::make_unique<Conv2d>(2, 3, 3);
+    m->init_params(rng, "kaiming_uniform");
+    return m;
+  };
+  s.add("conv", conv(ra));
+  s.add("relu", std::make_unique<ReLU>());
+  s.add("pool", std::make_unique<MaxPool2d>(2));
+  conv_alone.add("conv", conv(rb));
+  relu_alone.add("relu", std::make_unique<ReLU>());
+  REQUIRE(s.runs_after_next(1));
+  const Tensor x = tricky({2, 2, 6, 6}, seed + 1);
+  const Tensor h = s.forward_prefix(x, true, 2);
+  CHECK(h.shape() == Shape{2, 3, 6, 6});
+  CHECK(same_bits(h, relu_alone.forward(conv_alone.forward(x, true), true)));
+  const Tensor dh = tricky(h.shape(), seed + 2);
+  CHECK(same_bits(s.backward_prefix(dh, 2, true), conv_alone.backward(relu_alone.backward(dh, true), true)));
+}

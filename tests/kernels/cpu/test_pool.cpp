@@ -81,36 +81,45 @@ TEMPLATE_TEST_CASE("fast maxpool matches reference", "[pool]", float, double) {
   CHECK(max_rel_error(dx_fast, dx_ref) < (sizeof(T) == 4 ? 1e-6 : 1e-14));
 }
 
-// The 2x2 windows' fast path runs through gather tables over runs of planes, in one copy
-// per ISA: each copy, any stride, plane counts that split unevenly into the tables' groups
-// and the threads, against the reference bit for bit (values and argmax) on inputs with
-// ties, zeros of both signs and NaNs.
-TEST_CASE("fast 2x2 maxpool: every ISA copy gives the reference's bits, NaN and ties included", "[pool]") {
+// The 2x2 windows' fast path runs through gather tables over runs of planes (short rows) or
+// along the rows (stride 2, rows of 32 outputs or more), in one copy per ISA: each copy,
+// strides 1 to 3, plane counts that split unevenly into the tables' groups and the threads,
+// against the reference bit for bit (values and argmax) on inputs with ties, zeros of both
+// signs and NaNs.
+TEMPLATE_TEST_CASE("fast 2x2 maxpool: every ISA copy gives the reference's bits, NaN and ties included", "[pool]",
+                   float, double) {
+  using T = TestType;
   const auto seed = fresh_seed();
   INFO("seed " << seed);
   set_num_threads(2);
-  const auto [B, C, H, W, S] = GENERATE(table<int, int, int, int, int>(
-      {{1, 1, 2, 2, 2}, {3, 50, 14, 14, 2}, {2, 7, 28, 28, 2}, {5, 3, 7, 9, 2}, {2, 9, 6, 7, 1}, {3, 4, 11, 8, 3}}));
+  const auto [B, C, H, W, S] = GENERATE(table<int, int, int, int, int>({{1, 1, 2, 2, 2},
+                                                                          {3, 50, 14, 14, 2},
+                                                                          {2, 7, 28, 28, 2},
+                                                                          {5, 3, 7, 9, 2},
+                                                                          {2, 9, 6, 7, 1},
+                                                                          {3, 4, 11, 8, 3},
+                                                                          {2, 5, 66, 70, 2},
+                                                                          {1, 3, 9, 80, 1}}));
   const auto s = shape(B, C, H, W, 2, S);
   INFO("B " << B << " C " << C << " " << H << "x" << W << " stride " << S);
   const auto n_in = static_cast<std::size_t>(B * C * H * W);
   const auto n_out = static_cast<std::size_t>(B * C * s.out_height() * s.out_width());
-  std::vector<float> x(n_in);
+  std::vector<T> x(n_in);
   std::mt19937_64 gen(seed);
-  for (float& v : x) {
+  for (T& v : x) {
     const auto r = gen() % 32;
-    v = r == 0 ? std::numeric_limits<float>::quiet_NaN() : r == 1 ? -0.0f : static_cast<float>(r % 5) - 2.0f;
+    v = r == 0 ? std::numeric_limits<T>::quiet_NaN() : r == 1 ? T(-0.0) : static_cast<T>(r % 5) - T(2);
   }
-  std::vector<float> y_ref(n_out);
+  std::vector<T> y_ref(n_out);
   std::vector<std::int32_t> a_ref(n_out);
-  maxpool2d_forward<float>(x.data(), y_ref.data(), a_ref.data(), s, Impl::reference);
+  maxpool2d_forward<T>(x.data(), y_ref.data(), a_ref.data(), s, Impl::reference);
   for (const char* isa : {"baseline", "avx2", "avx512"}) {
     INFO("isa " << isa);
     codistill::test::IsaScope scope(isa);
-    std::vector<float> y(n_out, 7.5f);
+    std::vector<T> y(n_out, T(7.5));
     std::vector<std::int32_t> a(n_out, -7);
-    maxpool2d_forward<float>(x.data(), y.data(), a.data(), s, Impl::fast);
-    CHECK(std::memcmp(y.data(), y_ref.data(), n_out * sizeof(float)) == 0);
+    maxpool2d_forward<T>(x.data(), y.data(), a.data(), s, Impl::fast);
+    CHECK(std::memcmp(y.data(), y_ref.data(), n_out * sizeof(T)) == 0);
     CHECK(a == a_ref);
   }
 }
