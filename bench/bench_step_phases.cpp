@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_args.hpp"
 #include "bench/step_fixture.hpp"
 
 using namespace codistill;
@@ -35,27 +36,16 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
-      return argv[++i];
-    };
-    auto count = [&](int lowest) {
-      const std::string v = value();
-      std::size_t used = 0;
-      const int n = std::stoi(v, &used);
-      if (used != v.size() || n < lowest)
-        throw std::invalid_argument(k + " '" + v + "': need an integer >= " + std::to_string(lowest));
-      return n;
-    };
-    if (k == "--config") a.config = value();
-    else if (k == "--set") a.overrides.push_back(value());
-    else if (k == "--threads") a.threads = count(1);
-    else if (k == "--teachers") a.teachers = count(0);
-    else if (k == "--block") a.block = count(1);
-    else if (k == "--blocks") a.blocks = count(2);
-    else if (k == "--warmup") a.warmup = count(0);
+  bench::ArgReader r(argc, argv);
+  while (r.next()) {
+    const std::string& k = r.key();
+    if (k == "--config") a.config = r.value();
+    else if (k == "--set") a.overrides.push_back(r.value());
+    else if (k == "--threads") a.threads = r.count(1);
+    else if (k == "--teachers") a.teachers = r.count(0);
+    else if (k == "--block") a.block = r.count(1);
+    else if (k == "--blocks") a.blocks = r.count(2);
+    else if (k == "--warmup") a.warmup = r.count(0);
     else
       throw std::invalid_argument("unknown argument " + k +
                                   " (valid: --config --set --threads --teachers --block --blocks --warmup)");

@@ -26,6 +26,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_args.hpp"
 #include "bench/step_fixture.hpp"
 
 using namespace codistill;
@@ -42,22 +43,19 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
-      return argv[++i];
-    };
-    if (k == "--config") a.config = value();
-    else if (k == "--set") a.overrides.push_back(value());
-    else if (k == "--teacher-precision") a.overrides.push_back("codistill.teacher_precision=" + value());
-    else if (k == "--threads") a.threads = std::stoi(value());
-    else if (k == "--block") a.block = std::stoi(value());
-    else if (k == "--blocks") a.blocks = std::stoi(value());
-    else if (k == "--warmup") a.warmup = std::stoi(value());
+  bench::ArgReader r(argc, argv);
+  while (r.next()) {
+    const std::string& k = r.key();
+    if (k == "--config") a.config = r.value();
+    else if (k == "--set") a.overrides.push_back(r.value());
+    else if (k == "--teacher-precision") a.overrides.push_back("codistill.teacher_precision=" + r.value());
+    else if (k == "--threads") a.threads = r.count(1);
+    else if (k == "--block") a.block = r.count(1);
+    else if (k == "--blocks") a.blocks = r.count(1);
+    else if (k == "--warmup") a.warmup = r.count(0);
     else if (k == "--ks") {
       a.ks.clear();
-      std::stringstream ss(value());
+      std::stringstream ss(r.value());
       for (std::string t; std::getline(ss, t, ',');) a.ks.push_back(std::stoi(t));
     } else {
       throw std::invalid_argument("unknown argument " + k +
