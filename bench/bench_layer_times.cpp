@@ -70,7 +70,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--blocks") a.blocks = r.count(1);
     else if (k == "--warmup") a.warmup = r.count(0);
     else
-      throw std::invalid_argument("unknown argument " + k + " (valid: --config --set --threads --block --blocks --warmup)");
+      throw std::invalid_argument("unknown argument " + k +
+                                  " (valid: --config --set --threads --block --blocks --warmup)");
   }
   if (a.config.empty()) throw std::invalid_argument("--config is required");
   return a;
@@ -131,7 +132,8 @@ int run(const Args& a) {
   kernels::Shape shape = f.example_shape();
   for (std::size_t i = 0; i < children.size(); ++i) {
     Module& m = *children[i].second;
-    Row r{children[i].first, m.kind(), m.output_shape(shape), forward_flops(m, shape), std::nullopt, i >= first, {}, {}};
+    Row r{children[i].first, m.kind(), m.output_shape(shape), forward_flops(m, shape), std::nullopt, i >= first,
+          {}, {}};
     if (r.fwd_flops) {
       *r.fwd_flops *= batch;
       // Backward: the weight gradient's GEMMs match the forward's, and so do the input

@@ -99,7 +99,8 @@ TEST_CASE("conv, relu, max pool reordered gives bit for bit what relu then pool 
       relu_alone.add("relu", std::make_unique<ReLU>());
       pool_alone.add("pool", std::make_unique<MaxPool2d>(c.k, c.stride));
       REQUIRE(reordered.runs_after_next(1));
-      for (Sequential* s : {&reordered, &conv_alone, &relu_alone, &pool_alone}) s->set_reference(impl == Impl::reference);
+      for (Sequential* s : {&reordered, &conv_alone, &relu_alone, &pool_alone})
+        s->set_reference(impl == Impl::reference);
 
       const Tensor x = tricky({3, 2, c.hw, c.hw}, seed + 1);
       const Tensor y = reordered.forward(x, true);
