@@ -4,6 +4,7 @@
 // checked whole and against a floor. Errors are std::invalid_argument naming the key.
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace codistill::bench {
 
@@ -42,6 +43,34 @@ class ArgReader {
   char** argv_;
   int i_ = 0;
   std::string key_;
+};
+
+// The options every in-process step bench takes: --config FILE (required), --set KEY=VALUE
+// (repeatable), --threads, --block (steps per block), --blocks, --warmup (steps first).
+// Each bench sets its own defaults.
+struct StepArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  int block = 10, blocks = 8, warmup = 5, threads = 2;
+  int min_blocks = 1;  // the fewest --blocks the bench can summarize
+  static constexpr const char* kValid = "--config --set --threads --block --blocks --warmup";
+
+  // Reads the option at r's key; false when the key is not one of these.
+  bool read(ArgReader& r) {
+    const std::string& k = r.key();
+    if (k == "--config") config = r.value();
+    else if (k == "--set") overrides.push_back(r.value());
+    else if (k == "--threads") threads = r.count(1);
+    else if (k == "--block") block = r.count(1);
+    else if (k == "--blocks") blocks = r.count(min_blocks);
+    else if (k == "--warmup") warmup = r.count(0);
+    else return false;
+    return true;
+  }
+  // After the last option: the required ones are there.
+  void check() const {
+    if (config.empty()) throw std::invalid_argument("--config is required");
+  }
 };
 
 }  // namespace codistill::bench

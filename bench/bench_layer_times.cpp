@@ -52,28 +52,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct Args {
-  std::string config;
-  std::vector<std::string> overrides;
-  int block = 10, blocks = 8, warmup = 5, threads = 2;
-};
+using Args = bench::StepArgs;  // its defaults: blocks of 10 passes and steps, 8 blocks, 5 warm-up steps
 
 Args parse(int argc, char** argv) {
   Args a;
   bench::ArgReader r(argc, argv);
-  while (r.next()) {
-    const std::string& k = r.key();
-    if (k == "--config") a.config = r.value();
-    else if (k == "--set") a.overrides.push_back(r.value());
-    else if (k == "--threads") a.threads = r.count(1);
-    else if (k == "--block") a.block = r.count(1);
-    else if (k == "--blocks") a.blocks = r.count(1);
-    else if (k == "--warmup") a.warmup = r.count(0);
-    else
-      throw std::invalid_argument("unknown argument " + k +
-                                  " (valid: --config --set --threads --block --blocks --warmup)");
-  }
-  if (a.config.empty()) throw std::invalid_argument("--config is required");
+  while (r.next())
+    if (!a.read(r)) throw std::invalid_argument("unknown argument " + r.key() + " (valid: " + Args::kValid + ")");
+  a.check();
   return a;
 }
 

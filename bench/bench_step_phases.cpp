@@ -28,29 +28,21 @@ using codistill::bench::median;
 
 namespace {
 
-struct Args {
-  std::string config;
-  std::vector<std::string> overrides;
-  int block = 100, blocks = 30, warmup = 50, threads = 2, teachers = 0;
+struct Args : bench::StepArgs {
+  int teachers = 0;
+  Args() { block = 100, blocks = 30, warmup = 50, min_blocks = 2; }  // two halves to compare
 };
 
 Args parse(int argc, char** argv) {
   Args a;
   bench::ArgReader r(argc, argv);
   while (r.next()) {
-    const std::string& k = r.key();
-    if (k == "--config") a.config = r.value();
-    else if (k == "--set") a.overrides.push_back(r.value());
-    else if (k == "--threads") a.threads = r.count(1);
-    else if (k == "--teachers") a.teachers = r.count(0);
-    else if (k == "--block") a.block = r.count(1);
-    else if (k == "--blocks") a.blocks = r.count(2);
-    else if (k == "--warmup") a.warmup = r.count(0);
+    if (a.read(r)) continue;
+    if (r.key() == "--teachers") a.teachers = r.count(0);
     else
-      throw std::invalid_argument("unknown argument " + k +
-                                  " (valid: --config --set --threads --teachers --block --blocks --warmup)");
+      throw std::invalid_argument("unknown argument " + r.key() + " (valid: " + Args::kValid + " --teachers)");
   }
-  if (a.config.empty()) throw std::invalid_argument("--config is required");
+  a.check();
   return a;
 }
 

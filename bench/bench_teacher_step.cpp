@@ -34,39 +34,29 @@ using codistill::bench::median;
 
 namespace {
 
-struct Args {
-  std::string config;
-  std::vector<std::string> overrides;
+struct Args : bench::StepArgs {
   std::vector<int> ks{0, 1, 2};
-  int block = 50, blocks = 15, warmup = 30, threads = 2;
+  Args() { block = 50, blocks = 15, warmup = 30; }
 };
 
 Args parse(int argc, char** argv) {
   Args a;
   bench::ArgReader r(argc, argv);
   while (r.next()) {
+    if (a.read(r)) continue;
     const std::string& k = r.key();
-    if (k == "--config") a.config = r.value();
-    else if (k == "--set") a.overrides.push_back(r.value());
-    else if (k == "--teacher-precision") a.overrides.push_back("codistill.teacher_precision=" + r.value());
-    else if (k == "--threads") a.threads = r.count(1);
-    else if (k == "--block") a.block = r.count(1);
-    else if (k == "--blocks") a.blocks = r.count(1);
-    else if (k == "--warmup") a.warmup = r.count(0);
+    if (k == "--teacher-precision") a.overrides.push_back("codistill.teacher_precision=" + r.value());
     else if (k == "--ks") {
       a.ks.clear();
       std::stringstream ss(r.value());
       for (std::string t; std::getline(ss, t, ',');) a.ks.push_back(std::stoi(t));
     } else {
-      throw std::invalid_argument("unknown argument " + k +
-                                  " (valid: --config --set --teacher-precision --threads --ks --block --blocks --warmup)");
+      throw std::invalid_argument("unknown argument " + k + " (valid: " + Args::kValid + " --teacher-precision --ks)");
     }
   }
-  if (a.config.empty()) throw std::invalid_argument("--config is required");
+  a.check();
   if (a.ks.empty() || a.ks.front() != 0 || std::any_of(a.ks.begin(), a.ks.end(), [](int k) { return k < 0; }))
     throw std::invalid_argument("--ks: non-negative teacher counts starting with 0 (the baseline)");
-  if (a.block < 1 || a.blocks < 1 || a.warmup < 0 || a.threads < 1)
-    throw std::invalid_argument("--block, --blocks, --threads >= 1 and --warmup >= 0");
   return a;
 }
 
