@@ -31,12 +31,14 @@ void Model::add(std::string name, ModulePtr module) {
 void Model::finalize() {
   if (finalized_) return;
   arena_.build(*root_);
-  // The tree is complete from here on (add() refuses more): which modules hold parameters,
-  // and whether all of them can write their gradients, is fixed, so the per-step gradient
-  // bookkeeping below walks this list instead of the tree.
+  // The tree is complete from here on (add() and every Sequential's add() refuse more):
+  // which modules hold parameters, and whether all of them can write their gradients, is
+  // fixed, so the per-step gradient bookkeeping below walks this list instead of the tree.
   param_modules_.clear();
   all_overwrite_grads_ = true;
+  root_->seal();
   visit_modules(*root_, [this](const std::string&, Module& m) {
+    if (auto* s = dynamic_cast<Sequential*>(&m)) s->seal();
     if (m.params().empty()) return;
     param_modules_.push_back(&m);
     if (!m.can_overwrite_grads()) all_overwrite_grads_ = false;

@@ -14,6 +14,7 @@ namespace codistill {
 using kernels::Tensor;
 
 void Sequential::add(std::string name, ModulePtr child) {
+  if (sealed_) throw std::logic_error("Sequential::add: '" + name + "' after the model's parameter arena was built");
   if (!child) throw std::invalid_argument("Sequential::add: null module '" + name + "'");
   if (name.empty() || name.find('/') != std::string::npos)
     throw std::invalid_argument("Sequential::add: name '" + name + "' must be non-empty without '/'");

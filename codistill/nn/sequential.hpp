@@ -27,8 +27,12 @@ namespace codistill {
 class Sequential : public Module {
  public:
   std::string kind() const override { return "sequential"; }
-  // Names are non-empty, without '/', unique among the children.
+  // Names are non-empty, without '/', unique among the children. Throws std::logic_error
+  // once sealed.
   void add(std::string name, ModulePtr child);
+  // No more children from here on: Model::finalize seals every container of its tree, whose
+  // parameters then live in the arena (a child added later would have none there).
+  void seal() { sealed_ = true; }
   kernels::Shape output_shape(const kernels::Shape& input) const override;
   void for_each_child(const ChildFn& fn) override;
 
@@ -58,6 +62,7 @@ class Sequential : public Module {
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::function<void(std::size_t)> after_child_backward_;
   std::vector<bool> after_next_;  // runs_after_next, per child (queue_changed)
+  bool sealed_ = false;
   // Index of the first child with parameters (children_.size(): none), found on the first
   // backward after the children last changed.
   std::size_t first_with_params_ = kUnknown;

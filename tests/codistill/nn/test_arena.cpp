@@ -118,4 +118,16 @@ TEST_CASE("to_dtype keeps values and rebinds the views, drop_grads makes a forwa
 TEST_CASE("a model refuses modules added after its arena was built", "[nn][arena]") {
   Model m = small_model(4);
   CHECK_THROWS_AS(m.add("late", std::make_unique<Linear>(2, 2)), std::logic_error);
+  // Nor through its containers: the root's, and a nested Sequential's.
+  CHECK_THROWS_AS(m.root().add("late", std::make_unique<Linear>(2, 2)), std::logic_error);
+  Model n;
+  auto inner = std::make_unique<Sequential>();
+  Sequential* inner_ptr = inner.get();
+  inner->add("fc", std::make_unique<Linear>(5, 3));
+  n.add("block", std::move(inner));
+  n.finalize();
+  CHECK_THROWS_WITH(inner_ptr->add("late", std::make_unique<Linear>(3, 3)),
+                    Catch::Matchers::Contains("'late' after the model's parameter arena was built"));
+  CHECK(n.root().size() == 1);
+  CHECK(inner_ptr->size() == 1);
 }
