@@ -70,11 +70,13 @@ Model mlp_on_cuda(std::uint64_t seed) {
   return m;
 }
 
-// The whole gradient block of a model on its device, NaN (what a last step may leave).
+// Every parameter's gradient on the model's device, NaN (what a last step may leave; the
+// arena's padding between them is zero from the start and nothing writes it).
 void poison_grads(Model& m) {
-  Tensor& g = m.arena().grads();
-  const std::vector<float> nan(static_cast<std::size_t>(g.numel()), std::numeric_limits<float>::quiet_NaN());
-  m.queue().copy(g, Tensor::from_vector(g.shape(), nan));
+  for (auto& p : m.params()) {
+    const std::vector<float> nan(static_cast<std::size_t>(p.grad->numel()), std::numeric_limits<float>::quiet_NaN());
+    m.queue().copy(*p.grad, Tensor::from_vector(p.grad->shape(), nan));
+  }
   m.synchronize();
 }
 
