@@ -66,6 +66,11 @@ struct Teacher {
 // can teach `student`: the same input shape and classes; any architecture. `who` names the
 // teacher in the message.
 void check_teacher_fits(const std::string& teacher_model_yaml, const ModelConfig& student, const std::string& who);
+// How a teacher's checkpoint is read: parameters and buffers, without the optimizer's slots
+// and the worker state (a teacher only runs forward). A teacher of any architecture is
+// rebuilt from its checkpoint's own model attribute (model_from_checkpoint), so the
+// fingerprint only has to match that attribute.
+checkpoint::ReadOptions teacher_read_options();
 
 class TeacherPool {
  public:

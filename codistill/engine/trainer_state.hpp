@@ -1,6 +1,6 @@
 #pragma once
-// The state of a Trainer, shared by its two halves: set-up (training.cpp) and the run loop
-// (run_loop.cpp). Private to the engine.
+// The state of a Trainer, shared by its two halves: set-up (training.cpp, its phases in
+// trainer_setup.cpp) and the run loop (run_loop.cpp). Private to the engine.
 #include <functional>
 #include <memory>
 #include <optional>

@@ -64,8 +64,11 @@ class Trainer {
   Model& model();
   const Config& config() const;
 
- private:
+  // Defined in engine/trainer_state.hpp, which only the engine's set-up phases
+  // (trainer_setup.hpp) and run loop include: named here so that they can take it.
   struct State;
+
+ private:
   // A group's ranks other than 0 take rank 0's teachers (engine/group.hpp).
   void share_teachers(std::int64_t step);
   std::unique_ptr<State> s_;

@@ -23,7 +23,7 @@ TEST_CASE("checkpoint sources: a file, a worker folder, a run directory", "[chec
   CHECK(file.path == (dir.path() / "run" / "worker-002" / "ckpt-000000010.h5").string());
   CHECK(file.run_dir.empty());
 
-  for (const std::string spec : {dir.str("run/worker-002"), dir.str("run/worker-002/"), dir.str("run/./worker-002")}) {
+  for (const std::string& spec : {dir.str("run/worker-002"), dir.str("run/worker-002/"), dir.str("run/./worker-002")}) {
     INFO(spec);
     const auto w = classify_source(spec);
     CHECK(w.kind == Kind::worker_dir);
@@ -31,7 +31,7 @@ TEST_CASE("checkpoint sources: a file, a worker folder, a run directory", "[chec
     CHECK(w.run_dir == (dir.path() / "run").string());
   }
 
-  for (const std::string spec : {dir.str("run"), dir.str("run/"), dir.str("run/notes/..")}) {
+  for (const std::string& spec : {dir.str("run"), dir.str("run/"), dir.str("run/notes/..")}) {
     INFO(spec);
     const auto r = classify_source(spec);
     CHECK(r.kind == Kind::run_dir);

@@ -5,6 +5,7 @@
 // And the errors: a total that misses the counts, sums of the wrong size or dtype.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -96,16 +97,27 @@ TEMPLATE_TEST_CASE("synchronized batchnorm over ranks equals batchnorm over the 
     batchnorm_backward_synced<T>(xr.data(), gamma.data(), rsm[r].data(), rsi[r].data(), dyr.data(), local[r].data(),
                                  total.data(), rdx.data() + first[r] * per_row, rdg.data(), rdb.data(), shapes[r], impl);
   }
-  CHECK(rel_error(ry, y) < tolerance<T>());
-  CHECK(rel_error(rdx, dx) < tolerance<T>());
-  CHECK(rel_error(rdg, dg) < tolerance<T>());
-  CHECK(rel_error(rdb, db) < tolerance<T>());
+  // The ranks' variance comes from sums of x - the running mean: its rounding error grows
+  // with ((batch mean - running mean) / std)^2, which the tolerances assume near 16 (means
+  // near 6.5, std near 1.7). A draw of 3 close values (N 3, S 1) can make it far larger;
+  // the tolerance grows with it.
+  double cond = 16;
+  for (int c = 0; c < C; ++c) {
+    const double z = (static_cast<double>(sm[c]) - static_cast<double>(rm0[c])) * static_cast<double>(si[c]);
+    cond = std::max(cond, 1 + z * z);
+  }
+  INFO("conditioning " << cond);
+  const double tol = tolerance<T>() * cond / 16;
+  CHECK(rel_error(ry, y) < tol);
+  CHECK(rel_error(rdx, dx) < tol);
+  CHECK(rel_error(rdg, dg) < tol);
+  CHECK(rel_error(rdb, db) < tol);
   for (int r = 0; r < R; ++r) {
     INFO("rank " << r);
-    CHECK(rel_error(rrm[r], rm) < tolerance<T>());
-    CHECK(rel_error(rrv[r], rv) < tolerance<T>());
-    CHECK(rel_error(rsm[r], sm) < tolerance<T>());
-    CHECK(rel_error(rsi[r], si) < tolerance<T>());
+    CHECK(rel_error(rrm[r], rm) < tol);
+    CHECK(rel_error(rrv[r], rv) < tol);
+    CHECK(rel_error(rsm[r], sm) < tol);
+    CHECK(rel_error(rsi[r], si) < tol);
     CHECK(rrm[r] == rrm[0]);  // every rank ends with the same running statistics, bit for bit
     CHECK(rrv[r] == rrv[0]);
   }
