@@ -55,22 +55,28 @@ Teacher::~Teacher() {
   }
 }
 
-const kernels::Tensor& Teacher::forward(const kernels::Tensor& x, kernels::Event* input_ready) {
-  kernels::Queue& q = model.queue();
+namespace {
+
+// Runs fwd on the teacher's queue once input_ready has happened, keeps its output in
+// t.logits and records t.forward_done after it (the student's loss waits on that event).
+template <class F>
+const kernels::Tensor& forward_on_queue(Teacher& t, kernels::Event* input_ready, F&& fwd) {
+  kernels::Queue& q = t.model.queue();
   if (input_ready) q.wait(*input_ready);
-  logits = model.forward(x, /*training=*/false);
-  if (!forward_done) forward_done = q.make_event();
-  q.record(*forward_done);
-  return logits;
+  t.logits = fwd();
+  if (!t.forward_done) t.forward_done = q.make_event();
+  q.record(*t.forward_done);
+  return t.logits;
+}
+
+}  // namespace
+
+const kernels::Tensor& Teacher::forward(const kernels::Tensor& x, kernels::Event* input_ready) {
+  return forward_on_queue(*this, input_ready, [&] { return model.forward(x, /*training=*/false); });
 }
 
 const kernels::Tensor& Teacher::forward_features(const kernels::Tensor& x, kernels::Event* input_ready) {
-  kernels::Queue& q = model.queue();
-  if (input_ready) q.wait(*input_ready);
-  logits = model.forward_features(x, /*training=*/false);
-  if (!forward_done) forward_done = q.make_event();
-  q.record(*forward_done);
-  return logits;
+  return forward_on_queue(*this, input_ready, [&] { return model.forward_features(x, /*training=*/false); });
 }
 
 }  // namespace codistill
