@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include "codistill/config/config_loader.hpp"
 #include "codistill/engine/worker_state.hpp"
 #include "codistill/engine/precision.hpp"
 #include "codistill/engine/error.hpp"

@@ -95,6 +95,16 @@ void choose_device(Trainer::State& s) {
     throw ConfigError("model.memory_format", "", 0,
                       fmt::format("nhwc: the {} backend has no channels-last image ops (use auto or nchw)",
                                   kernels::backend_for(s.device).name()));
+  // A precision the device's backend cannot compute in: refused here, naming the key, rather
+  // than by to_device (later, and whose other refusals are not about precision).
+  for (const auto& [key, compute] : {std::pair{"train.precision", student_compute(c)},
+                                     std::pair{"codistill.teacher_precision", teacher_compute(c)}}) {
+    const kernels::Backend& backend = kernels::backend_for(s.device);
+    if (!backend.supports_compute(compute))
+      throw ConfigError(key, "", 0,
+                        fmt::format("the {} backend cannot compute GEMMs in {}", backend.name(),
+                                    kernels::compute_name(compute)));
+  }
   s.lead = group.rank() == 0;
 }
 
@@ -323,16 +333,6 @@ void restore_and_place(Trainer::State& s, Pending& p) {
   kernels::QueueOptions queue_options;
   queue_options.allow_tf32 = c.train.allow_tf32;
   queue_options.compute = student_compute(c);
-  // Refused here, naming the key, rather than by to_device (whose other refusals, e.g. a
-  // device that does not exist, are not about precision).
-  for (const auto& [key, compute] : {std::pair{"train.precision", queue_options.compute},
-                                     std::pair{"codistill.teacher_precision", teacher_compute(c)}}) {
-    const kernels::Backend& backend = kernels::backend_for(s.device);
-    if (!backend.supports_compute(compute))
-      throw ConfigError(key, "", 0,
-                        fmt::format("the {} backend cannot compute GEMMs in {}", backend.name(),
-                                    kernels::compute_name(compute)));
-  }
   s.model.to_device(s.device, queue_options);
   s.log->info("device {} ({} backend{}{})", s.device.str(), s.model.queue().backend().name(),
               c.train.allow_tf32 ? ", TF32 allowed" : "",

@@ -1,11 +1,16 @@
 #pragma once
 // A Trainer's set-up, phase by phase. The constructor (training.cpp) runs them in the order
-// below, and each relies on the ones before it: refusals come before the first write to the
-// run directory (claim_run_dir), and the model is built, initialized and restored on the
-// host before it moves to its device. Private to the engine.
+// below (with the optimizer made between log_start and make_batch_source), and each relies
+// on the ones before it: the refusals of the device, group, memory format, precision, a
+// resume and model.init_from come before the first write to the run directory
+// (claim_run_dir; train.fused_head and group.sync_batchnorm are refused after it, on the
+// placed model), and the model is built, initialized and restored on the host before it
+// moves to its device. Private to the engine.
 #include <memory>
 #include <optional>
 
+#include "checkpoint/store.hpp"
+#include "codistill/config/config.hpp"
 #include "codistill/engine/batch_source.hpp"
 #include "codistill/engine/init_from.hpp"
 #include "codistill/engine/trainer_state.hpp"
@@ -24,8 +29,9 @@ struct Pending {
   bool prefetch = false;                  // image batches prepared a step ahead
 };
 
-// The device (checked against its backend, the group and the memory format), the thread
-// count, the process group and whether this rank leads. Writes nothing.
+// The device (checked against its backend, the group, the memory format and the
+// precisions), the thread count, the process group and whether this rank leads. Writes
+// nothing.
 void choose_device(Trainer::State& s);
 // The console logger (train.log joins in claim_run_dir).
 void make_logger(Trainer::State& s);

@@ -3,7 +3,6 @@
 #include <atomic>
 #include <csignal>
 
-#include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "codistill/engine/group.hpp"
@@ -30,8 +29,8 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   State& s = *s_;
   s.cfg = std::move(cfg);
   s.opts = std::move(opts);
-  // The phases of trainer_setup.hpp, in their order: every refusal (a device, a config key,
-  // a finished worker, another run or group size in the directory) comes before
+  // The phases of trainer_setup.hpp, in their order: the refusals of a device, a config key,
+  // a finished worker, another run or group size in the directory come before
   // claim_run_dir writes anything, and the model is restored on the host before it moves.
   setup::Pending p;
   setup::choose_device(s);

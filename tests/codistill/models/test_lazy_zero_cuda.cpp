@@ -108,6 +108,7 @@ TEST_CASE("zero_grad_lazily on CUDA: an MLP writes its gradients over NaN, the b
     poison_grads(lazy);
     eager.zero_grad();
     lazy.zero_grad_lazily();
+    REQUIRE(std::isnan(host_values(*lazy.params()[0].grad, ql)[0]));  // not zeroed: the lazy path
     eager.forward(on_device(x, qe), true);
     lazy.forward(on_device(x, ql), true);
     eager.backward(on_device(d1, qe));
@@ -140,6 +141,7 @@ TEST_CASE("a ReLU before a max pool runs after it on CUDA, with the bits of relu
     pair.finalize();
     REQUIRE(pair.root().runs_after_next(0));
     pair.to_device(Device::cuda(0));
+    REQUIRE(pair.root().runs_after_next(0));  // decided again for the CUDA backend
     Model relu = on_cuda(std::make_unique<ReLU>()), pool = on_cuda(std::make_unique<MaxPool2d>(c.k, c.stride));
     kernels::Queue& qp = pair.queue();
     kernels::Queue& qr = relu.queue();

@@ -97,17 +97,18 @@ TEMPLATE_TEST_CASE("synchronized batchnorm over ranks equals batchnorm over the 
     batchnorm_backward_synced<T>(xr.data(), gamma.data(), rsm[r].data(), rsi[r].data(), dyr.data(), local[r].data(),
                                  total.data(), rdx.data() + first[r] * per_row, rdg.data(), rdb.data(), shapes[r], impl);
   }
-  // The ranks' variance comes from sums of x - the running mean: its rounding error grows
-  // with ((batch mean - running mean) / std)^2, which the tolerances assume near 16 (means
-  // near 6.5, std near 1.7). A draw of 3 close values (N 3, S 1) can make it far larger;
-  // the tolerance grows with it.
-  double cond = 16;
+  // The ranks' variance comes from sums of x - the running mean: in double precision its
+  // rounding error grows with ((batch mean - running mean) / std)^2, up to about 64 for
+  // these draws (means up to 12, std near 1.7). A draw of 3 close values (N 3, S 1) can make
+  // it far larger: the double tolerance grows with it, capped at 1e-7. (The float results
+  // round far above that error: the sums are accumulated in double for both types.)
+  double cond = 64;
   for (int c = 0; c < C; ++c) {
     const double z = (static_cast<double>(sm[c]) - static_cast<double>(rm0[c])) * static_cast<double>(si[c]);
     cond = std::max(cond, 1 + z * z);
   }
   INFO("conditioning " << cond);
-  const double tol = tolerance<T>() * cond / 16;
+  const double tol = sizeof(T) == 4 ? tolerance<T>() : std::min(1e-7, tolerance<T>() * cond / 64);
   CHECK(rel_error(ry, y) < tol);
   CHECK(rel_error(rdx, dx) < tol);
   CHECK(rel_error(rdg, dg) < tol);
