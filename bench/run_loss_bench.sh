@@ -6,7 +6,7 @@
 # (warm-up calls, then the median of CALLS calls: one run's time).
 # First both references recompute one shared input from bench_loss --dump and must agree
 # with our loss and gradient. Then the contenders alternate: round r runs, shape by shape,
-# codistill, [codistill-before,] pytorch, jax; REPEATS rounds. The load average
+# codistill, [codistill-before,] pytorch, jax, rotated by one each round; REPEATS rounds. The load average
 # (/proc/loadavg) is recorded before and after every run. The table gives per shape and
 # contender the best and the median over rounds of the run times, and the throughput ratios
 # codistill/jax, codistill/pytorch (and codistill/codistill-before), best vs best and median
@@ -63,11 +63,15 @@ status=0
 "$jax_python" bench/jax_loss.py --check "$out/check" --json "$out/check.jax.json" 2>&1 | log ||
   status=$?
 # Round by round, shape by shape, the contenders back to back, so all see the same machine.
+# The order rotates by one each round: the same binary ran a few percent faster or slower
+# depending on its place in the round, which a fixed order turns into a false ratio.
 runs="$out/runs.tsv"
 : >"$runs"
+n_contenders=${#contenders[@]}
 for ((r = 1; r <= repeats; r++)); do
   for i in 1 2 3; do
-    for c in "${contenders[@]}"; do
+    for ((o = 0; o < n_contenders; o++)); do
+      c="${contenders[$(((o + r - 1) % n_contenders))]}"
       lb="$(loadavg)"
       echo "== round $r shape $i: $c (load before $lb)" | log
       json="$out/$r.$i.$c.json"

@@ -129,7 +129,7 @@ template <class T, bool kOne, bool kStore>
       a += e;
       // 0 log 0 = 0: a masked (-inf) teacher entry (e = 0) adds nothing, even where the
       // student's entry is masked too or the difference is infinite (0 * inf is NaN).
-      if constexpr (kOne) b += e > T(0) ? e * (lt - (z[j] - zmax) * inv_t) : T(0);
+      if constexpr (kOne) b += vec::keep_if_positive(e, e * (lt - (z[j] - zmax) * inv_t));
       if constexpr (kStore) out[j] = e;
     }
     sq += a;
@@ -207,7 +207,7 @@ template <class T, int kTeachers, bool kShared, bool kGrad>
       for (std::int64_t j = c; j < end; ++j) {
         const T q = qs[j], zs = (z[j] - zmax) * inv_t;
         // 0 where q is 0 (underflowed or masked), even where the student is masked (zs = -inf)
-        acc += q > T(0) ? q * (vec::log_nonnegative(q) - zs) : T(0);
+        acc += vec::keep_if_positive(q, q * (vec::log_nonnegative(q) - zs));
         if constexpr (kGrad) {
           const T pt = et[j] * rt, p = kShared ? pt : e1[j] * r1;
           g[j] = hs * p + as * (pt - q);
