@@ -22,6 +22,8 @@
 #                        as "codistill-before", with the ratio codistill/codistill-before
 #   JAX_PYTHON           interpreter with jax (default .venv-bench/bin/python)
 #   RESULTS_DIR          where the results go (default bench/results)
+#   CODISTILL_CPU_ISA    baseline | avx2 | avx512: codistill's code for a lesser CPU (both
+#                        builds; recorded in the results); PyTorch and JAX are unaffected
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -55,6 +57,7 @@ busy="$(read -r _ a b c d e f g h _ </proc/stat; t1=$((a+b+c+d+e+f+g+h)); i1=$((
 start_load="$(loadavg) (cpu busy ${busy}% just before)"
 echo "load average at start: $start_load" | log
 echo "contenders: ${contenders[*]}; $repeats rounds of $calls calls, $threads threads; build $build${before:+, before $before}" | log
+echo "codistill's CPU code: ${CODISTILL_CPU_ISA:-the best this CPU runs} (CODISTILL_CPU_ISA)" | log
 # The check first: both references recompute one shared input and compare with ours.
 "${bin[codistill]}" --dump "$out/check"
 status=0
@@ -93,7 +96,7 @@ done
 # bench/provenance.py: the commit, and the source of each build.
 PYTHONPATH="$root/bench${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 - "$runs" "$raw" "$results/loss_cpu.json" "$start_load" "$out" "$repeats" "$calls" \
   "$threads" "$build" "${before:-}" "${contenders[@]}" <<'PY'
-import datetime, json, platform, statistics, sys
+import datetime, json, os, platform, statistics, sys
 from provenance import source_head, tree_commit
 runs_path, raw, json_path, start_load, out, repeats, calls, threads, build, before = sys.argv[1:11]
 contenders = sys.argv[11:]
@@ -136,7 +139,8 @@ doc = {"benchmark": "loss_cpu", "device": cpu, "threads": int(threads),
        "host": platform.node(), "build": build, "build_source": source_head(build),
        "before_build": before or None, "before_source": source_head(before) if before else None,
        "load_average_at_start": start_load, "versions": versions, "repeats": int(repeats), "calls": int(calls),
-       "order": "round by round, shape by shape: " + ", ".join(contenders),
+       "cpu_isa": os.environ.get("CODISTILL_CPU_ISA") or "best",
+       "order": "round by round, shape by shape, rotated by one each round: " + ", ".join(contenders),
        "timing": f"a run's time is the median of {calls} calls after 3 warm-up calls, fwd+bwd; best and median over "
                  f"{repeats} rounds; jax compiles before its warm-up calls; jax gradient written out (jax_loss.py --grad closed)",
        "check_against_pytorch": checks["pytorch"], "check_against_jax": checks["jax"], "results": rows}
@@ -154,7 +158,7 @@ for row in rows:
     ref = row["contenders"]["codistill"].get("reference_median_ms")
     if ref:
         lines.append(f"{shape} codistill reference (plain loops): median {ref:.1f} ms")
-lines.append(f"({cpu}, {doc['threads']} threads, T=2 a=1 h=1, {repeats} rounds of {calls} calls, commit {commit}, "
+lines.append(f"({cpu}, ISA {doc['cpu_isa']}, {doc['threads']} threads, T=2 a=1 h=1, {repeats} rounds of {calls} calls, commit {commit}, "
              f"load average at start {start_load}; checks: pytorch {'OK' if checks['pytorch']['ok'] else 'MISMATCH'}, "
              f"jax {'OK' if checks['jax']['ok'] else 'MISMATCH'})")
 print("\n".join(lines))
