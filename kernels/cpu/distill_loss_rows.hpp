@@ -17,9 +17,9 @@
 //
 // Masked (-inf) logits follow 0 log 0 = 0. The KL's terms are 0 * inf = NaN where an entry
 // is masked (in a teacher, or in the student where q is 0), and a select per element cost
-// a few percent in every row. So the common rows run without one: for K = 1 a row whose
-// sum came out NaN is summed again with it (before g is written), for K >= 2 the rows
-// whose student holds a -inf take pass 3 with it (after g is written, z may be gone).
+// a few percent in every row. So the rows run without one, and a row whose sum came out
+// NaN is summed again with it. Only K >= 2 with g aliasing z looks for a -inf in the
+// student row first (z is gone after pass 3), and such a row takes pass 3 with the select.
 // Each exp is computed once per element; a row of logits is at most a few hundred KiB, so
 // passes 2 and 3 read from cache, not memory.
 #include <algorithm>
@@ -220,8 +220,11 @@ template <class T, int kTeachers, bool kShared, bool kGrad>
   T* const tmp = s.tmp;
 
   // Passes 1 and 2 over the student, then over each teacher (all before g is written).
-  bool z_masked = false;  // only looked for where it matters: K >= 2
-  const T zmax = kTeachers == 2 ? row_max_masked(z, V, z_masked) : row_max(z, V);
+  // K >= 2 with g aliasing z: whether the student row holds a -inf must be known before
+  // pass 3, which overwrites z (one_row's end); elsewhere a NaN sum is redone instead.
+  const bool find_masked = kTeachers == 2 && kGrad && g == z;
+  bool z_masked = false;
+  const T zmax = find_masked ? row_max_masked(z, V, z_masked) : row_max(z, V);
   double s1, st;
   student_sums<T, kShared, kGrad>(z, V, zmax, inv_t, s, next(job.student),
                                   kGrad && g != z ? next(job.grad) : nullptr, s1, st);
@@ -261,7 +264,15 @@ template <class T, int kTeachers, bool kShared, bool kGrad>
   const T as = static_cast<T>(job.scale * job.weight * temp);
   if constexpr (kTeachers == 2) {
     const KlPass<T> a{z, qs, et, e1, g, V, zmax, inv_t, rt, r1, hs, as};
-    kl += z_masked ? kl_pass<T, kShared, kGrad, true>(a) : kl_pass<T, kShared, kGrad, false>(a);
+    double sum;
+    if (z_masked) {
+      sum = kl_pass<T, kShared, kGrad, true>(a);
+    } else {
+      sum = kl_pass<T, kShared, kGrad, false>(a);
+      // Masked entries; z is intact unless g aliases it, and then z_masked was looked for.
+      if (std::isnan(sum)) sum = kl_pass<T, kShared, false, true>(a);  // the sum alone, again
+    }
+    kl += sum;
   } else if constexpr (kGrad) {
 #pragma omp simd
     for (std::int64_t j = 0; j < V; ++j) {
