@@ -14,12 +14,6 @@
 //   pass 3  the gradient from the scratch rows (grad may alias the student: z_j is read, if
 //           at all, before g_j is written), plus the KL's sum of q (log q - z/T) when
 //           K >= 2 (the only log per element)
-//
-// Masked (-inf) logits follow 0 log 0 = 0. The KL's terms are 0 * inf = NaN where an entry
-// is masked (in a teacher, or in the student where q is 0), and a select per element cost
-// a few percent in every row. So the rows run without one, and a row whose sum came out
-// NaN is summed again with it. Only K >= 2 with g aliasing z looks for a -inf in the
-// student row first (z is gone after pass 3), and such a row takes pass 3 with the select.
 // Each exp is computed once per element; a row of logits is at most a few hundred KiB, so
 // passes 2 and 3 read from cache, not memory.
 #include <algorithm>
@@ -77,20 +71,6 @@ template <class T>
   return m;
 }
 
-// The max, and whether any entry is -inf (the same pass: it is bound by the loads).
-template <class T>
-[[gnu::always_inline]] inline T row_max_masked(const T* x, std::int64_t V, bool& masked) {
-  constexpr T kInf = std::numeric_limits<T>::infinity();
-  T m = -kInf, lo = kInf;
-#pragma omp simd reduction(max : m) reduction(min : lo)
-  for (std::int64_t j = 0; j < V; ++j) {
-    m = x[j] > m ? x[j] : m;
-    lo = x[j] < lo ? x[j] : lo;
-  }
-  masked = lo == -kInf;
-  return m;
-}
-
 // Student: s1 = sum exp(z - zmax), st = sum exp((z - zmax) / T) (st = s1 when shared),
 // storing the terms when a gradient is wanted; prefetches the next row's z and gradient.
 template <class T, bool kShared, bool kStore>
@@ -132,8 +112,7 @@ template <class T, bool kShared, bool kStore>
 // One teacher row t: stores e_j = exp(lt_j), lt_j = (t_j - tmax) / T, into out and returns
 // sq = sum e_j and, when kOne (K == 1), w = sum e_j (lt_j - zs_j) with zs_j = (z_j - zmax) / T,
 // so that KL = w / sq - log sq + log st with no log per element. Prefetches the next row.
-// kMasked: an e_j of 0 adds 0 to w whatever lt_j - zs_j is (0 log 0 = 0).
-template <class T, bool kOne, bool kStore, bool kMasked = false>
+template <class T, bool kOne, bool kStore>
 [[gnu::always_inline]] inline void teacher_sums(const T* t, const T* z, std::int64_t V, T zmax,
                                                 T inv_t, T* out, const T* next_t, double& sq,
                                                 double& w) {
@@ -148,51 +127,15 @@ template <class T, bool kOne, bool kStore, bool kMasked = false>
       const T lt = (t[j] - tmax) * inv_t;
       const T e = vec::exp_nonpositive(lt);
       a += e;
-      if constexpr (kOne) {
-        const T term = e * (lt - (z[j] - zmax) * inv_t);
-        if constexpr (kMasked) b += vec::keep_if_positive(e, term);
-        else b += term;
-      }
+      // 0 log 0 = 0: a masked (-inf) teacher entry (e = 0) adds nothing, even where the
+      // student's entry is masked too or the difference is infinite (0 * inf is NaN). No
+      // `e > 0 ? ... : 0` select: it left the AVX2 and SSE2 loops scalar (vec_math.hpp).
+      if constexpr (kOne) b += vec::zero_where_nonpositive(e, e * (lt - (z[j] - zmax) * inv_t));
       if constexpr (kStore) out[j] = e;
     }
     sq += a;
     w += b;
   }
-}
-
-// Pass 3 for K >= 2 (see one_row): the gradient, and the KL's sum of q (log q - zs) that
-// it returns. kMasked (the student row holds a -inf): a q_j of 0 adds 0 whatever zs_j is.
-template <class T>
-struct KlPass {
-  const T *z, *q, *et, *e1;
-  T* g;
-  std::int64_t V;
-  T zmax, inv_t, rt, r1, hs, as;
-};
-template <class T, bool kShared, bool kGrad, bool kMasked>
-[[gnu::always_inline]] inline double kl_pass(const KlPass<T>& a) {
-  // Locals, as in student_sums: members read inside the loop would not vectorize as well.
-  const T *const z = a.z, *const qs = a.q, *const et = a.et, *const e1 = a.e1;
-  T* const g = a.g;
-  const T zmax = a.zmax, inv_t = a.inv_t, rt = a.rt, r1 = a.r1, hs = a.hs, as = a.as;
-  double sum = 0;
-  for (std::int64_t c = 0; c < a.V; c += kChunk) {
-    const std::int64_t end = std::min(a.V, c + kChunk);
-    T acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (std::int64_t j = c; j < end; ++j) {
-      const T q = qs[j], zs = (z[j] - zmax) * inv_t;
-      const T term = q * (vec::log_nonnegative(q) - zs);  // 0 where q underflowed to 0
-      if constexpr (kMasked) acc += vec::keep_if_positive(q, term);
-      else acc += term;
-      if constexpr (kGrad) {
-        const T pt = et[j] * rt, p = kShared ? pt : e1[j] * r1;
-        g[j] = hs * p + as * (pt - q);
-      }
-    }
-    sum += acc;
-  }
-  return sum;
 }
 
 // One row. kTeachers: 0 (hard term only), 1, or 2 meaning K >= 2 (q averaged in scratch).
@@ -220,11 +163,7 @@ template <class T, int kTeachers, bool kShared, bool kGrad>
   T* const tmp = s.tmp;
 
   // Passes 1 and 2 over the student, then over each teacher (all before g is written).
-  // K >= 2 with g aliasing z: whether the student row holds a -inf must be known before
-  // pass 3, which overwrites z (one_row's end); elsewhere a NaN sum is redone instead.
-  const bool find_masked = kTeachers == 2 && kGrad && g == z;
-  bool z_masked = false;
-  const T zmax = find_masked ? row_max_masked(z, V, z_masked) : row_max(z, V);
+  const T zmax = row_max(z, V);
   double s1, st;
   student_sums<T, kShared, kGrad>(z, V, zmax, inv_t, s, next(job.student),
                                   kGrad && g != z ? next(job.grad) : nullptr, s1, st);
@@ -232,10 +171,8 @@ template <class T, int kTeachers, bool kShared, bool kGrad>
   double kl = 0, sq = 1;
   if constexpr (kTeachers == 1) {
     double w;
-    const T* t = job.teachers[0] + r * V;
-    teacher_sums<T, true, kGrad>(t, z, V, zmax, inv_t, qs, next(job.teachers[0]), sq, w);
-    // Masked entries (a NaN logit makes sq NaN as well: nothing changes then).
-    if (std::isnan(w)) teacher_sums<T, true, kGrad, true>(t, z, V, zmax, inv_t, qs, nullptr, sq, w);
+    teacher_sums<T, true, kGrad>(job.teachers[0] + r * V, z, V, zmax, inv_t, qs,
+                                 next(job.teachers[0]), sq, w);
     kl = w / sq - std::log(sq) + std::log(st);
   } else if constexpr (kTeachers == 2) {
     double w0 = 0;
@@ -263,14 +200,21 @@ template <class T, int kTeachers, bool kShared, bool kGrad>
   const T hs = static_cast<T>(job.scale * job.hard_weight);
   const T as = static_cast<T>(job.scale * job.weight * temp);
   if constexpr (kTeachers == 2) {
-    const KlPass<T> a{z, qs, et, e1, g, V, zmax, inv_t, rt, r1, hs, as};
-    double sum;
-    if (z_masked) {
-      sum = kl_pass<T, kShared, kGrad, true>(a);
-    } else {
-      sum = kl_pass<T, kShared, kGrad, false>(a);
-      // Masked entries; z is intact unless g aliases it, and then z_masked was looked for.
-      if (std::isnan(sum)) sum = kl_pass<T, kShared, false, true>(a);  // the sum alone, again
+    double sum = 0;
+    for (std::int64_t c = 0; c < V; c += kChunk) {
+      const std::int64_t end = std::min(V, c + kChunk);
+      T acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (std::int64_t j = c; j < end; ++j) {
+        const T q = qs[j], zs = (z[j] - zmax) * inv_t;
+        // 0 where q is 0 (underflowed or masked), even where the student is masked (zs = -inf)
+        acc += vec::zero_where_nonpositive(q, q * (vec::log_nonnegative(q) - zs));
+        if constexpr (kGrad) {
+          const T pt = et[j] * rt, p = kShared ? pt : e1[j] * r1;
+          g[j] = hs * p + as * (pt - q);
+        }
+      }
+      sum += acc;
     }
     kl += sum;
   } else if constexpr (kGrad) {

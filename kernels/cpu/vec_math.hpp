@@ -139,15 +139,16 @@ template <class T>
   return kf * C::kLn2Hi + (kf * C::kLn2Lo + log_m);
 }
 
-// term where x > 0 and +0 elsewhere, even where term is NaN (0 * inf for a masked logit).
-// Bit operations on purpose: GCC does not if-convert `x > 0 ? term : 0` when term is a
-// floating-point expression (-ftrapping-math forbids evaluating it speculatively) unless
-// AVX-512 masking can, so that select left the loss's AVX2 and SSE2 loops scalar (2-3x
-// slower); an integer mask vectorizes on every ISA.
+// term, or +0 where x <= 0 even where term is NaN: 0 log 0 = 0 for a probability x that is
+// 0 (masked or underflowed), whatever its 0 * inf gives. A NaN x keeps term, so a NaN input
+// still shows in the result. Bit operations on purpose: GCC does not if-convert
+// `x > 0 ? term : 0` when term is a floating-point expression (-ftrapping-math forbids
+// evaluating it speculatively) unless AVX-512 masking can, so that select left the loss's
+// AVX2 and SSE2 loops scalar (2-3x slower); an integer mask vectorizes on every ISA.
 template <class T>
-[[gnu::always_inline]] inline T keep_if_positive(T x, T term) {
+[[gnu::always_inline]] inline T zero_where_nonpositive(T x, T term) {
   using U = typename Traits<T>::U;
-  const U mask = x > T(0) ? ~U(0) : U(0);
+  const U mask = x <= T(0) ? U(0) : ~U(0);
   return std::bit_cast<T>(std::bit_cast<U>(term) & mask);
 }
 

@@ -1,6 +1,7 @@
 // The fused distillation loss on the CPU: fast path vs reference on fresh random inputs
 // (every ISA variant this CPU can run), finite differences in double, an independent
 // formula written out here, in-place use, argument errors and edge cases.
+#include <cfloat>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -297,56 +298,63 @@ TEST_CASE("distill_loss with masked (-inf) logits: the fast path defines 0 log 0
   // the student and every teacher (finite loss), (b) entries masked in a teacher only
   // (finite), (c) an entry masked in the student where a teacher puts mass (KL = +inf, in
   // both paths). Never the label. Every ISA variant; K = 1 and K >= 2 take different paths.
+  // Also masks of -FLT_MAX (finfo.min) at T = 0.5, where the scaled logits overflow to -inf
+  // (modes a and b: the reference, in double, does not overflow, so c is finite there).
   const std::uint64_t seed = fresh_seed();
   INFO("seed " << seed);
-  for (const char* isa : {"", "avx2", "baseline"}) {
-    IsaScope scope(isa);
-    for (const int K : {1, 2, 4})
-      for (const std::int64_t V : {7, 64, 1031})
-        for (const char mode : {'a', 'b', 'c'}) {
-          Problem<float> pb(4, V, K, seed + 31 * K + V + mode);
-          for (std::int64_t r = 0; r < pb.N; ++r)
-            for (std::int64_t j = 0; j < V; ++j) {
-              if (j == pb.labels[r] || (j * 7 + r) % 3 != 0) continue;
-              const std::int64_t i = r * V + j;
-              if (mode == 'a') {
-                pb.student[i] = -INFINITY;
-                for (auto& t : pb.teachers) t[i] = -INFINITY;
-              } else if (mode == 'b') {
-                pb.teachers[j % K][i] = -INFINITY;
-              } else if (j % 2) {
-                pb.student[i] = -INFINITY;
+  struct Masking {
+    float value;
+    double temperature;
+  };
+  for (const char* isa : {"", "avx2", "baseline"})
+    for (const Masking m : {Masking{-INFINITY, 2.0}, Masking{-FLT_MAX, 0.5}}) {
+      IsaScope scope(isa);
+      for (const int K : {1, 2, 4})
+        for (const std::int64_t V : {7, 64, 1031})
+          for (const char mode : {'a', 'b', 'c'}) {
+            if (m.value != -INFINITY && mode == 'c') continue;
+            Problem<float> pb(4, V, K, seed + 31 * K + V + mode);
+            for (std::int64_t r = 0; r < pb.N; ++r)
+              for (std::int64_t j = 0; j < V; ++j) {
+                if (j == pb.labels[r] || (j * 7 + r) % 3 != 0) continue;
+                const std::int64_t i = r * V + j;
+                if (mode == 'a') {
+                  pb.student[i] = m.value;
+                  for (auto& t : pb.teachers) t[i] = m.value;
+                } else if (mode == 'b') {
+                  pb.teachers[j % K][i] = m.value;
+                } else if (j % 2) {
+                  pb.student[i] = m.value;
+                }
               }
+            // The pattern above can miss every counted row (labels on its entries, the other
+            // rows ignored): row 0 is always counted, so one entry beside its label makes the
+            // KL infinite whatever the draw.
+            if (mode == 'c') pb.student[(pb.labels[0] + 1) % V] = -INFINITY;
+            INFO("isa '" << isa << "' mask " << m.value << " K " << K << " V " << V << " mode " << mode);
+            const DistillLossParams p{m.temperature, 0.7, 1.3};
+            auto g_ref = poisoned<float>(pb.N * V), g_fast = poisoned<float>(pb.N * V);
+            const auto ref = pb.run(g_ref.data(), p, Impl::reference);
+            const auto fast = pb.run(g_fast.data(), p, Impl::fast);
+            REQUIRE_FALSE(std::isnan(ref.loss));
+            REQUIRE_FALSE(std::isnan(fast.loss));
+            if (mode == 'c') {
+              CHECK(std::isinf(ref.distill));
+              CHECK(std::isinf(fast.distill));
+            } else {
+              CHECK(std::isfinite(fast.loss));
+              CHECK(rel(fast.loss, ref.loss) < 1e-5);
+              CHECK(std::abs(fast.distill - ref.distill) < 1e-5 * std::max(1.0, ref.distill));
             }
-          // The pattern above can miss every counted row (labels on its entries, the other
-          // rows ignored): row 0 is always counted, so one entry beside its label makes the
-          // KL infinite whatever the draw.
-          if (mode == 'c') pb.student[(pb.labels[0] + 1) % V] = -INFINITY;
-          INFO("isa '" << isa << "' K " << K << " V " << V << " mode " << mode);
-          const DistillLossParams p{2.0, 0.7, 1.3};
-          auto g_ref = poisoned<float>(pb.N * V), g_fast = poisoned<float>(pb.N * V);
-          const auto ref = pb.run(g_ref.data(), p, Impl::reference);
-          const auto fast = pb.run(g_fast.data(), p, Impl::fast);
-          REQUIRE_FALSE(std::isnan(ref.loss));
-          REQUIRE_FALSE(std::isnan(fast.loss));
-          if (mode == 'c') {
-            CHECK(std::isinf(ref.distill));
-            CHECK(std::isinf(fast.distill));
-          } else {
-            CHECK(std::isfinite(fast.loss));
-            CHECK(rel(fast.loss, ref.loss) < 1e-5);
-            CHECK(std::abs(fast.distill - ref.distill) < 1e-5 * std::max(1.0, ref.distill));
+            for (std::size_t i = 0; i < g_fast.size(); ++i) REQUIRE(std::isfinite(g_fast[i]));
+            CHECK(grad_error(g_fast, g_ref) < tolerance<float>());
+            // In place (the gradient over the logits): the same loops, z read before g is written.
+            auto z = pb.student;
+            const auto in_place = distill_loss(z.data(), pb.tptr.data(), K, pb.labels.data(),
+                                               z.data(), pb.N, V, p, Impl::fast);
+            if (mode == 'c') CHECK(std::isinf(in_place.distill));
+            else CHECK(in_place.loss == fast.loss);
+            CHECK(z == g_fast);
           }
-          for (std::size_t i = 0; i < g_fast.size(); ++i) REQUIRE(std::isfinite(g_fast[i]));
-          CHECK(grad_error(g_fast, g_ref) < tolerance<float>());
-          // In place (the gradient over the logits) takes its own route for masked rows: z
-          // is gone after the gradient is written, so the sum cannot be redone from it.
-          auto z = pb.student;
-          const auto in_place = distill_loss(z.data(), pb.tptr.data(), K, pb.labels.data(),
-                                             z.data(), pb.N, V, p, Impl::fast);
-          if (mode == 'c') CHECK(std::isinf(in_place.distill));
-          else CHECK(rel(in_place.loss, fast.loss) < 1e-6);
-          CHECK(z == g_fast);
-        }
-  }
+    }
 }
