@@ -297,7 +297,10 @@ TEST_CASE("distill_loss with masked (-inf) logits: the fast path defines 0 log 0
   // Masked vocabulary entries, as language models pad them: (a) the same entries masked in
   // the student and every teacher (finite loss), (b) entries masked in a teacher only
   // (finite), (c) an entry masked in the student where a teacher puts mass (KL = +inf, in
-  // both paths). Never the label. Every ISA variant; K = 1 and K >= 2 take different paths.
+  // both paths), (p) a padded vocabulary: the last V / 8 entries masked in the student and
+  // every teacher, so that a row of 1031 mixes chunks of 256 with and without masks (the
+  // fast path pays for the select only in chunks, K = 1, or rows, K >= 2, that have them).
+  // Never the label. Every ISA variant; K = 1 and K >= 2 take different paths.
   // Also masks of -FLT_MAX (finfo.min) at T = 0.5, where the scaled logits overflow to -inf
   // (modes a and b: the reference, in double, does not overflow, so c is finite there).
   const std::uint64_t seed = fresh_seed();
@@ -311,13 +314,20 @@ TEST_CASE("distill_loss with masked (-inf) logits: the fast path defines 0 log 0
       IsaScope scope(isa);
       for (const int K : {1, 2, 4})
         for (const std::int64_t V : {7, 64, 1031})
-          for (const char mode : {'a', 'b', 'c'}) {
+          for (const char mode : {'a', 'b', 'c', 'p'}) {
             if (m.value != -INFINITY && mode == 'c') continue;
             Problem<float> pb(4, V, K, seed + 31 * K + V + mode);
             for (std::int64_t r = 0; r < pb.N; ++r)
               for (std::int64_t j = 0; j < V; ++j) {
-                if (j == pb.labels[r] || (j * 7 + r) % 3 != 0) continue;
+                if (j == pb.labels[r]) continue;
                 const std::int64_t i = r * V + j;
+                if (mode == 'p') {
+                  if (j < V - std::max<std::int64_t>(1, V / 8)) continue;
+                  pb.student[i] = m.value;
+                  for (auto& t : pb.teachers) t[i] = m.value;
+                  continue;
+                }
+                if ((j * 7 + r) % 3 != 0) continue;
                 if (mode == 'a') {
                   pb.student[i] = m.value;
                   for (auto& t : pb.teachers) t[i] = m.value;
