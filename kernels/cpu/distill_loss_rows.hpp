@@ -7,18 +7,20 @@
 // to baseline SSE2.
 //
 // Per row (z = student logits, t_k = teacher logits, T = temperature):
-//   pass 1  max of z (and its min when K >= 2), then of each t_k
+//   pass 1  max of z, then of each t_k
 //   pass 2  s1 = sum exp(z - max), st = sum exp((z - max) / T) (one sum when T == 1),
 //           sk = sum exp((t_k - max_k) / T); the terms go to per-thread scratch rows, and
 //           for K = 1 the KL is summed here too (in closed form, without a log)
 //   pass 3  the gradient from the scratch rows (grad may alias the student: z_j is read, if
 //           at all, before g_j is written), plus the KL's sum of q (log q - z/T) when
 //           K >= 2 (the only log per element)
-// Each exp is computed once per element; a row of logits is at most a few hundred KiB, so
+// Each exp is computed once per element (but in a forward-only K = 1 row with masks, whose
+// first masked chunk is summed twice); a row of logits is at most a few hundred KiB, so
 // passes 2 and 3 read from cache, not memory.
-// 0 log 0 = 0 (a masked or underflowed probability adds nothing to the KL, even where the
-// other side is masked too and the plain product is 0 * inf = NaN) costs a select per
-// element; only the chunks (K = 1) or rows (K >= 2) that need it pay for it.
+// 0 log 0 = 0: a masked or underflowed probability adds nothing to the KL, even where the
+// other side is masked too and the plain product is 0 * inf = NaN. That costs a select per
+// element (1-2% of the loss). K = 1 pays for it only where a row has masks: a chunk whose
+// plain KL sum is NaN is summed again with it (teacher_sums); K >= 2 takes it throughout.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -74,19 +76,6 @@ template <class T>
   return m;
 }
 
-// max of x, and its min into mn.
-template <class T>
-[[gnu::always_inline]] inline T row_min_max(const T* x, std::int64_t V, T& mn) {
-  T m = -std::numeric_limits<T>::infinity(), lo = std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m) reduction(min : lo)
-  for (std::int64_t j = 0; j < V; ++j) {
-    m = x[j] > m ? x[j] : m;
-    lo = x[j] < lo ? x[j] : lo;
-  }
-  mn = lo;
-  return m;
-}
-
 // Student: s1 = sum exp(z - zmax), st = sum exp((z - zmax) / T) (st = s1 when shared),
 // storing the terms when a gradient is wanted; prefetches the next row's z and gradient.
 template <class T, bool kShared, bool kStore>
@@ -125,81 +114,79 @@ template <class T, bool kShared, bool kStore>
   if constexpr (kShared) st = s1;
 }
 
-// sum over [c, end) of e_j (lt_j - zs_j) with the select of 0 log 0 = 0: +0 where e_j is 0,
-// whatever lt_j - zs_j is (a NaN e_j keeps its NaN). Only for the chunks whose plain sum came
-// out NaN (teacher_sums), so that rows without masked entries do not pay for the select.
-template <class T>
+// One chunk [c, end) of a teacher row t: stores e_j = exp(lt_j), lt_j = (t_j - tmax) / T,
+// into out and adds sum e_j to a and, when kOne (K == 1), sum e_j (lt_j - zs_j) with
+// zs_j = (z_j - zmax) / T to b. kMasked (K == 1): the term is +0 where e_j is 0 whatever
+// lt_j - zs_j is (a NaN e_j keeps its NaN).
+template <class T, bool kOne, bool kStore, bool kMasked>
+[[gnu::always_inline]] inline void teacher_chunk(const T* t, const T* z, std::int64_t c,
+                                                 std::int64_t end, T tmax, T zmax, T inv_t,
+                                                 T* out, T& a, T& b) {
+  T sa = 0, sb = 0;
+#pragma omp simd reduction(+ : sa, sb)
+  for (std::int64_t j = c; j < end; ++j) {
+    const T lt = (t[j] - tmax) * inv_t;
+    const T e = vec::exp_nonpositive(lt);
+    sa += e;
+    if constexpr (kOne) {
+      const T term = e * (lt - (z[j] - zmax) * inv_t);
+      sb += kMasked ? vec::zero_where_nonpositive(e, term) : term;
+    }
+    if constexpr (kStore) out[j] = e;
+  }
+  a = sa;
+  b = sb;
+}
+
+// K == 1: a chunk's sum of e_j (lt_j - zs_j) again, with the select, from the e_j stored in
+// out (kStored) or recomputed.
+template <class T, bool kStored>
 [[gnu::always_inline]] inline T teacher_kl_masked(const T* t, const T* z, std::int64_t c,
-                                                  std::int64_t end, T tmax, T zmax, T inv_t) {
+                                                  std::int64_t end, T tmax, T zmax, T inv_t,
+                                                  const T* out) {
   T b = 0;
 #pragma omp simd reduction(+ : b)
   for (std::int64_t j = c; j < end; ++j) {
     const T lt = (t[j] - tmax) * inv_t;
-    const T e = vec::exp_nonpositive(lt);
+    const T e = kStored ? out[j] : vec::exp_nonpositive(lt);
     b += vec::zero_where_nonpositive(e, e * (lt - (z[j] - zmax) * inv_t));
   }
   return b;
 }
 
-// One teacher row t: stores e_j = exp(lt_j), lt_j = (t_j - tmax) / T, into out and returns
-// sq = sum e_j and, when kOne (K == 1), w = sum e_j (lt_j - zs_j) with zs_j = (z_j - zmax) / T,
-// so that KL = w / sq - log sq + log st with no log per element. Prefetches the next row.
+// One teacher row t: stores e_j into out (kStore) and returns sq = sum e_j and, when kOne
+// (K == 1), w = sum e_j (lt_j - zs_j), so that KL = w / sq - log sq + log st with no log per
+// element. Prefetches the next row.
+// K == 1 and 0 log 0 = 0: the plain term is 0 * inf = NaN where a masked teacher entry
+// (e_j = 0, lt_j = -inf, or a finite mask such as -FLT_MAX overflowing at T < 1) meets any
+// student entry, or an underflowed one meets a masked student entry. A chunk whose plain
+// sum is NaN is summed again with the select (z is not written before pass 3), and the
+// rest of the row takes the select from the start: a row pays at most one chunk twice, and
+// rows without masks never pay for the select. Where the plain sum is not NaN its terms are
+// the select's (an e_j of 0 times a finite difference is a zero).
 template <class T, bool kOne, bool kStore>
 [[gnu::always_inline]] inline void teacher_sums(const T* t, const T* z, std::int64_t V, T zmax,
                                                 T inv_t, T* out, const T* next_t, double& sq,
                                                 double& w) {
   const T tmax = row_max(t, V);
   sq = w = 0;
+  bool masked = false;
   for (std::int64_t c = 0; c < V; c += kChunk) {
     const std::int64_t end = std::min(V, c + kChunk);
     prefetch(next_t, c, end);
-    T a = 0, b = 0;
-#pragma omp simd reduction(+ : a, b)
-    for (std::int64_t j = c; j < end; ++j) {
-      const T lt = (t[j] - tmax) * inv_t;
-      const T e = vec::exp_nonpositive(lt);
-      a += e;
-      if constexpr (kOne) b += e * (lt - (z[j] - zmax) * inv_t);
-      if constexpr (kStore) out[j] = e;
+    T a, b = 0;
+    if (!kOne || !masked) {
+      teacher_chunk<T, kOne, kStore, false>(t, z, c, end, tmax, zmax, inv_t, out, a, b);
+      if (kOne && std::isnan(b)) {
+        b = teacher_kl_masked<T, kStore>(t, z, c, end, tmax, zmax, inv_t, out);
+        masked = true;
+      }
+    } else {
+      teacher_chunk<T, kOne, kStore, true>(t, z, c, end, tmax, zmax, inv_t, out, a, b);
     }
-    // 0 log 0 = 0: a masked teacher entry (e = 0 with lt = -inf, or a finite mask such as
-    // -FLT_MAX that overflows to -inf at T < 1) must add nothing, even where the student's
-    // entry is masked too, but its product above is 0 * inf = NaN. Such a chunk is summed
-    // again with the select (z is not written before pass 3); every other chunk has no NaN
-    // term, and its e = 0 terms are +-0 as the select's, so the sum is the select's.
-    if constexpr (kOne)
-      if (std::isnan(b)) b = teacher_kl_masked(t, z, c, end, tmax, zmax, inv_t);
     sq += a;
     w += b;
   }
-}
-
-// Pass 3 of a K >= 2 row: the gradient and the KL's sum of q (log q - zs), zs = (z - zmax) / T;
-// kMasked: +0 where q is 0 whatever zs is (a NaN q keeps its NaN). z_j is read before g_j
-// is written, so g may be z.
-template <class T, bool kShared, bool kGrad, bool kMasked>
-[[gnu::always_inline]] inline double pass3_k2(const T* z, T* g, std::int64_t V, T zmax, T inv_t,
-                                              Scratch<T> s, T rt, T r1, T hs, T as) {
-  const T* const et = s.et;
-  const T* const e1 = s.e1;
-  const T* const qs = s.q;
-  double sum = 0;
-  for (std::int64_t c = 0; c < V; c += kChunk) {
-    const std::int64_t end = std::min(V, c + kChunk);
-    T acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (std::int64_t j = c; j < end; ++j) {
-      const T q = qs[j], term = q * (vec::log_nonnegative(q) - (z[j] - zmax) * inv_t);
-      if constexpr (kMasked) acc += vec::zero_where_nonpositive(q, term);
-      else acc += term;
-      if constexpr (kGrad) {
-        const T pt = et[j] * rt, p = kShared ? pt : e1[j] * r1;
-        g[j] = hs * p + as * (pt - q);
-      }
-    }
-    sum += acc;
-  }
-  return sum;
 }
 
 // One row. kTeachers: 0 (hard term only), 1, or 2 meaning K >= 2 (q averaged in scratch).
@@ -227,8 +214,7 @@ template <class T, int kTeachers, bool kShared, bool kGrad>
   T* const tmp = s.tmp;
 
   // Passes 1 and 2 over the student, then over each teacher (all before g is written).
-  T zmin = 0;  // K >= 2 only (pass 3)
-  const T zmax = kTeachers == 2 ? row_min_max(z, V, zmin) : row_max(z, V);
+  const T zmax = row_max(z, V);
   double s1, st;
   student_sums<T, kShared, kGrad>(z, V, zmax, inv_t, s, next(job.student),
                                   kGrad && g != z ? next(job.grad) : nullptr, s1, st);
@@ -243,8 +229,8 @@ template <class T, int kTeachers, bool kShared, bool kGrad>
     double w0 = 0;
     for (int k = 0; k < K; ++k) {
       double sk, unused;  // teacher_sums<.., false, ..> leaves its second sum at 0
-      teacher_sums<T, false, true>(job.teachers[k] + r * V, z, V, zmax, inv_t, k == 0 ? qs : tmp,
-                                   next(job.teachers[k]), sk, unused);
+      teacher_sums<T, false, true>(job.teachers[k] + r * V, z, V, zmax, inv_t,
+                                   k == 0 ? qs : tmp, next(job.teachers[k]), sk, unused);
       const double wk = 1.0 / (K * sk);  // teacher k's weight in q
       if (k == 0) {
         w0 = wk;
@@ -265,14 +251,25 @@ template <class T, int kTeachers, bool kShared, bool kGrad>
   const T hs = static_cast<T>(job.scale * job.hard_weight);
   const T as = static_cast<T>(job.scale * job.weight * temp);
   if constexpr (kTeachers == 2) {
-    // 0 log 0 = 0: a q of 0 (underflowed or masked) must add nothing, even where the
-    // student is masked too (zs = -inf), where the plain product is 0 * inf = NaN. Only rows
-    // whose scaled student logits reach -inf (zmin below, or a finite mask overflowing at
-    // T < 1) pay for the select; in every other row the plain terms are the select's.
-    if (std::isinf((zmin - zmax) * inv_t))
-      kl += pass3_k2<T, kShared, kGrad, true>(z, g, V, zmax, inv_t, s, rt, r1, hs, as);
-    else
-      kl += pass3_k2<T, kShared, kGrad, false>(z, g, V, zmax, inv_t, s, rt, r1, hs, as);
+    double sum = 0;
+    for (std::int64_t c = 0; c < V; c += kChunk) {
+      const std::int64_t end = std::min(V, c + kChunk);
+      T acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (std::int64_t j = c; j < end; ++j) {
+        const T q = qs[j], zs = (z[j] - zmax) * inv_t;
+        // 0 where q is 0 (underflowed or masked), even where the student is masked (zs = -inf).
+        // A select per element: summing a NaN chunk again, as K = 1 does, would need z_j
+        // after g_j has overwritten it in place, and a per-row choice measured no faster.
+        acc += vec::zero_where_nonpositive(q, q * (vec::log_nonnegative(q) - zs));
+        if constexpr (kGrad) {
+          const T pt = et[j] * rt, p = kShared ? pt : e1[j] * r1;
+          g[j] = hs * p + as * (pt - q);
+        }
+      }
+      sum += acc;
+    }
+    kl += sum;
   } else if constexpr (kGrad) {
 #pragma omp simd
     for (std::int64_t j = 0; j < V; ++j) {

@@ -297,74 +297,96 @@ TEST_CASE("distill_loss with masked (-inf) logits: the fast path defines 0 log 0
   // Masked vocabulary entries, as language models pad them: (a) the same entries masked in
   // the student and every teacher (finite loss), (b) entries masked in a teacher only
   // (finite), (c) an entry masked in the student where a teacher puts mass (KL = +inf, in
-  // both paths), (p) a padded vocabulary: the last V / 8 entries masked in the student and
-  // every teacher, so that a row of 1031 mixes chunks of 256 with and without masks (the
-  // fast path pays for the select only in chunks, K = 1, or rows, K >= 2, that have them).
-  // Never the label. Every ISA variant; K = 1 and K >= 2 take different paths.
-  // Also masks of -FLT_MAX (finfo.min) at T = 0.5, where the scaled logits overflow to -inf
-  // (modes a and b: the reference, in double, does not overflow, so c is finite there).
+  // both paths), (p) a padded vocabulary in every other row: the last V / 8 entries masked
+  // in the student and every teacher of rows 0 and 2, rows 1 and 3 unmasked: a row of 1031
+  // mixes chunks of 256 with and without masks, and the fast path's choice of the select
+  // (K = 1: from a row's first chunk whose plain sum is NaN on) must not leak between rows.
+  // Never the label. Every ISA variant; K = 1 and K >= 2 take different paths; with and
+  // without the gradient (other loops); T = 1 (one softmax of the student shared); also
+  // double on the default ISA. Also masks of -FLT_MAX (finfo.min) at T = 0.5, where the
+  // scaled float logits overflow to -inf (modes a, b and p: the reference, in double, does
+  // not overflow, so c is finite there).
   const std::uint64_t seed = fresh_seed();
   INFO("seed " << seed);
   struct Masking {
     float value;
     double temperature;
   };
+  auto mask = [](auto& pb, char mode, float value) {
+    const std::int64_t V = pb.V;
+    for (std::int64_t r = 0; r < pb.N; ++r)
+      for (std::int64_t j = 0; j < V; ++j) {
+        if (j == pb.labels[r]) continue;
+        const std::int64_t i = r * V + j;
+        if (mode == 'p') {
+          if (r % 2 || j < V - std::max<std::int64_t>(1, V / 8)) continue;
+          pb.student[i] = value;
+          for (auto& t : pb.teachers) t[i] = value;
+          continue;
+        }
+        if ((j * 7 + r) % 3 != 0) continue;
+        if (mode == 'a') {
+          pb.student[i] = value;
+          for (auto& t : pb.teachers) t[i] = value;
+        } else if (mode == 'b') {
+          pb.teachers[j % pb.K][i] = value;
+        } else if (j % 2) {
+          pb.student[i] = value;
+        }
+      }
+    // The pattern above can miss every counted row (labels on its entries, the other
+    // rows ignored): row 0 is always counted, so one entry beside its label makes the
+    // KL infinite whatever the draw.
+    if (mode == 'c') pb.student[(pb.labels[0] + 1) % V] = -INFINITY;
+  };
+  auto check = [](const auto& pb, char mode, const DistillLossParams& p) {
+    using T = typename std::decay_t<decltype(pb.student)>::value_type;
+    const std::int64_t V = pb.V;
+    auto g_ref = poisoned<T>(pb.N * V), g_fast = poisoned<T>(pb.N * V);
+    const auto ref = pb.run(g_ref.data(), p, Impl::reference);
+    const auto fast = pb.run(g_fast.data(), p, Impl::fast);
+    const auto forward = pb.run(nullptr, p, Impl::fast);
+    REQUIRE_FALSE(std::isnan(ref.loss));
+    REQUIRE_FALSE(std::isnan(fast.loss));
+    REQUIRE_FALSE(std::isnan(forward.loss));
+    if (mode == 'c') {
+      CHECK(std::isinf(ref.distill));
+      CHECK(std::isinf(fast.distill));
+      CHECK(std::isinf(forward.distill));
+    } else {
+      CHECK(std::isfinite(fast.loss));
+      CHECK(rel(fast.loss, ref.loss) < 1e-5);
+      CHECK(std::abs(fast.distill - ref.distill) < 1e-5 * std::max(1.0, ref.distill));
+      CHECK(rel(forward.loss, ref.loss) < 1e-5);
+    }
+    for (std::size_t i = 0; i < g_fast.size(); ++i) REQUIRE(std::isfinite(g_fast[i]));
+    CHECK(grad_error(g_fast, g_ref) < tolerance<T>());
+    // In place (the gradient over the logits): the same loops, z read before g is written.
+    auto z = pb.student;
+    const auto in_place = distill_loss(z.data(), pb.tptr.data(), pb.K, pb.labels.data(),
+                                       z.data(), pb.N, V, p, Impl::fast);
+    if (mode == 'c') CHECK(std::isinf(in_place.distill));
+    else CHECK(in_place.loss == fast.loss);
+    CHECK(z == g_fast);
+  };
   for (const char* isa : {"", "avx2", "baseline"})
-    for (const Masking m : {Masking{-INFINITY, 2.0}, Masking{-FLT_MAX, 0.5}}) {
+    for (const Masking m : {Masking{-INFINITY, 2.0}, Masking{-INFINITY, 1.0}, Masking{-FLT_MAX, 0.5}}) {
       IsaScope scope(isa);
       for (const int K : {1, 2, 4})
         for (const std::int64_t V : {7, 64, 1031})
           for (const char mode : {'a', 'b', 'c', 'p'}) {
             if (m.value != -INFINITY && mode == 'c') continue;
-            Problem<float> pb(4, V, K, seed + 31 * K + V + mode);
-            for (std::int64_t r = 0; r < pb.N; ++r)
-              for (std::int64_t j = 0; j < V; ++j) {
-                if (j == pb.labels[r]) continue;
-                const std::int64_t i = r * V + j;
-                if (mode == 'p') {
-                  if (j < V - std::max<std::int64_t>(1, V / 8)) continue;
-                  pb.student[i] = m.value;
-                  for (auto& t : pb.teachers) t[i] = m.value;
-                  continue;
-                }
-                if ((j * 7 + r) % 3 != 0) continue;
-                if (mode == 'a') {
-                  pb.student[i] = m.value;
-                  for (auto& t : pb.teachers) t[i] = m.value;
-                } else if (mode == 'b') {
-                  pb.teachers[j % K][i] = m.value;
-                } else if (j % 2) {
-                  pb.student[i] = m.value;
-                }
-              }
-            // The pattern above can miss every counted row (labels on its entries, the other
-            // rows ignored): row 0 is always counted, so one entry beside its label makes the
-            // KL infinite whatever the draw.
-            if (mode == 'c') pb.student[(pb.labels[0] + 1) % V] = -INFINITY;
-            INFO("isa '" << isa << "' mask " << m.value << " K " << K << " V " << V << " mode " << mode);
+            INFO("isa '" << isa << "' mask " << m.value << " T " << m.temperature << " K " << K
+                         << " V " << V << " mode " << mode);
             const DistillLossParams p{m.temperature, 0.7, 1.3};
-            auto g_ref = poisoned<float>(pb.N * V), g_fast = poisoned<float>(pb.N * V);
-            const auto ref = pb.run(g_ref.data(), p, Impl::reference);
-            const auto fast = pb.run(g_fast.data(), p, Impl::fast);
-            REQUIRE_FALSE(std::isnan(ref.loss));
-            REQUIRE_FALSE(std::isnan(fast.loss));
-            if (mode == 'c') {
-              CHECK(std::isinf(ref.distill));
-              CHECK(std::isinf(fast.distill));
-            } else {
-              CHECK(std::isfinite(fast.loss));
-              CHECK(rel(fast.loss, ref.loss) < 1e-5);
-              CHECK(std::abs(fast.distill - ref.distill) < 1e-5 * std::max(1.0, ref.distill));
-            }
-            for (std::size_t i = 0; i < g_fast.size(); ++i) REQUIRE(std::isfinite(g_fast[i]));
-            CHECK(grad_error(g_fast, g_ref) < tolerance<float>());
-            // In place (the gradient over the logits): the same loops, z read before g is written.
-            auto z = pb.student;
-            const auto in_place = distill_loss(z.data(), pb.tptr.data(), K, pb.labels.data(),
-                                               z.data(), pb.N, V, p, Impl::fast);
-            if (mode == 'c') CHECK(std::isinf(in_place.distill));
-            else CHECK(in_place.loss == fast.loss);
-            CHECK(z == g_fast);
+            Problem<float> pb(4, V, K, seed + 31 * K + V + mode);
+            mask(pb, mode, m.value);
+            check(pb, mode, p);
+            if (*isa) continue;
+            INFO("double");
+            Problem<double> pd(4, V, K, seed + 31 * K + V + mode);
+            mask(pd, mode, m.value);
+            check(pd, mode, p);
           }
     }
 }
