@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/distill_loss.hpp"
