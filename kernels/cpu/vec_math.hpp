@@ -12,8 +12,10 @@
 // constant (x < lo ? lo : x) lets GCC's PRE specialise the constant path under the default
 // -ftrapping-math, and the resulting control flow stops if-conversion on AVX2/SSE.
 //
-// Accuracy (measured against libm in the tests of the fused loss): about 1 ulp for float,
-// a few ulp for double, over the ranges the loss uses (exp of x <= 0, log of (0, 1]).
+// Accuracy against libm (tests/kernels/cpu/test_vec_math.cpp, every ISA copy): exp of
+// x <= 0 within 1.3 ulp (float and double), log within 2.9 ulp. The log keeps its division
+// (u below): a division-free polynomial in m - 1 (0.9 ulp) measured 1.6% slower on the K = 4
+// loss (four more FMAs per element).
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -125,9 +127,9 @@ template <class T>
 [[gnu::always_inline]] inline T log_nonnegative(T x) {
   using C = Traits<T>;
   using I = typename C::I;
-  using U = typename C::U;
-  const U xb = std::bit_cast<U>(x), lb = std::bit_cast<U>(std::numeric_limits<T>::min());
-  const I bits = static_cast<I>(xb > lb ? xb : lb);
+  // A signed compare of the bit patterns: -0 (the sign bit alone) clamps too, as 0 does.
+  const I xb = std::bit_cast<I>(x), lb = std::bit_cast<I>(std::numeric_limits<T>::min());
+  const I bits = xb > lb ? xb : lb;
   // x = 2^k * m with m in [sqrt(1/2), sqrt(2)): shift the exponent boundary by sqrt(1/2).
   const I k = (bits - static_cast<I>(C::kSqrtHalfBits)) >> C::kMantissa;
   const T m = std::bit_cast<T>(static_cast<I>(bits - (k << C::kMantissa)));
