@@ -12,10 +12,10 @@
 // constant (x < lo ? lo : x) lets GCC's PRE specialise the constant path under the default
 // -ftrapping-math, and the resulting control flow stops if-conversion on AVX2/SSE.
 //
-// Accuracy against libm (tests/kernels/cpu/test_vec_math.cpp, every ISA copy): exp of
-// x <= 0 within 1.3 ulp (float and double), log within 2.9 ulp. The log keeps its division
-// (u below): a division-free polynomial in m - 1 (0.9 ulp) measured 1.6% slower on the K = 4
-// loss (four more FMAs per element).
+// Accuracy against libm, the largest error on tests/kernels/cpu/test_vec_math.cpp's inputs
+// in every ISA copy: exp of x <= 0 1.3 ulp (float and double), log 2.9 ulp. The log keeps
+// its division (u below): a division-free polynomial in m - 1 (0.9 ulp) measured 1.6%
+// slower on the K = 4 loss (four more FMAs per element).
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -103,7 +103,9 @@ inline constexpr auto kLogCoeffs = log_coefficients<T, Traits<T>::kLogTerms>();
 }  // namespace detail
 
 // exp(x) for x <= 0 (the loss only ever exponentiates shifted logits, x - max <= 0).
-// Results below the smallest normal are flushed to 0. Not valid for x > 0 beyond ~80.
+// 0 where rint(x / ln 2) makes the scale factor's exponent field 0 (x below about -87.7 for
+// float, -708.7 for double); just above that the product can be subnormal. Not valid for
+// x > 0 beyond ~80.
 template <class T>
 [[gnu::always_inline]] inline T exp_nonpositive(T x) {
   using C = Traits<T>;
@@ -121,8 +123,9 @@ template <class T>
   return detail::horner(r, C::kExpPoly) * scale;
 }
 
-// log(x) for x in [0, max]; 0 and denormals are clamped to the smallest normal, so that
-// q * log(q) is 0 for q = 0 rather than NaN.
+// log(x) for x in [0, max]; 0, -0 and denormals (and any negative x) are clamped to the
+// smallest normal, so that q * log(q) is 0 for q = 0 rather than NaN. +inf and NaN give
+// finite values: the loss multiplies the result by q, which carries them.
 template <class T>
 [[gnu::always_inline]] inline T log_nonnegative(T x) {
   using C = Traits<T>;

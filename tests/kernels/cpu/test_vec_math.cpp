@@ -3,10 +3,13 @@
 // differ between the copies, so each is measured).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/isa.hpp"
@@ -16,41 +19,36 @@ using namespace codistill::kernels::cpu;
 
 namespace {
 
-// Each kernel: out[i] = f(in[i]) for one ISA copy (the loops are inlined into them, as in
-// distill_loss.cpp).
-template <class T>
-void exp_baseline(const T* x, T* y, std::int64_t n) {
+enum class Op { exp, log };
+
+// y = f(x) elementwise, inlined into one function per ISA copy below, as distill_loss.cpp
+// inlines the loss's loops.
+template <Op kOp, class T>
+[[gnu::always_inline]] inline void apply(const T* x, T* y, std::int64_t n) {
 #pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) y[i] = vec::exp_nonpositive(x[i]);
+  for (std::int64_t i = 0; i < n; ++i)
+    y[i] = kOp == Op::exp ? vec::exp_nonpositive(x[i]) : vec::log_nonnegative(x[i]);
 }
-template <class T>
-CODISTILL_TARGET_AVX2 void exp_avx2(const T* x, T* y, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) y[i] = vec::exp_nonpositive(x[i]);
+template <Op kOp, class T>
+void apply_baseline(const T* x, T* y, std::int64_t n) {
+  apply<kOp>(x, y, n);
 }
-template <class T>
-CODISTILL_TARGET_AVX512 void exp_avx512(const T* x, T* y, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) y[i] = vec::exp_nonpositive(x[i]);
+template <Op kOp, class T>
+CODISTILL_TARGET_AVX2 void apply_avx2(const T* x, T* y, std::int64_t n) {
+  apply<kOp>(x, y, n);
 }
-template <class T>
-void log_baseline(const T* x, T* y, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) y[i] = vec::log_nonnegative(x[i]);
-}
-template <class T>
-CODISTILL_TARGET_AVX2 void log_avx2(const T* x, T* y, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) y[i] = vec::log_nonnegative(x[i]);
-}
-template <class T>
-CODISTILL_TARGET_AVX512 void log_avx512(const T* x, T* y, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) y[i] = vec::log_nonnegative(x[i]);
+template <Op kOp, class T>
+CODISTILL_TARGET_AVX512 void apply_avx512(const T* x, T* y, std::int64_t n) {
+  apply<kOp>(x, y, n);
 }
 
 template <class T>
 using Fn = void (*)(const T*, T*, std::int64_t);
+
+template <Op kOp, class T>
+Fn<T> isa_copy(Isa isa) {
+  return isa == Isa::avx512 ? apply_avx512<kOp, T> : isa == Isa::avx2 ? apply_avx2<kOp, T> : apply_baseline<kOp, T>;
+}
 
 struct Variant {
   const char* name;
@@ -58,22 +56,33 @@ struct Variant {
 };
 constexpr Variant kVariants[] = {{"baseline", Isa::baseline}, {"avx2", Isa::avx2}, {"avx512", Isa::avx512}};
 
-template <class T>
-Fn<T> exp_fn(Isa isa) {
-  return isa == Isa::avx512 ? exp_avx512<T> : isa == Isa::avx2 ? exp_avx2<T> : exp_baseline<T>;
-}
-template <class T>
-Fn<T> log_fn(Isa isa) {
-  return isa == Isa::avx512 ? log_avx512<T> : isa == Isa::avx2 ? log_avx2<T> : log_baseline<T>;
+// Whether this CPU runs the copy; a copy it cannot run is reported, not silently skipped.
+bool runs(const Variant& v) {
+  if (v.isa <= best_isa()) return true;
+  WARN("isa " << v.name << " not run: this CPU lacks it");
+  return false;
 }
 
-// |got - want| in units of the spacing of T at want (want computed in long double).
+// |got - want| in units of the spacing of T at want (want computed in long double): the
+// spacing of T's binade holding |want|, subnormal spacing below the smallest normal.
 template <class T>
 double ulps(T got, long double want) {
-  const long double w = static_cast<T>(want);
-  const long double ulp = std::nextafter(static_cast<T>(std::fabs(w)), std::numeric_limits<T>::infinity()) -
-                          static_cast<T>(std::fabs(w));
+  using L = std::numeric_limits<T>;
+  const int e = want == 0 ? L::min_exponent - 1 : std::max(std::ilogb(want), L::min_exponent - 1);
+  const long double ulp = std::ldexp(1.0L, e - L::digits + 1);
   return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
+}
+
+// The largest ulps over x, and where; a NaN result counts as infinitely far.
+template <class T>
+std::pair<double, T> worst_ulps(const std::vector<T>& x, const std::vector<T>& y, long double (*f)(long double)) {
+  double worst = 0;
+  T at = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double e = ulps(y[i], f(static_cast<long double>(x[i])));
+    if (!(e <= worst)) worst = std::isnan(e) ? std::numeric_limits<double>::infinity() : e, at = x[i];
+  }
+  return {worst, at};
 }
 
 template <class T>
@@ -92,7 +101,7 @@ TEMPLATE_TEST_CASE("vec exp of x <= 0 is within 2 ulp of libm, and 0 below the f
   // A dense grid over [floor + 1, 0] (results stay normal there) and random points.
   std::vector<T> x;
   const int n = 200000;
-  for (int i = 0; i <= n; ++i) x.push_back(static_cast<T>((floor + 1) * i / n));
+  for (int i = 0; i <= n; ++i) x.push_back((floor + 1) * static_cast<T>(i) / static_cast<T>(n));
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(floor + 1, 0);
   for (int i = 0; i < 100000; ++i) x.push_back(static_cast<T>(u(rng)));
@@ -100,23 +109,18 @@ TEMPLATE_TEST_CASE("vec exp of x <= 0 is within 2 ulp of libm, and 0 below the f
   const std::vector<T> below = {floor, floor - T(1), T(-1e30), -std::numeric_limits<T>::max(),
                                 -std::numeric_limits<T>::infinity()};
   for (const Variant& v : kVariants) {
-    if (v.isa > best_isa()) continue;
+    if (!runs(v)) continue;
     INFO("isa " << v.name);
-    const std::vector<T> y = run(exp_fn<T>(v.isa), x);
-    double worst = 0;
-    T at = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      const double e = ulps(y[i], std::exp(static_cast<long double>(x[i])));
-      if (e > worst) worst = e, at = x[i];
-    }
+    const Fn<T> f = isa_copy<Op::exp, T>(v.isa);
+    const auto [worst, at] = worst_ulps(x, run(f, x), +[](long double a) { return std::exp(a); });
     INFO("worst " << worst << " ulp at x = " << at);
-    CHECK(worst <= 2.0);
-    CHECK(run(exp_fn<T>(v.isa), std::vector<T>{T(0)})[0] == T(1));
-    for (T r : run(exp_fn<T>(v.isa), below)) CHECK(r == T(0));
+    CHECK(worst <= 2.0);  // measured 1.24 (float), 1.13 (double)
+    CHECK(run(f, std::vector<T>{T(0)})[0] == T(1));
+    for (T r : run(f, below)) CHECK(r == T(0));
   }
 }
 
-TEMPLATE_TEST_CASE("vec log of x >= 0 is within 3 ulp of libm, and log(+-0) is log(min normal)", "[vec_math]",
+TEMPLATE_TEST_CASE("vec log of x >= 0 is within 3.5 ulp of libm, and log(+-0) is log(min normal)", "[vec_math]",
                    float, double) {
   using T = TestType;
   using U = typename vec::Traits<T>::U;
@@ -141,21 +145,17 @@ TEMPLATE_TEST_CASE("vec log of x >= 0 is within 3 ulp of libm, and log(+-0) is l
   const std::vector<T> clamped = {T(0), T(-0.0), std::numeric_limits<T>::denorm_min(),
                                   std::numeric_limits<T>::min() / T(2)};
   for (const Variant& v : kVariants) {
-    if (v.isa > best_isa()) continue;
+    if (!runs(v)) continue;
     INFO("isa " << v.name);
-    const std::vector<T> y = run(log_fn<T>(v.isa), x);
-    double worst = 0;
-    T at = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      const double e = ulps(y[i], std::log(static_cast<long double>(x[i])));
-      if (e > worst) worst = e, at = x[i];
-    }
+    const Fn<T> f = isa_copy<Op::log, T>(v.isa);
+    const auto [worst, at] = worst_ulps(x, run(f, x), +[](long double a) { return std::log(a); });
     INFO("worst " << worst << " ulp at x = " << at);
-    // Measured 2.7 ulp (float) and 2.9 ulp (double): the atanh series' u = (m - 1) / (m + 1)
-    // rounds before it is multiplied out.
-    CHECK(worst <= 3.0);
-    CHECK(run(log_fn<T>(v.isa), std::vector<T>{T(1)})[0] == T(0));
-    for (T r : run(log_fn<T>(v.isa), clamped)) CHECK(std::fabs(r - log_min) <= std::fabs(log_min) * T(1e-6));
+    // Measured 2.68 (float) and 2.85 (double) ulp: the atanh series' u = (m - 1) / (m + 1)
+    // rounds before it is multiplied out. Half an ulp of headroom for another compiler's
+    // contraction of the polynomial.
+    CHECK(worst <= 3.5);
+    CHECK(run(f, std::vector<T>{T(1)})[0] == T(0));
+    for (T r : run(f, clamped)) CHECK(std::fabs(r - log_min) <= std::fabs(log_min) * T(1e-6));
   }
 }
 
