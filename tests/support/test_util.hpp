@@ -51,7 +51,9 @@ std::vector<T> poisoned(std::size_t n) {
   return std::vector<T>(n, std::numeric_limits<T>::quiet_NaN());
 }
 
-// max_i |a_i - b_i| / max(|b_i|, floor), with NaN counted as infinitely wrong.
+// max_i |a_i - b_i| / max(|b_i|, floor), with NaN counted as infinitely wrong, and an
+// infinity as right only against the same infinity (inf / inf would be a NaN, which
+// std::max drops).
 template <class T>
 double max_rel_error(const std::vector<T>& a, const std::vector<T>& b, double floor = 1e-3) {
   REQUIRE(a.size() == b.size());
@@ -59,6 +61,10 @@ double max_rel_error(const std::vector<T>& a, const std::vector<T>& b, double fl
   for (std::size_t i = 0; i < a.size(); ++i) {
     double x = a[i], y = b[i];
     if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<double>::infinity();
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x != y) return std::numeric_limits<double>::infinity();
+      continue;
+    }
     worst = std::max(worst, std::abs(x - y) / std::max(std::abs(y), floor));
   }
   return worst;
@@ -76,12 +82,15 @@ double tolerance() {
 }
 
 // max_rel_error with the floor at the reference's RMS: elements near zero in a vector of
-// large values are judged on the vector's scale, not on their own.
+// large values are judged on the vector's scale, not on their own. The RMS is over the
+// finite elements: one infinity would otherwise make every other error 0.
 template <class T>
 double rel_error(const std::vector<T>& got, const std::vector<T>& want) {
   double ss = 0;
-  for (T v : want) ss += static_cast<double>(v) * v;
-  const double rms = want.empty() ? 1.0 : std::sqrt(ss / static_cast<double>(want.size()));
+  std::size_t finite = 0;
+  for (T v : want)
+    if (std::isfinite(v)) ss += static_cast<double>(v) * v, ++finite;
+  const double rms = finite == 0 ? 1.0 : std::sqrt(ss / static_cast<double>(finite));
   return max_rel_error(got, want, std::max(1e-3, rms));
 }
 
