@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/distill_loss.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace cpu = codistill::kernels::cpu;
 
@@ -171,6 +172,7 @@ int main(int argc, char** argv) try {
   }
   if (!json_path.empty()) {
     const nlohmann::json doc = {{"benchmark", "loss_cpu"}, {"impl", "codistill"},
+                                {"isa", cpu::isa_name(cpu::chosen_isa())},
                                 {"threads", threads}, {"warmup", warmup},
                                 {"dtype", "float32"}, {"results", results}};
     std::ofstream f(json_path);

@@ -23,7 +23,9 @@
 #   JAX_PYTHON           interpreter with jax (default .venv-bench/bin/python)
 #   RESULTS_DIR          where the results go (default bench/results)
 #   CODISTILL_CPU_ISA    baseline | avx2 | avx512: codistill's code for a lesser CPU (both
-#                        builds; recorded in the results); PyTorch and JAX are unaffected
+#                        builds; PyTorch and JAX are unaffected). The results record the
+#                        request and, per codistill build, the copy it reports it ran (never
+#                        above what the CPU runs; "not reported" for builds older than that)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -105,12 +107,15 @@ commit = tree_commit()
 
 runs = []
 versions = {}
+isas = {}  # the ISA copy each codistill build reports it ran (builds before bench_loss said so: none)
 for l in open(runs_path):
     r, i, c, path, lb, la = l.rstrip("\n").split("\t")
     d = json.load(open(path))
     res = d["results"][0]
     timing = res["fast"] if c.startswith("codistill") else res
     versions[c] = d.get("torch") or d.get("jax")
+    if c.startswith("codistill"):
+        isas.setdefault(c, set()).add(d.get("isa") or "not reported")
     runs.append({"round": int(r), "shape": int(i), "contender": c, "N": res["N"], "V": res["V"], "K": res["K"],
                  "median_ms": timing["median_ms"], "min_ms": timing["min_ms"], "loss": res.get("loss", res.get("loss_fast")),
                  "reference_ms": res["reference"]["median_ms"] if c.startswith("codistill") else None,
@@ -139,7 +144,8 @@ doc = {"benchmark": "loss_cpu", "device": cpu, "threads": int(threads),
        "host": platform.node(), "build": build, "build_source": source_head(build),
        "before_build": before or None, "before_source": source_head(before) if before else None,
        "load_average_at_start": start_load, "versions": versions, "repeats": int(repeats), "calls": int(calls),
-       "cpu_isa": os.environ.get("CODISTILL_CPU_ISA") or "best",
+       "cpu_isa_requested": os.environ.get("CODISTILL_CPU_ISA") or "best",
+       "cpu_isa": {c: "/".join(sorted(v)) for c, v in isas.items()},
        "order": "round by round, shape by shape, rotated by one each round: " + ", ".join(contenders),
        "timing": f"a run's time is the median of {calls} calls after 3 warm-up calls, fwd+bwd; best and median over "
                  f"{repeats} rounds; jax compiles before its warm-up calls; jax gradient written out (jax_loss.py --grad closed)",
@@ -158,7 +164,8 @@ for row in rows:
     ref = row["contenders"]["codistill"].get("reference_median_ms")
     if ref:
         lines.append(f"{shape} codistill reference (plain loops): median {ref:.1f} ms")
-lines.append(f"({cpu}, ISA {doc['cpu_isa']}, {doc['threads']} threads, T=2 a=1 h=1, {repeats} rounds of {calls} calls, commit {commit}, "
+ran = ", ".join(f"{c} {v}" for c, v in doc["cpu_isa"].items())
+lines.append(f"({cpu}, ISA asked {doc['cpu_isa_requested']}, ran: {ran}; {doc['threads']} threads, T=2 a=1 h=1, {repeats} rounds of {calls} calls, commit {commit}, "
              f"load average at start {start_load}; checks: pytorch {'OK' if checks['pytorch']['ok'] else 'MISMATCH'}, "
              f"jax {'OK' if checks['jax']['ok'] else 'MISMATCH'})")
 print("\n".join(lines))

@@ -32,4 +32,13 @@ Isa chosen_isa() {
   return std::min(isa, best_isa());
 }
 
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    case Isa::baseline: break;
+  }
+  return "baseline";
+}
+
 }  // namespace codistill::kernels::cpu

@@ -17,6 +17,9 @@ Isa best_isa();
 // every call; an unknown value throws std::invalid_argument listing the valid ones.
 Isa chosen_isa();
 
+// "baseline", "avx2" or "avx512": what a benchmark records as the code it ran.
+const char* isa_name(Isa isa);
+
 }  // namespace codistill::kernels::cpu
 
 // The target attribute of a function's AVX-512 copy. Zen 4 and recent Intel cores run
