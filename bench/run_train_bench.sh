@@ -8,7 +8,9 @@
 #                                             e.g. configs/fmnist_resnet8.yaml)
 # The machine is shared and noisy, so the contenders alternate: round r runs the sgemm
 # ceiling (bench_sgemm) once, then for each config codistill, [codistill-before,] pytorch,
-# jax, one after the other; REPEATS rounds. The load average (/proc/loadavg) is recorded
+# jax, one after the other, the order rotated by one each round (a binary's place in the
+# round moved its time by a few percent in the loss benchmark); REPEATS rounds, best a
+# multiple of the number of contenders, so that each takes every place equally often. The load average (/proc/loadavg) is recorded
 # before and after every run. The table gives, per config and contender, the best and the
 # median training throughput (examples/s over the step loop, evaluation excluded; JAX also
 # leaves out its compile and first steps, see jax_train.py) and the ratios codistill/jax,
@@ -111,7 +113,9 @@ for ((r = 1; r <= repeats; r++)); do
   fi
   for cfg in "${configs[@]}"; do
     name="$(basename "$cfg" .yaml)"
-    for c in "${contenders[@]}"; do
+    n_contenders=${#contenders[@]}
+    for ((o = 0; o < n_contenders; o++)); do
+      c="${contenders[$(((o + r - 1) % n_contenders))]}"
       lb="$(loadavg)"
       echo "== round $r: $name: $c (load before $lb)" | log
       kb="$(core_link "$r.$name.$c.before")"
@@ -235,7 +239,7 @@ doc = {"benchmark": "train_cpu", "device": cpu, "threads": int(threads), "repeat
        "date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": commit,
        "host": platform.node(), "build": build, "build_source": source_head(build),
        "before_build": before or None, "before_source": source_head(before) if before else None,
-       "order": "round by round: sgemm, then per config " + ", ".join(contenders),
+       "order": "round by round: sgemm, then per config " + ", ".join(contenders) + ", rotated by one each round",
        "timing": "train_examples_per_s over the step loop, evaluation excluded; jax also excludes "
                  "its ahead-of-time compile and its first 5 steps",
        "sgemm": {"peak_gflops": peak, "rounds": sgemm_rounds}, "results": results}
