@@ -10,8 +10,8 @@
 # ceiling (bench_sgemm) once, then for each config codistill, [codistill-before,] pytorch,
 # jax, one after the other, the order rotated by one each round (a binary's place in the
 # round moved its time by a few percent in the loss benchmark); REPEATS rounds, best a
-# multiple of the number of contenders, so that each takes every place equally often. The load average (/proc/loadavg) is recorded
-# before and after every run. The table gives, per config and contender, the best and the
+# multiple of the number of contenders, so that each takes every place equally often. The
+# load average (/proc/loadavg) is recorded before and after every run. The table gives, per config and contender, the best and the
 # median training throughput (examples/s over the step loop, evaluation excluded; JAX also
 # leaves out its compile and first steps, see jax_train.py) and the ratios codistill/jax,
 # codistill/pytorch (and codistill/codistill-before) best vs best and median vs median;
@@ -100,6 +100,7 @@ echo "contenders: ${contenders[*]}; $repeats rounds, $threads threads; build $bu
 # after, process wall seconds.
 runs="$out/runs.tsv"
 : >"$runs"
+n_contenders=${#contenders[@]}
 for ((r = 1; r <= repeats; r++)); do
   if [ -n "$sgemm" ]; then
     lb="$(loadavg)"
@@ -113,7 +114,6 @@ for ((r = 1; r <= repeats; r++)); do
   fi
   for cfg in "${configs[@]}"; do
     name="$(basename "$cfg" .yaml)"
-    n_contenders=${#contenders[@]}
     for ((o = 0; o < n_contenders; o++)); do
       c="${contenders[$(((o + r - 1) % n_contenders))]}"
       lb="$(loadavg)"

@@ -81,17 +81,23 @@ double tolerance() {
   return sizeof(T) == 4 ? 1e-4 : 1e-11;
 }
 
-// max_rel_error with the floor at the reference's RMS: elements near zero in a vector of
-// large values are judged on the vector's scale, not on their own. The RMS is over the
-// finite elements: one infinity would otherwise make every other error 0.
+// The RMS of the finite elements (empty_value when there are none): the scale a comparison
+// judges near-zero elements on. Over the finite ones because one infinity would make every
+// other error 0 (max_rel_error judges the infinities themselves).
 template <class T>
-double rel_error(const std::vector<T>& got, const std::vector<T>& want) {
+double finite_rms(const std::vector<T>& x, double empty_value) {
   double ss = 0;
   std::size_t finite = 0;
-  for (T v : want)
+  for (T v : x)
     if (std::isfinite(v)) ss += static_cast<double>(v) * v, ++finite;
-  const double rms = finite == 0 ? 1.0 : std::sqrt(ss / static_cast<double>(finite));
-  return max_rel_error(got, want, std::max(1e-3, rms));
+  return finite == 0 ? empty_value : std::sqrt(ss / static_cast<double>(finite));
+}
+
+// max_rel_error with the floor at the reference's RMS: elements near zero in a vector of
+// large values are judged on the vector's scale, not on their own.
+template <class T>
+double rel_error(const std::vector<T>& got, const std::vector<T>& want) {
+  return max_rel_error(got, want, std::max(1e-3, finite_rms(want, 1.0)));
 }
 
 // Central differences of a scalar function f(params) with respect to params[i].

@@ -109,14 +109,8 @@ inline std::uint64_t base_seed() {
 // max_rel_error has the floor only, at 1e-3: too coarse for an output of tiny entries such
 // as a loss gradient over 131072 classes, which passes floor 0 (an all-zero reference
 // must then be matched exactly).
-// The RMS is over the finite elements, as in test_util's rel_error: one infinity would make
-// every other error 0 (max_rel_error judges the infinities themselves).
 inline double op_error(const std::vector<double>& got, const std::vector<double>& want, double floor) {
-  double ss = 0;
-  std::size_t finite = 0;
-  for (double v : want)
-    if (std::isfinite(v)) ss += v * v, ++finite;
-  const double rms = finite == 0 ? 0.0 : std::sqrt(ss / static_cast<double>(finite));
+  const double rms = finite_rms(want, 0.0);
   return max_rel_error(got, want, std::max({rms, floor, std::numeric_limits<double>::min()}));
 }
 
