@@ -75,6 +75,41 @@ def run(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, **kw)
 
 
+def run_workers(args, run_dir, timeout, **kw):
+    """run() of a command that starts workers into run_dir (launch_local.sh, mpirun). If it
+    outlasts timeout, an AssertionError says what each worker was doing (the processes, the
+    tail of each stdout.txt and its last metrics events: a hang seen once in hundreds of
+    runs must say where it was the first time), and the whole process group is killed:
+    mpirun and its ranks too, not only the script, so that no orphan holds a worker's
+    directory or a core into the next test."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **kw)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(args, proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        report = ["%s outlasted %d s; its processes and workers:" % (os.path.basename(args[0]), timeout)]
+        ps = subprocess.run(["ps", "-eo", "pid,pgid,stat,etime,time,args"], capture_output=True, text=True)
+        # mpirun puts its ranks in process groups of their own: they are found by run_dir.
+        listed = [line for line in ps.stdout.splitlines()[1:] if int(line.split()[1]) == proc.pid or run_dir in line]
+        report += listed
+        for d in sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []:
+            for name, lines in (("stdout.txt", 15), ("metrics.jsonl", 4)):
+                path = os.path.join(run_dir, d, name)
+                if os.path.exists(path):
+                    with open(path, errors="replace") as f:
+                        report += ["-- %s/%s (last %d lines)" % (d, name, lines)] + f.read().splitlines()[-lines:]
+        os.killpg(proc.pid, 9)
+        for line in listed:
+            try:
+                os.kill(int(line.split()[0]), 9)
+            except ProcessLookupError:
+                pass
+        out, err = proc.communicate()
+        report += ["-- its own output"] + (out + err).splitlines()[-15:]
+        raise AssertionError("\n".join(report)) from None
+
+
 def train_run(workdir, name="run", extra=()):
     """Trains the two-worker run into workdir/name through scripts/launch_local.sh."""
     config = os.path.join(workdir, "config-in.yaml")

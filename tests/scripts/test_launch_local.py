@@ -15,8 +15,9 @@ LAUNCH = os.path.join(support.SCRIPTS, "launch_local.sh")
 
 
 def launch(args, **env):
-    return support.run([LAUNCH] + list(args), env=support.group_env(dict(os.environ, BUILD_DIR=support.BINARY, **env)),
-                       timeout=240)
+    run_dir = args[args.index("--run-dir") + 1]
+    return support.run_workers([LAUNCH] + list(args), run_dir, 240,
+                               env=support.group_env(dict(os.environ, BUILD_DIR=support.BINARY, **env)))
 
 
 def worker_text(run_dir, worker):
@@ -42,7 +43,10 @@ class LaunchLocalGroups(unittest.TestCase):
     @unittest.skipUnless(support.mpi_built(), "this build has no MPI (CODISTILL_MPI=OFF)")
     def test_two_workers_of_two_ranks(self):
         run_dir = self.path("groups")
-        r = launch(["--ranks", "2", self.config, "2", "--run-dir", run_dir])
+        # A rank or worker that waits for a peer gives up (exit 1, naming what it waited for)
+        # well before the test's 240 s, instead of after the defaults' 300 s and 600 s.
+        r = launch(["--ranks", "2", self.config, "2", "--run-dir", run_dir,
+                    "--set", "group.timeout_s=120", "--set", "codistill.sync_timeout_s=60"])
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("2 worker(s) x 2 ranks (mpirun)", r.stdout)
         for w in (0, 1):
