@@ -80,17 +80,21 @@ std::uint64_t case_seed(std::uint64_t base, std::uint64_t index) {  // splitmix6
   return z ^ (z >> 31);
 }
 
-// The element with the largest difference, for the failure message.
-std::string worst(const std::vector<double>& got, const std::vector<double>& want) {
+// The element that sets op_error (the largest difference relative to max(|want|, floor)),
+// and the floor, for the failure message.
+std::string worst(const std::vector<double>& got, const std::vector<double>& want, double floor) {
   std::size_t at = 0;
   double big = -1;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    const double d = std::isnan(got[i]) || std::isnan(want[i]) ? INFINITY : std::abs(got[i] - want[i]);
+    const double scale = std::max(std::abs(want[i]), floor);
+    const double d = std::isnan(got[i]) || std::isnan(want[i]) ? INFINITY : std::abs(got[i] - want[i]) / scale;
     if (d > big) big = d, at = i;
   }
   std::ostringstream s;
   s.precision(17);
-  if (!got.empty()) s << "worst element " << at << " of " << got.size() << ": got " << got[at] << ", want " << want[at];
+  if (!got.empty())
+    s << "worst element " << at << " of " << got.size() << ": got " << got[at] << ", want " << want[at]
+      << " (floor " << floor << ")";
   return s.str();
 }
 
@@ -108,7 +112,7 @@ bool compare(const std::vector<Output>& got, const std::vector<Output>& want) {
     const double err = normwise ? op_norm_error(got[i].values, want[i].values, want[i].floor)
                                 : op_error(got[i].values, want[i].values, want[i].floor);
     INFO((normwise ? "normwise " : "") << "relative error " << err << " (bound " << got[i].bound << "); "
-                           << worst(got[i].values, want[i].values));
+                           << worst(got[i].values, want[i].values, op_error_floor(want[i].values, want[i].floor)));
     CHECK(err <= got[i].bound);
     ok = ok && err <= got[i].bound;
   }
@@ -313,9 +317,9 @@ void check_maxpool_nan(const std::vector<Target>& ts) {
         Tensor dy = c.in(dyv, ys), dx = c.poison(xs);
         t.backend->maxpool2d_backward(x, y, argmax, dy, dx, s, *q);
         const auto y_got = c.values(y), dx_got = c.values(dx);
-        INFO("y: " << worst(y_got, y_want));
+        INFO("y: " << worst(y_got, y_want, 1e-300));
         CHECK(nan_aware_error(y_got, y_want, 1e-300) == 0);
-        INFO("dx: " << worst(dx_got, dx_want));
+        INFO("dx: " << worst(dx_got, dx_want, 1.0));
         CHECK(nan_aware_error(dx_got, dx_want, 1.0) <= c.bound(4));
       }
     }

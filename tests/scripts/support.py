@@ -3,8 +3,10 @@ this build's codistill-train (two codistilling workers on the synthetic task, a 
 so)."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.environ.get("CODISTILL_BINARY_DIR") or os.path.join(SOURCE, "build")
@@ -75,39 +77,68 @@ def run(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, **kw)
 
 
+def _session_processes(sid):
+    """ps lines (pid pgid sid stat etime time args) of the processes in session sid."""
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,pgid,sid,stat,etime,time,args"], capture_output=True, text=True)
+    return [line for line in ps.stdout.splitlines()[1:] if line.split()[2] == str(sid)]
+
+
+def _kill_session(sid):
+    """SIGKILLs every process of session sid until none is left (mpirun gives each rank a
+    process group of its own, so killpg alone misses them; a rank forked meanwhile is caught
+    by the next pass)."""
+    try:
+        os.killpg(sid, signal.SIGKILL)  # the leader's group: the script and mpirun
+    except (ProcessLookupError, PermissionError):
+        pass
+    for _ in range(20):
+        try:
+            pids = [int(line.split()[0]) for line in _session_processes(sid)]
+        except OSError:  # no ps: the process group above is what can be killed
+            return
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.1)
+
+
 def run_workers(args, run_dir, timeout, **kw):
-    """run() of a command that starts workers into run_dir (launch_local.sh, mpirun). If it
-    outlasts timeout, an AssertionError says what each worker was doing (the processes, the
-    tail of each stdout.txt and its last metrics events: a hang seen once in hundreds of
-    runs must say where it was the first time), and the whole process group is killed:
-    mpirun and its ranks too, not only the script, so that no orphan holds a worker's
-    directory or a core into the next test."""
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **kw)
+    """run() of a command that starts workers into run_dir (launch_local.sh, mpirun), in a
+    session of its own. If it outlasts timeout, an AssertionError says what each worker was
+    doing (the session's processes, the tail of each stdout.txt and its last metrics events:
+    a hang seen once in hundreds of runs must say where it was the first time; the report
+    also goes to stderr at once, in case CTest ends the test before unittest prints it), and
+    every process of the session is killed: mpirun and its ranks too, not only the script,
+    so that no orphan holds a worker's directory or a core into the next test."""
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, **kw)
     try:
         out, err = proc.communicate(timeout=timeout)
         return subprocess.CompletedProcess(args, proc.returncode, out, err)
     except subprocess.TimeoutExpired:
         report = ["%s outlasted %d s; its processes and workers:" % (os.path.basename(args[0]), timeout)]
-        ps = subprocess.run(["ps", "-eo", "pid,pgid,stat,etime,time,args"], capture_output=True, text=True)
-        # mpirun puts its ranks in process groups of their own: they are found by run_dir.
-        listed = [line for line in ps.stdout.splitlines()[1:] if int(line.split()[1]) == proc.pid or run_dir in line]
-        report += listed
-        for d in sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []:
-            for name, lines in (("stdout.txt", 15), ("metrics.jsonl", 4)):
-                path = os.path.join(run_dir, d, name)
-                if os.path.exists(path):
-                    with open(path, errors="replace") as f:
-                        report += ["-- %s/%s (last %d lines)" % (d, name, lines)] + f.read().splitlines()[-lines:]
-        os.killpg(proc.pid, 9)
-        for line in listed:
-            try:
-                os.kill(int(line.split()[0]), 9)
-            except ProcessLookupError:
-                pass
-        out, err = proc.communicate()
-        report += ["-- its own output"] + (out + err).splitlines()[-15:]
+        try:
+            report += _session_processes(proc.pid)
+            for d in sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []:
+                for name, lines in (("stdout.txt", 15), ("metrics.jsonl", 4)):
+                    path = os.path.join(run_dir, d, name)
+                    if os.path.exists(path):
+                        with open(path, errors="replace") as f:
+                            tail = f.read().splitlines()[-lines:]
+                        report += ["-- %s/%s (last %d lines)" % (d, name, lines)] + tail
+        except Exception as e:  # the report is a help; the cleanup below must happen
+            report.append("(the report stopped: %r)" % e)
+        sys.stderr.write("\n".join(report) + "\n")
+        sys.stderr.flush()
         raise AssertionError("\n".join(report)) from None
+    finally:
+        if proc.returncode is None:  # timed out, or interrupted
+            _kill_session(proc.pid)
+            proc.communicate(timeout=30)
 
 
 def train_run(workdir, name="run", extra=()):

@@ -51,7 +51,8 @@ class Conv2dForward final : public OpCase {
     Tensor x = c.random(z.x, seed), w = c.random(z.w, seed + 1), b = c.random({s_.out_channels}, seed + 2);
     Tensor y = c.poison(z.y);
     c.backend().conv2d_forward(x, w, bias_ ? &b : nullptr, y, s_, c.q);
-    return {c.out("y", y, c.bound(static_cast<double>(z.window)))};
+    // O(1) products and a bias: a 1 x 1 x 1 x 1 case is one product plus a bias (kTermFloor).
+    return {c.out("y", y, c.bound(static_cast<double>(z.window)), kTermFloor)};
   }
 
  private:
@@ -79,9 +80,11 @@ class Conv2dBackward final : public OpCase {
     c.backend().conv2d_backward(x, w, dy, dx_ ? &dx : nullptr, dw, db_ ? &db : nullptr, s_, c.q);
     // dw sums over the batch and the output plane, dx over O * KH * KW, db over B * OH * OW.
     const double plane = static_cast<double>(z.y[0] * z.y[2] * z.y[3]);
-    std::vector<Output> out{c.out("dw", dw, c.bound(plane))};
-    if (dx_) out.push_back(c.out("dx", dx, c.bound(static_cast<double>(s_.out_channels * s_.kernel_h * s_.kernel_w))));
-    if (db_) out.push_back(c.out("db", db, c.bound(plane)));
+    // Each starts at O(1) (dw, db) or sums O(1) products, which can cancel (kTermFloor).
+    const double taps = static_cast<double>(s_.out_channels * s_.kernel_h * s_.kernel_w);
+    std::vector<Output> out{c.out("dw", dw, c.bound(plane), kTermFloor)};
+    if (dx_) out.push_back(c.out("dx", dx, c.bound(taps), kTermFloor));
+    if (db_) out.push_back(c.out("db", db, c.bound(plane), kTermFloor));
     return out;
   }
 

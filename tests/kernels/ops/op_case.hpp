@@ -109,9 +109,11 @@ inline std::uint64_t base_seed() {
 // max_rel_error has the floor only, at 1e-3: too coarse for an output of tiny entries such
 // as a loss gradient over 131072 classes, which passes floor 0 (an all-zero reference
 // must then be matched exactly).
+inline double op_error_floor(const std::vector<double>& want, double floor) {
+  return std::max({finite_rms(want, 0.0), floor, std::numeric_limits<double>::min()});
+}
 inline double op_error(const std::vector<double>& got, const std::vector<double>& want, double floor) {
-  const double rms = finite_rms(want, 0.0);
-  return max_rel_error(got, want, std::max({rms, floor, std::numeric_limits<double>::min()}));
+  return max_rel_error(got, want, op_error_floor(want, floor));
 }
 
 // ||got - want||_2 / max(||want||_2, floor * sqrt(n)), NaN counted as infinitely wrong: the
@@ -136,6 +138,10 @@ inline double op_norm_error(const std::vector<double>& got, const std::vector<do
 
 // The floor of outputs built from O(1) inputs (test_util's max_rel_error default).
 inline constexpr double kFloor = 1e-3;
+// The floor of an output that sums O(1) terms, judged against a tenth of a term: each term is
+// rounded at its own size (float32 ~6e-8) however small the sum comes out where the terms
+// cancel, which a few terms (a 1 x 1 x 1 linear, a relu after negative biases) often do.
+inline constexpr double kTermFloor = 0.1;
 
 // One output of a run, as host values, with its bound (0: must match exactly) and the
 // floor of op_error.
