@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
                                        dx ? dx->data<float>() : nullptr, u.dw.data<float>(), nullptr, u.s, true);
       });
     }
-    t.run("sgd update", [&] { be.sgd_update(pv, pg, &pm, sgd, *q); });
+    t.run("sgd update", [&] { be.sgd_update(pv, pg, &pm, sgd, {}, *q); });
   }
   double total = 0;
   for (const auto& [what, ms] : t.ms)

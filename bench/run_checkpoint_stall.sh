@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Checkpoint stall benchmark: how much training time a checkpoint of a 100M-parameter
-# model costs, asynchronous (snapshot copied behind the next step's passes, written on a
-# background thread) vs synchronous (written on the training thread), side by side in one
-# run. Reads the `checkpoint` events of metrics.jsonl; writes
+# model costs, asynchronous (on the CPU the next step's update is out of place and the state
+# it read is written on a background thread; builds before 2026-11-28 copied the state behind
+# the next step's passes) vs synchronous (written on the training thread), side by side in
+# one run. Reads the `checkpoint` events of metrics.jsonl (stall_ms); and, as a measure that
+# does not rest on the trainer's own accounting, the whole run's wall time with async
+# checkpoints against the same run with none but the final one, per periodic checkpoint
+# (that includes the writer thread's share of the 2 cores). Writes
 # bench/results/checkpoint_stall.json and .txt.
 # Environment: BUILD_DIR (build/), SKIP_BUILD=1 (use BUILD_DIR as it is), REPEATS (1) rounds,
 # BEFORE_BUILD=DIR a second build (an older commit) measured in the same rounds, alternating.
@@ -30,10 +34,12 @@ raw="$root/bench/results/checkpoint_stall.txt"
   echo "== checkpoint stall, 100M-parameter MLP, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
   for r in $(seq 1 "$repeats"); do
     for i in "${!labels[@]}"; do
-      for mode in true false; do
+      for mode in true false none; do
         echo "-- round $r ${labels[$i]} checkpoint.async=$mode (load $(cut -d' ' -f1-3 /proc/loadavg))"
+        set_mode=(--set checkpoint.async=$mode)
+        [ "$mode" = none ] && set_mode=(--set checkpoint.every=0)
         "${dirs[$i]}/trainer/codistill-train" --config "$out/big.yaml" --run-dir "$out/${labels[$i]}-$r-async-$mode" \
-          --set checkpoint.async=$mode | grep -E "checkpoint|done:" || true
+          "${set_mode[@]}" | grep -E "checkpoint|done:" || true
       done
     done
   done
@@ -41,32 +47,42 @@ raw="$root/bench/results/checkpoint_stall.txt"
 /usr/bin/python3 - "$out" "$raw" "$repeats" "${labels[@]}" <<'PY'
 import json, sys, subprocess, datetime, statistics
 out, raw, repeats, labels = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
-def events(label, r, mode):
-    return [json.loads(l) for l in open(f"{out}/{label}-{r}-async-{mode}/worker-000/metrics.jsonl") if '"checkpoint"' in l]
+def events(label, r, mode, kind="checkpoint"):
+    return [json.loads(l) for l in open(f"{out}/{label}-{r}-async-{mode}/worker-000/metrics.jsonl") if f'"{kind}"' in l]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 doc = {"benchmark": "checkpoint_stall", "device": cpu, "date": datetime.date.today().isoformat(),
        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
        "parameters": 100110010, "rounds": repeats, "contenders": {}}
 lines = []
 for label in labels:
-    stalls, writes, rounds = [], [], []
+    stalls, writes, rounds, walls = [], [], [], []
     for r in range(1, repeats + 1):
         a, s = events(label, r, "true"), events(label, r, "false")
         # Periodic checkpoints only: the final one has no next step to hide behind.
         final = max(e["step"] for e in a)
+        periodic = sum(1 for e in a if e["step"] != final)
         stall = statistics.mean(e["stall_ms"] for e in a if e["step"] != final)
         write = statistics.mean(e["write_ms"] for e in s if e["step"] != final)
+        wall_async = events(label, r, "true", "done")[0]["wall_s"]
+        wall_none = events(label, r, "none", "done")[0]["wall_s"]
+        per_ckpt = 1000 * (wall_async - wall_none) / periodic
         stalls.append(stall)
         writes.append(write)
-        rounds.append({"async_events": a, "sync_events": s, "mean_async_stall_ms": stall, "mean_sync_write_ms": write})
+        walls.append(per_ckpt)
+        rounds.append({"async_events": a, "sync_events": s, "mean_async_stall_ms": stall, "mean_sync_write_ms": write,
+                       "wall_async_s": wall_async, "wall_no_checkpoints_s": wall_none,
+                       "run_ms_per_async_checkpoint": per_ckpt})
     doc["checkpoint_bytes"] = rounds[0]["async_events"][0]["bytes"]
     doc["contenders"][label] = {"rounds": rounds, "best_async_stall_ms": min(stalls),
                                 "median_async_stall_ms": statistics.median(stalls),
-                                "best_sync_write_ms": min(writes), "median_sync_write_ms": statistics.median(writes)}
+                                "best_sync_write_ms": min(writes), "median_sync_write_ms": statistics.median(writes),
+                                "best_run_ms_per_async_checkpoint": min(walls),
+                                "median_run_ms_per_async_checkpoint": statistics.median(walls)}
     lines.append(f"{label:<17} checkpoint {doc['checkpoint_bytes']/1e6:.0f} MB: sync write best {min(writes):.0f} / median "
                  f"{statistics.median(writes):.0f} ms (training stalled all of it); async stall best {min(stalls):.1f} / "
                  f"median {statistics.median(stalls):.1f} ms = {100*statistics.median(stalls)/statistics.median(writes):.2f}% "
-                 f"of the sync write")
+                 f"of the sync write; run time per async checkpoint (vs none) best {min(walls):.0f} / median "
+                 f"{statistics.median(walls):.0f} ms")
 json.dump(doc, open("bench/results/checkpoint_stall.json", "w"), indent=2)
 print("\n".join(lines))
 open(raw, "a").write("\n".join(lines) + "\n")

@@ -78,6 +78,27 @@ void snapshot_into(const CheckpointView& view, CheckpointData& reuse) {
   for (Section s : kSections) copy_section(view.section(s), reuse.section(s));
 }
 
+CheckpointData snapshot_sharing(const CheckpointView& view, const std::vector<kernels::Tensor>& blocks) {
+  auto inside = [&](const TensorRef& r) -> TensorValue {
+    const auto* p = static_cast<const std::byte*>(r.data);
+    for (const kernels::Tensor& b : blocks) {
+      const auto* base = static_cast<const std::byte*>(b.raw());
+      const std::size_t elem = kernels::dtype_size(b.dtype());
+      if (!base || r.nbytes() == 0 || elem != elem_size(r.type) || p < base || p + r.nbytes() > base + b.nbytes())
+        continue;
+      const auto offset = static_cast<std::size_t>(p - base);
+      if (offset % elem != 0) continue;
+      return TensorValue::from_tensor(r.name, b.view(static_cast<std::int64_t>(offset / elem), r.shape));
+    }
+    return TensorValue::copy_of(r);
+  };
+  CheckpointData d;
+  d.meta = view.meta;
+  for (Section s : kSections)
+    for (const auto& t : view.section(s)) d.section(s).push_back(inside(t));
+  return d;
+}
+
 CheckpointData snapshot(const CheckpointView& view) {
   CheckpointData d;
   d.meta = view.meta;

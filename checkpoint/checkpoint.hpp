@@ -85,6 +85,10 @@ CheckpointData snapshot(const CheckpointView& view);
 // The same into an earlier snapshot's buffers when the layout matches (no allocation, no
 // page faults: what makes a periodic snapshot cheap), else into new ones.
 void snapshot_into(const CheckpointView& view, CheckpointData& reuse);
+// The same without copying what lies in `blocks` (CPU tensors the caller will not change
+// again, e.g. the state an out-of-place optimizer step read): a tensor of the view inside
+// one of them becomes a view sharing it (and keeping it alive); the rest is copied.
+CheckpointData snapshot_sharing(const CheckpointView& view, const std::vector<kernels::Tensor>& blocks);
 
 struct WriteOptions {
   // Upper bound on the elements of one chunk (4 MiB of float32 by default).

@@ -38,6 +38,22 @@ struct HeadTeacher {
   const Tensor* bias = nullptr;
 };
 
+// What an optimizer update reads when that is not what it writes: the state before the
+// update, in tensors laid out like the ones written (same numel, dtype and device) and in
+// memory of their own (not overlapping the written tensors). Null members are read in
+// place. An out-of-place update is how an asynchronous checkpoint keeps the state of its
+// step without copying it (codistill/engine/checkpointing.hpp): on the CPU it moves about
+// the bytes of an update in place (streaming stores, kernels/cpu/optimizer.cpp).
+struct UpdateSource {
+  const Tensor* value = nullptr;
+  const Tensor* m = nullptr;  // sgd: momentum; adamw: m
+  const Tensor* v = nullptr;  // adamw: v
+};
+// Throws std::invalid_argument naming op and the member when a set member is not laid out
+// like its written tensor (numel, dtype, device) or is the same memory (m, v null: unused).
+void check_update_source(const UpdateSource& from, const Tensor& value, const Tensor* m, const Tensor* v,
+                         const char* op);
+
 // A point in a queue: everything queued before record() has run once it is reached.
 class Event {
  public:
@@ -244,11 +260,13 @@ class Backend {
                                  Queue& q) = 0;
   virtual void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, Tensor& dqkv,
                                   Tensor& scratch, const AttentionShape& s, Queue& q) = 0;
-  // Flat tensors of equal numel; momentum may be null when SgdScalars::momentum == 0.
+  // Flat tensors of equal numel; momentum may be null when SgdScalars::momentum == 0. The
+  // update reads `from`'s tensors where they are set (out of place, UpdateSource) and writes
+  // value, momentum, m and v; the tensors of `from` are left as they were.
   virtual void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s,
-                          Queue& q) = 0;
+                          const UpdateSource& from, Queue& q) = 0;
   virtual void adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v,
-                            const AdamWScalars& s, Queue& q) = 0;
+                            const AdamWScalars& s, const UpdateSource& from, Queue& q) = 0;
 };
 
 // ---- the registry (kernels/registry.cpp): every backend, in one explicit list ----

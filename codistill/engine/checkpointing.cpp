@@ -33,6 +33,8 @@ struct CheckpointManager::Pending {
   StateView view;  // borrowed parameters plus copies of the small state, taken at the step
   std::int64_t step = 0;
   std::string path;
+  // The copy on a helper thread; not valid while the snapshot waits for the next update
+  // to be out of place (view.borrows_live_blocks).
   std::future<checkpoint::CheckpointData> copy;
   double stall_ms = 0;
 };
@@ -118,38 +120,104 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
     last_saved_step_ = -1;
     return;
   }
-  before_update();  // at most one snapshot in the making
+  flush();  // at most one snapshot in the making
   pending_ = std::make_unique<Pending>();
   pending_->view = std::move(sv);
   pending_->step = w.step;
   pending_->path = path;
-  const checkpoint::CheckpointView* view = &pending_->view.view;
-  checkpoint::CheckpointData buffer;
-  if (!spare_.empty()) {
-    buffer = std::move(spare_.back());
-    spare_.pop_back();
+  if (!overlap || !pending_->view.borrows_live_blocks) {
+    const checkpoint::CheckpointView* view = &pending_->view.view;
+    checkpoint::CheckpointData buffer;
+    if (!spare_.empty()) {
+      buffer = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    pending_->copy = std::async(std::launch::async, [view, b = std::move(buffer)]() mutable {
+      checkpoint::snapshot_into(*view, b);
+      return std::move(b);
+    });
   }
-  pending_->copy = std::async(std::launch::async, [view, b = std::move(buffer)]() mutable {
-    checkpoint::snapshot_into(*view, b);
-    return std::move(b);
-  });
   pending_->stall_ms = ms_since(t0);
-  if (!overlap) before_update();
+  if (!overlap) flush();
 }
 
-void CheckpointManager::before_update() {
+void CheckpointManager::flush() {
   if (!pending_) return;
   const auto t0 = std::chrono::steady_clock::now();
-  checkpoint::WriteJob job;
-  job.path = pending_->path;
+  checkpoint::CheckpointData snapshot;
   try {
-    job.snapshot = pending_->copy.get();
+    if (pending_->copy.valid()) {
+      snapshot = pending_->copy.get();
+    } else {  // no out-of-place update will keep this state: copy it here
+      if (!spare_.empty()) {
+        snapshot = std::move(spare_.back());
+        spare_.pop_back();
+      }
+      checkpoint::snapshot_into(pending_->view.view, snapshot);
+    }
   } catch (const std::exception& e) {  // e.g. out of host memory for the copy
     log_->error("checkpoint at step {} failed while copying the state: {}", pending_->step, e.what());
     if (last_saved_step_ == pending_->step) last_saved_step_ = -1;
     pending_.reset();
     return;
   }
+  submit(std::move(snapshot), ms_since(t0));
+}
+
+std::optional<OptimizerBlocks> CheckpointManager::before_update(Optimizer& optimizer) {
+  if (!pending_) return std::nullopt;
+  if (pending_->copy.valid()) {  // a copy behind the passes
+    flush();
+    return std::nullopt;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  // The blocks the last out-of-place update read come back once their write is reported;
+  // while one is in flight (checkpoint.on_busy: wait) this waits for it, as the hand-over
+  // below would, rather than fault in a third copy of the state.
+  if (spare_blocks_.empty() && !lent_.empty())
+    for (auto& o : writer_->wait()) report(o);
+  std::optional<OptimizerBlocks> into;
+  if (!spare_blocks_.empty()) {
+    into = std::move(spare_blocks_.back());
+    spare_blocks_.pop_back();
+  } else {
+    into = optimizer.blocks_like();
+  }
+  pending_->stall_ms += ms_since(t0);
+  return into;
+}
+
+void CheckpointManager::after_update(std::optional<OptimizerBlocks> before, double update_s) {
+  if (!before) {
+    last_update_s_ = update_s;
+    return;
+  }
+  if (!pending_ || pending_->copy.valid())
+    throw std::logic_error("CheckpointManager::after_update: an out-of-place update without a snapshot waiting");
+  const auto t0 = std::chrono::steady_clock::now();
+  // What the update out of place cost beyond one in place (all of it before the first).
+  pending_->stall_ms += 1000.0 * std::max(0.0, update_s - std::max(0.0, last_update_s_));
+  std::vector<kernels::Tensor> blocks{before->values};
+  for (const auto& [name, slot] : before->slots) blocks.push_back(slot);
+  checkpoint::CheckpointData snapshot;
+  try {
+    snapshot = checkpoint::snapshot_sharing(pending_->view.view, blocks);  // copies the small state only
+  } catch (const std::exception& e) {
+    log_->error("checkpoint at step {} failed while taking the state: {}", pending_->step, e.what());
+    if (last_saved_step_ == pending_->step) last_saved_step_ = -1;
+    pending_.reset();
+    spare_blocks_.push_back(std::move(*before));
+    return;
+  }
+  lent_[pending_->step] = std::move(*before);
+  submit(std::move(snapshot), ms_since(t0));
+}
+
+void CheckpointManager::submit(checkpoint::CheckpointData snapshot, double wait_ms) {
+  const auto t0 = std::chrono::steady_clock::now();
+  checkpoint::WriteJob job;
+  job.path = pending_->path;
+  job.snapshot = std::move(snapshot);
   job.options = write_options_for(pending_->step);
   const int worker = cfg_.run.worker, keep = keep_;
   const std::int64_t step = pending_->step;
@@ -164,21 +232,35 @@ void CheckpointManager::before_update() {
   if (wait && writer_->busy())
     log_->info("checkpoint at step {} waits for the previous write (checkpoint.on_busy: wait)", step);
   const bool accepted = writer_->submit(std::move(job), wait);
-  stall_ms_[step] = pending_->stall_ms + ms_since(t0);
+  stall_ms_[step] = pending_->stall_ms + wait_ms + ms_since(t0);
   pending_.reset();
   if (!accepted) {
     log_->warn("checkpoint at step {} skipped: the previous write is still in flight (checkpoint.on_busy: skip)",
                step);
     stall_ms_.erase(step);
     if (last_saved_step_ == step) last_saved_step_ = -1;
+    if (auto lent = lent_.find(step); lent != lent_.end()) {
+      spare_blocks_.push_back(std::move(lent->second));
+      lent_.erase(lent);
+    }
   }
   poll();
 }
 
 void CheckpointManager::prepare(const WorkerState& w) {
-  if (!writer_ || cfg_.checkpoint.every <= 0 || !spare_.empty()) return;
+  if (!writer_ || cfg_.checkpoint.every <= 0) return;
   StateView sv = make_state_view(w);
-  spare_.push_back(checkpoint::snapshot(sv.view));
+  if (sv.borrows_live_blocks) {
+    if (!spare_blocks_.empty()) return;
+    // Touched now (zeroed), so that the first out-of-place update does not fault them in.
+    OptimizerBlocks b = w.optimizer->blocks_like();
+    kernels::Queue& q = w.model->queue();
+    q.zero(b.values);
+    for (auto& [name, slot] : b.slots) q.zero(slot);
+    spare_blocks_.push_back(std::move(b));
+  } else if (spare_.empty()) {
+    spare_.push_back(checkpoint::snapshot(sv.view));
+  }
 }
 
 void CheckpointManager::poll() {
@@ -188,12 +270,18 @@ void CheckpointManager::poll() {
 
 void CheckpointManager::finish() {
   if (!writer_) return;
-  before_update();
+  flush();
   for (auto& o : writer_->wait()) report(o);
 }
 
 void CheckpointManager::report(checkpoint::WriteOutcome& o) {
-  if (!o.snapshot.params.empty() && spare_.empty()) spare_.push_back(std::move(o.snapshot));
+  if (auto lent = lent_.find(o.step); lent != lent_.end()) {
+    // The snapshot is views of lent blocks: the blocks (not the views) are kept for reuse.
+    if (spare_blocks_.empty()) spare_blocks_.push_back(std::move(lent->second));
+    lent_.erase(lent);
+  } else if (!o.snapshot.params.empty() && spare_.empty()) {
+    spare_.push_back(std::move(o.snapshot));
+  }
   double stall = stall_ms_.count(o.step) ? stall_ms_[o.step] : 0.0;
   stall_ms_.erase(o.step);
   if (!o.ok) {

@@ -17,6 +17,7 @@
 #include "codistill/engine/faults.hpp"
 #include "codistill/engine/metrics.hpp"
 #include "codistill/engine/worker_state.hpp"
+#include "codistill/optim/optimizer.hpp"
 
 namespace codistill {
 
@@ -38,25 +39,41 @@ class CheckpointManager {
 
   // Publishes the state at w.step (unless that step is already published); failures are
   // logged and training goes on. Synchronous mode writes before returning. Asynchronous
-  // mode starts copying the state on a helper thread and returns at once: the caller may
-  // run the next step's forward and backward passes (which only read parameters) but must
-  // call before_update() before the optimizer changes anything. With overlap = false
-  // (the last step, a stop) the copy is finished before save() returns.
+  // mode returns at once: the caller may run the next step's forward and backward passes
+  // (which only read parameters) but must call before_update() before the optimizer
+  // changes anything, and after_update() after it. Where the state is host memory (the CPU)
+  // nothing is copied: before_update() returns the blocks the next update writes instead
+  // (Optimizer::step_into), and the blocks it read, the state of this step, are written
+  // out. Elsewhere (a device's host copy) the copy is made on a helper thread behind the
+  // passes. With overlap = false (the last step, a stop) the state is copied before save()
+  // returns.
   void save(const WorkerState& w, bool overlap = true);
-  // Waits for a copy started by save() and hands it to the writer thread. The time spent
-  // waiting here and in save() is the training stall reported as stall_ms.
-  void before_update();
-  // Allocates a snapshot buffer for this state ahead of the first checkpoint (async mode).
+  // Phase 7 of the step: the blocks this step's update must write (an out-of-place update
+  // keeps the state of a checkpoint still to be written), or none for an update in place;
+  // waits for a copy started by save(), or for the write that holds the blocks to reuse.
+  std::optional<OptimizerBlocks> before_update(Optimizer& optimizer);
+  // After phase 8: `before`, the blocks an out-of-place update read, go to the writer
+  // thread. update_s: the update's seconds; what an out-of-place one took beyond the last
+  // update in place counts in the stall. The waits here, in before_update() and in save()
+  // are the training stall reported as stall_ms.
+  void after_update(std::optional<OptimizerBlocks> before, double update_s);
+  // Allocates what the first checkpoint needs ahead of it (async mode): blocks for an
+  // out-of-place update, or a snapshot buffer.
   void prepare(const WorkerState& w);
   // Reports finished writes (metrics event, log); never blocks.
   void poll();
-  // Waits for the write in flight and reports it.
+  // Copies a pending snapshot, waits for the write in flight and reports it.
   void finish();
   std::int64_t last_saved_step() const { return last_saved_step_; }
 
  private:
   void report(checkpoint::WriteOutcome& o);
   checkpoint::WriteOptions write_options_for(std::int64_t step) const;
+  // A pending snapshot that waits for an out-of-place update gets copied here instead,
+  // then handed to the writer (save() with one pending, finish()).
+  void flush();
+  // Hands the pending snapshot (its copy done) to the writer thread.
+  void submit(checkpoint::CheckpointData snapshot, double wait_ms);
 
   const Config& cfg_;
   std::shared_ptr<spdlog::logger> log_;
@@ -68,6 +85,11 @@ class CheckpointManager {
   // Snapshot buffers back from the writer, reused by the next snapshot: copying into memory
   // already touched costs a memcpy, fresh memory costs page faults as well.
   std::vector<checkpoint::CheckpointData> spare_;
+  // Out-of-place updates: blocks lent to a write in flight (by step) until it is reported,
+  // then kept (one set) for the next checkpoint's update to write.
+  std::map<std::int64_t, OptimizerBlocks> lent_;
+  std::vector<OptimizerBlocks> spare_blocks_;
+  double last_update_s_ = -1;  // the last update in place (unknown: -1)
   std::map<std::int64_t, double> stall_ms_;  // by step, until the write is reported
   std::int64_t last_saved_step_ = -1;
   int keep_ = 1;  // checkpoint.keep, raised in sync mode (see the constructor)

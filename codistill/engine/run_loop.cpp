@@ -142,7 +142,12 @@ TrainSummary Trainer::run() {
   };
 
   StepHooks hooks;
-  if (s.lead) hooks.before_update = [&] { s.checkpoints->before_update(); };  // a snapshot copied behind the passes
+  if (s.lead) {  // a checkpoint's state kept by an out-of-place update, or copied behind the passes
+    hooks.before_update = [&] { return s.checkpoints->before_update(*s.optimizer); };
+    hooks.after_update = [&](std::optional<OptimizerBlocks> before, double update_s) {
+      s.checkpoints->after_update(std::move(before), update_s);
+    };
+  }
   std::optional<GradientReducer> reducer;  // phase 6, overlapped with phase 5 where it can be
   if (s.group->size() > 1) {
     reducer.emplace(*s.group, s.model.arena().grads(), s.model.queue());

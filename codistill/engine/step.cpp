@@ -108,10 +108,18 @@ StepResult TrainStep::run(std::int64_t step, const std::vector<Teacher*>& teache
   // 6. reduction; 7. snapshot; 8. update.
   if (hooks.reduce_gradients) hooks.reduce_gradients(student_.arena().grads(), q);
   mark(times, StepTimes::reduce);
-  if (hooks.before_update) hooks.before_update();
+  std::optional<OptimizerBlocks> into;
+  if (hooks.before_update) into = hooks.before_update();
   mark(times, StepTimes::snapshot_wait);
-  optimizer.step(lr);
+  const auto update_start = std::chrono::steady_clock::now();
+  std::optional<OptimizerBlocks> before;
+  if (into)
+    before = optimizer.step_into(lr, std::move(*into));
+  else
+    optimizer.step(lr);
+  const double update_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - update_start).count();
   mark(times, StepTimes::update);
+  if (hooks.after_update) hooks.after_update(std::move(before), update_s);
   if (times) ++times->steps;
   return r;
 }

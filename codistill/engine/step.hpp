@@ -26,9 +26,11 @@
 //                       (rows_rank / rows_group, exactly 1 in one process), so that sum is
 //                       the gradient of the group batch's mean loss, and the ranks' loss
 //                       values sum to the group's mean
-//   7. snapshot wait    a checkpoint snapshot being copied behind phases 1-6 must be done
-//                       before the parameters change
-//   8. optimizer        one update op over the arena
+//   7. snapshot         a checkpoint taken after the previous step still needs that state:
+//                       on the CPU this step's update is then out of place, into a second
+//                       set of blocks, and the blocks it read are the checkpoint's (no
+//                       copy); a device's host copy, copied behind phases 1-6, must be done
+//   8. optimizer        one update op over the arena (in place, or out of place per 7)
 // With gradient accumulation (train.micro_batches = K > 1) the batch is split into K equal
 // micro-batches, gathered and copied each into its own device tensors (phase 1), and
 // phases 2-5 run once per micro-batch; the gradients of all K add up in the arena's
@@ -47,6 +49,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "codistill/data/augment.hpp"
@@ -90,8 +93,15 @@ struct StepHooks {
   std::function<void(std::int64_t first)> gradients_ready;
   // Phase 6: sums the gradient block over the worker's ranks (unset: identity).
   std::function<void(kernels::Tensor& grads, kernels::Queue& q)> reduce_gradients;
-  // Phase 7: waits for a checkpoint snapshot in flight (unset: nothing to wait for).
-  std::function<void()> before_update;
+  // Phase 7: a checkpoint of the previous step still needs its state (unset: none). Returns
+  // the blocks this step's update writes instead of the live ones (Optimizer::step_into:
+  // the live blocks, the state before the update, become the checkpoint's, with no copy),
+  // or nothing for an update in place; may wait (a copy in flight, a write that holds the
+  // blocks to reuse). CheckpointManager::before_update.
+  std::function<std::optional<OptimizerBlocks>()> before_update;
+  // After phase 8: the blocks an out-of-place update read (none after one in place), and the
+  // update's host seconds. CheckpointManager::after_update.
+  std::function<void(std::optional<OptimizerBlocks> before, double update_s)> after_update;
   // Adds this step's phase times (unset: the clock is not read).
   StepTimes* times = nullptr;
 };

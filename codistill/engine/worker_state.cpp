@@ -32,6 +32,7 @@ StateView make_state_view(const WorkerState& w) {
   };
   ParamArena& arena = m.arena();
   const kernels::Tensor& host_values = host_block(arena.values());
+  sv.borrows_live_blocks = host_values.same_memory(arena.values());  // slots live where the values do
   for (const ArenaEntry& e : arena.param_entries())
     v.params.push_back(TensorRef::of(e.path, sv.host.emplace_back(ParamArena::view(host_values, e))));
   if (!arena.buffer_entries().empty()) {

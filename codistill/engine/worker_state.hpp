@@ -56,6 +56,9 @@ struct StateView {
   std::deque<std::vector<std::uint64_t>> u64;
   std::deque<std::vector<double>> f64;
   std::deque<kernels::Tensor> host;  // host views of the blocks (copies of device ones)
+  // The parameter and slot blocks are borrowed (host memory: the live blocks themselves),
+  // not copies: valid until the optimizer's next step, and kept by an out-of-place one.
+  bool borrows_live_blocks = false;
 };
 StateView make_state_view(const WorkerState& w);
 

@@ -89,6 +89,17 @@ void ParamArena::drop_grads(Module& root) {
   rebind(root);
 }
 
+Tensor ParamArena::replace_values(Module& root, Tensor values) {
+  if (values.shape() != values_.shape() || values.dtype() != values_.dtype() || values.device() != values_.device())
+    throw std::invalid_argument("parameter arena: a replacement value block must be laid out like the live one (" +
+                                kernels::shape_str(values_.shape()) + " " + kernels::dtype_name(values_.dtype()) +
+                                "), got " + kernels::shape_str(values.shape()) + " " +
+                                kernels::dtype_name(values.dtype()));
+  std::swap(values, values_);
+  rebind(root);
+  return values;
+}
+
 std::int64_t ParamArena::num_params() const {
   std::int64_t n = 0;
   for (const auto& e : params_) n += e.numel;

@@ -38,6 +38,11 @@ class ParamArena {
   void to_device(Module& root, kernels::Device device, bool copy = true);
   // Forward-only use (teachers): the gradient block is released, grads become empty.
   void drop_grads(Module& root);
+  // Makes `values` (laid out like values(): shape, dtype, device) the value block and
+  // rebinds the views; returns the block it replaces. An out-of-place optimizer step
+  // (Optimizer::step_into) writes the new values there. Throws std::invalid_argument on
+  // another layout, changing nothing.
+  kernels::Tensor replace_values(Module& root, kernels::Tensor values);
 
   kernels::Tensor& values() { return values_; }
   kernels::Tensor& grads() { return grads_; }

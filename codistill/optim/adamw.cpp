@@ -15,7 +15,7 @@ AdamW::AdamW(Model& model, double beta1, double beta2, double eps, double weight
     throw std::invalid_argument("adamw: weight_decay must be >= 0, got " + std::to_string(weight_decay));
 }
 
-void AdamW::step(double lr) {
+void AdamW::update(double lr, const OptimizerBlocks* from) {
   if (!std::isfinite(lr)) throw std::invalid_argument("adamw: learning rate is not finite");
   ParamArena& arena = model_->arena();
   if (!arena.grads().defined()) throw std::logic_error("adamw: the model has no gradients (a forward-only copy)");
@@ -30,7 +30,9 @@ void AdamW::step(double lr) {
   s.step_size = lr / (1.0 - std::pow(beta1_, t));
   s.inv_sqrt_bc2 = 1.0 / std::sqrt(1.0 - std::pow(beta2_, t));
   s.decay = 1.0 - lr * weight_decay_;
-  model_->queue().backend().adamw_update(arena.values(), arena.grads(), slot("adam_m"), slot("adam_v"), s,
+  kernels::UpdateSource src;
+  if (from) src = {&from->values, &from->slots.at("adam_m"), &from->slots.at("adam_v")};
+  model_->queue().backend().adamw_update(arena.values(), arena.grads(), slot("adam_m"), slot("adam_v"), s, src,
                                          model_->queue());
 }
 

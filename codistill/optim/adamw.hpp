@@ -18,9 +18,9 @@ class AdamW : public Optimizer {
   AdamW(Model& model, double beta1, double beta2, double eps, double weight_decay);
 
   std::string kind() const override { return "adamw"; }
-  void step(double lr) override;
 
  protected:
+  void update(double lr, const OptimizerBlocks* from) override;
   std::vector<std::string> slot_names() const override { return {"adam_m", "adam_v"}; }
 
  private:

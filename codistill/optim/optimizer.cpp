@@ -48,6 +48,50 @@ std::map<std::string, std::map<std::string, Tensor*>> Optimizer::state() {
   return out;
 }
 
+OptimizerBlocks Optimizer::live_blocks() {
+  OptimizerBlocks b;
+  b.values = model_->arena().values();
+  for (const auto& n : slot_names()) b.slots[n] = slot(n);
+  return b;
+}
+
+OptimizerBlocks Optimizer::blocks_like() {
+  const OptimizerBlocks live = live_blocks();
+  auto like = [](const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); };
+  OptimizerBlocks b;
+  b.values = like(live.values);
+  for (const auto& [n, t] : live.slots) b.slots[n] = like(t);
+  return b;
+}
+
+OptimizerBlocks Optimizer::step_into(double lr, OptimizerBlocks into) {
+  OptimizerBlocks before = live_blocks();
+  auto layout_error = [&](const std::string& what) {
+    return std::invalid_argument(kind() + ": an out-of-place step needs blocks laid out like the live ones: " +
+                                 what);
+  };
+  if (into.slots.size() != before.slots.size()) throw layout_error("another set of slots");
+  for (const auto& [n, t] : before.slots) {
+    auto it = into.slots.find(n);
+    if (it == into.slots.end()) throw layout_error("no slot " + n);
+    if (it->second.shape() != t.shape() || it->second.dtype() != t.dtype() || it->second.device() != t.device())
+      throw layout_error("slot " + n + " differs");
+    if (it->second.same_memory(t)) throw layout_error("slot " + n + " is the live block");
+  }
+  if (into.values.same_memory(before.values)) throw layout_error("the values are the live block");
+  ParamArena& arena = model_->arena();
+  arena.replace_values(model_->root(), std::move(into.values));  // checks the values' layout
+  for (auto& [n, t] : into.slots) slots_[n] = std::move(t);
+  try {
+    update(lr, &before);
+  } catch (...) {  // the live state stays what it was
+    arena.replace_values(model_->root(), before.values);
+    for (const auto& [n, t] : before.slots) slots_[n] = t;
+    throw;
+  }
+  return before;
+}
+
 std::vector<std::string> optimizer_kinds() { return {"adamw", "sgd"}; }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Model& model) {

@@ -15,13 +15,31 @@
 
 namespace codistill {
 
+// The blocks an update reads and writes: the arena's values and the optimizer's slot blocks
+// by name (tensors sharing the memory, not copies).
+struct OptimizerBlocks {
+  kernels::Tensor values;
+  std::map<std::string, kernels::Tensor> slots;
+};
+
 class Optimizer {
  public:
   explicit Optimizer(Model& model) : model_(&model) {}
   virtual ~Optimizer() = default;
   virtual std::string kind() const = 0;
   // One update of every parameter with its grad, at learning rate lr.
-  virtual void step(double lr) = 0;
+  void step(double lr) { update(lr, nullptr); }
+  // The same update out of place: it reads the live blocks and writes `into` (blocks_like()),
+  // which become the model's values (ParamArena::replace_values) and this optimizer's slots;
+  // the blocks it read, the state before this step, come back unchanged. Same bits as
+  // step(). What an asynchronous checkpoint does instead of copying the state
+  // (engine/checkpointing.hpp): on the CPU it moves the bytes of an update in place.
+  // Throws std::invalid_argument when `into` is not laid out like the live blocks, and then
+  // changes nothing.
+  OptimizerBlocks step_into(double lr, OptimizerBlocks into);
+  // The live blocks (slots created first), and new uninitialized ones laid out like them.
+  OptimizerBlocks live_blocks();
+  OptimizerBlocks blocks_like();
   std::int64_t steps_taken() const { return t_; }
   void set_steps_taken(std::int64_t t) { t_ = t; }
   // Slot tensors (views into the slot blocks) by parameter path then slot name, for
@@ -29,6 +47,9 @@ class Optimizer {
   std::map<std::string, std::map<std::string, kernels::Tensor*>> state();
 
  protected:
+  // The update: writes the arena's values and the slot blocks, reading `from`'s blocks
+  // instead where it is set (null: in place).
+  virtual void update(double lr, const OptimizerBlocks* from) = 0;
   // The slot names this optimizer keeps (none for plain SGD).
   virtual std::vector<std::string> slot_names() const = 0;
   // The flat slot block `name`, created or moved to follow the arena's dtype and device.

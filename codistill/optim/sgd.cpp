@@ -19,7 +19,7 @@ std::vector<std::string> SGD::slot_names() const {
   return {"momentum"};
 }
 
-void SGD::step(double lr) {
+void SGD::update(double lr, const OptimizerBlocks* from) {
   if (!std::isfinite(lr)) throw std::invalid_argument("sgd: learning rate is not finite");
   ParamArena& arena = model_->arena();
   if (!arena.grads().defined()) throw std::logic_error("sgd: the model has no gradients (a forward-only copy)");
@@ -29,7 +29,12 @@ void SGD::step(double lr) {
   s.momentum = momentum_;
   s.nesterov = nesterov_;
   kernels::Tensor* momentum = momentum_ > 0 ? &slot("momentum") : nullptr;
-  model_->queue().backend().sgd_update(arena.values(), arena.grads(), momentum, s, model_->queue());
+  kernels::UpdateSource src;
+  if (from) {
+    src.value = &from->values;
+    if (momentum) src.m = &from->slots.at("momentum");
+  }
+  model_->queue().backend().sgd_update(arena.values(), arena.grads(), momentum, s, src, model_->queue());
   ++t_;
 }
 

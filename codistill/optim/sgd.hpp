@@ -17,9 +17,9 @@ class SGD : public Optimizer {
   SGD(Model& model, double momentum, bool nesterov, double weight_decay);
 
   std::string kind() const override { return "sgd"; }
-  void step(double lr) override;
 
  protected:
+  void update(double lr, const OptimizerBlocks* from) override;
   // "momentum"; none when momentum is 0 (no state, as PyTorch).
   std::vector<std::string> slot_names() const override;
 

@@ -395,17 +395,22 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s, Queue& q) override {
+  void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s,
+                  const UpdateSource& from, Queue& q) override {
     require_support(*this, Op::sgd_update, value.dtype(), "sgd_update");
+    check_update_source(from, value, momentum, nullptr, "sgd_update");
     dispatch_floating(value.dtype(), [&]<class T>() {
-      cpu::sgd_update<T>(value.data<T>(), grad.data<T>(), opt<T>(momentum), value.numel(), s, impl_of(q));
+      cpu::sgd_update<T>(value.data<T>(), grad.data<T>(), opt<T>(momentum), value.numel(), s, impl_of(q),
+                         opt<T>(from.value), opt<T>(from.m));
     });
   }
   void adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s,
-                    Queue& q) override {
+                    const UpdateSource& from, Queue& q) override {
     require_support(*this, Op::adamw_update, value.dtype(), "adamw_update");
+    check_update_source(from, value, &m, &v, "adamw_update");
     dispatch_floating(value.dtype(), [&]<class T>() {
-      cpu::adamw_update<T>(value.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), value.numel(), s, impl_of(q));
+      cpu::adamw_update<T>(value.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), value.numel(), s, impl_of(q),
+                           opt<T>(from.value), opt<T>(from.m), opt<T>(from.v));
     });
   }
 };

@@ -3,6 +3,7 @@
 // arithmetic of kernels/ops.hpp (SgdScalars, AdamWScalars) in the element type T: the
 // scalars are cast to T once, as PyTorch's fused CPU kernels do. Every element is
 // independent, so the fast path's OpenMP split cannot change a bit of the result.
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/impl.hpp"
@@ -10,11 +11,19 @@
 
 namespace codistill::kernels::cpu {
 
-// momentum may be null when s.momentum == 0.
+// An out-of-place update writes arrays of at least this many bytes with streaming stores
+// (optimizer.cpp): they pass the caches, which would only hold them for the next step.
+inline constexpr std::size_t kStreamMinBytes = std::size_t{32} << 20;
+
+// momentum may be null when s.momentum == 0. The *_from arrays, where set, are what the
+// update reads instead of the arrays it writes (out of place, kernels::UpdateSource); they
+// are not written, and must not overlap the written arrays.
 template <class T>
-void sgd_update(T* p, const T* g, T* momentum, std::int64_t n, const SgdScalars& s, Impl impl = Impl::fast);
+void sgd_update(T* p, const T* g, T* momentum, std::int64_t n, const SgdScalars& s, Impl impl = Impl::fast,
+                const T* p_from = nullptr, const T* momentum_from = nullptr);
 
 template <class T>
-void adamw_update(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamWScalars& s, Impl impl = Impl::fast);
+void adamw_update(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamWScalars& s, Impl impl = Impl::fast,
+                  const T* p_from = nullptr, const T* m_from = nullptr, const T* v_from = nullptr);
 
 }  // namespace codistill::kernels::cpu

@@ -133,9 +133,9 @@ class CudaBackend final : public kernels::Backend {
                                         Tensor* dhidden, Tensor* dweight, Tensor* dbias,
                                         const DistillHeadParams& p, kernels::Queue& q) override;
   void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const kernels::SgdScalars& s,
-                  kernels::Queue& q) override;
+                  const UpdateSource& from, kernels::Queue& q) override;
   void adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v,
-                    const kernels::AdamWScalars& s, kernels::Queue& q) override;
+                    const kernels::AdamWScalars& s, const UpdateSource& from, kernels::Queue& q) override;
 
  private:
   // The queue as this backend's own (throws std::invalid_argument for another backend's).

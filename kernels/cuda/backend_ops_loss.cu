@@ -92,8 +92,19 @@ DistillLossResult CudaBackend::linear_distill_head(const Tensor& hidden, const T
 
 // ---- optimizers: one slice, one launch ---------------------------------------------------------
 
+// Out of place (UpdateSource), the state is first copied into the written tensors on the
+// queue and then updated in place: one device copy more than the CPU loops, which read one
+// array and write the other. No caller updates a device arena out of place today (its
+// checkpoints copy the state to the host at the step, engine/worker_state.hpp); the copy
+// keeps the kernels, and their SIMT tests, as they are.
+static void copy_update_source(Tensor& value, Tensor* m, Tensor* v, const UpdateSource& from, kernels::Queue& q) {
+  if (from.value) q.copy(value, *from.value);
+  if (from.m) q.copy(*m, *from.m);
+  if (from.v) q.copy(*v, *from.v);
+}
+
 void CudaBackend::sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum,
-                             const kernels::SgdScalars& s, kernels::Queue& q) {
+                             const kernels::SgdScalars& s, const UpdateSource& from, kernels::Queue& q) {
   const char* op = "sgd_update";
   CudaQueue& cq = queue_of(q, op);
   require_support(*this, Op::sgd_update, value.dtype(), op);
@@ -101,6 +112,8 @@ void CudaBackend::sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum
   expect(value, cq.device(), DType::f32, n, op, "value");
   expect(grad, cq.device(), DType::f32, n, op, "grad");
   if (momentum) expect(*momentum, cq.device(), DType::f32, n, op, "momentum");
+  check_update_source(from, value, momentum, nullptr, op);
+  copy_update_source(value, momentum, nullptr, from, q);
   // The casts of the CPU path's float instantiation (codistill/optim/sgd.cpp).
   cuda::SgdScalars sc;
   sc.lr = static_cast<float>(s.lr);
@@ -116,7 +129,7 @@ void CudaBackend::sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum
 }
 
 void CudaBackend::adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v,
-                               const kernels::AdamWScalars& s, kernels::Queue& q) {
+                               const kernels::AdamWScalars& s, const UpdateSource& from, kernels::Queue& q) {
   const char* op = "adamw_update";
   CudaQueue& cq = queue_of(q, op);
   require_support(*this, Op::adamw_update, value.dtype(), op);
@@ -125,6 +138,8 @@ void CudaBackend::adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Ten
   expect(grad, cq.device(), DType::f32, n, op, "grad");
   expect(m, cq.device(), DType::f32, n, op, "m");
   expect(v, cq.device(), DType::f32, n, op, "v");
+  check_update_source(from, value, &m, &v, op);
+  copy_update_source(value, &m, &v, from, q);
   // The casts of the CPU path's float instantiation (codistill/optim/adamw.cpp).
   cuda::AdamWScalars sc;
   sc.decay = static_cast<float>(s.decay);

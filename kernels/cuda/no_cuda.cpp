@@ -220,8 +220,11 @@ class NoCudaBackend final : public Backend {
                                         Queue&) override {
     unavailable();
   }
-  void sgd_update(Tensor&, const Tensor&, Tensor*, const SgdScalars&, Queue&) override { unavailable(); }
-  void adamw_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWScalars&, Queue&) override {
+  void sgd_update(Tensor&, const Tensor&, Tensor*, const SgdScalars&, const UpdateSource&, Queue&) override {
+    unavailable();
+  }
+  void adamw_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWScalars&, const UpdateSource&,
+                    Queue&) override {
     unavailable();
   }
 };

@@ -48,6 +48,26 @@ TEST_CASE("a snapshot can own tensors without copying them", "[checkpoint][async
                   std::invalid_argument);
 }
 
+TEST_CASE("snapshot_sharing shares what lies in the given blocks and copies the rest", "[checkpoint][async]") {
+  auto block = kernels::Tensor::from_vector({8}, std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7});
+  std::vector<float> other{9, 8};
+  CheckpointView view;
+  view.params.push_back(TensorRef::of<float>("a/weight", {2, 2}, block.data<float>() + 2));
+  view.params.push_back(TensorRef::of<float>("b/weight", {2}, other.data()));
+  view.optimizer.push_back(TensorRef::of<float>("a/weight/momentum", {4}, block.data<float>() + 4));
+  CheckpointData d = snapshot_sharing(view, {block});
+  REQUIRE(d.params.size() == 2);
+  CHECK(d.params[0].data() == block.data<float>() + 2);  // shared
+  CHECK(d.params[0].shape == kernels::Shape{2, 2});
+  CHECK(d.params[0].values<float>()[3] == 5.0f);
+  CHECK(d.optimizer[0].data() == block.data<float>() + 4);
+  CHECK(d.params[1].data() != other.data());  // copied
+  other[0] = -1;
+  CHECK(d.params[1].values<float>()[0] == 9.0f);
+  block = kernels::Tensor();  // the snapshot keeps the block alive
+  CHECK(d.optimizer[0].values<float>()[3] == 7.0f);
+}
+
 TEST_CASE("a busy writer waits or skips, and failures come back as outcomes", "[checkpoint][async]") {
   test::TempDir dir;
   test::SampleCheckpoint sample;

@@ -195,3 +195,63 @@ TEST_CASE("optimizer kinds and hyperparameters are validated", "[optim]") {
   CHECK_THROWS_AS(make_optimizer(adamw(0.9, 1.0, 1e-8, 0), prob.model), std::invalid_argument);
   CHECK_THROWS_AS(make_optimizer(adamw(0.9, 0.999, 0, 0), prob.model), std::invalid_argument);
 }
+
+// What an asynchronous checkpoint relies on (engine/checkpointing.hpp): an out-of-place step
+// is the step in place, bit for bit, its result lands in the given blocks, which the model
+// and the optimizer use from then on, and the blocks it read come back holding the state
+// before it.
+TEST_CASE("step_into is step, written into new blocks, the old ones kept as they were", "[optim]") {
+  for (const Case& c : cases()) {
+    INFO(c.name);
+    Problem straight(DType::f32), swapped(DType::f32);
+    auto a = make_optimizer(c.cfg, straight.model);
+    auto b = make_optimizer(c.cfg, swapped.model);
+    for (int s = 0; s < 3; ++s) {
+      straight.compute_grad();
+      a->step(c.lrs[s]);
+      swapped.compute_grad();
+      if (s != 1) {
+        b->step(c.lrs[s]);
+        continue;
+      }
+      const OptimizerBlocks live = b->live_blocks();
+      const Tensor values_kept = live.values.clone();
+      std::map<std::string, Tensor> slots_kept;
+      for (const auto& [name, t] : live.slots) slots_kept[name] = t.clone();
+      OptimizerBlocks into = b->blocks_like();
+      into.values.fill(std::nan(""));  // every element must be written
+      for (auto& [name, t] : into.slots) t.fill(std::nan(""));
+      const void* into_values = into.values.raw();
+      OptimizerBlocks before = b->step_into(c.lrs[s], std::move(into));
+      CHECK(before.values.same_memory(live.values));
+      CHECK(std::memcmp(before.values.raw(), values_kept.raw(), values_kept.nbytes()) == 0);
+      for (const auto& [name, t] : slots_kept) {
+        INFO(name);
+        CHECK(std::memcmp(before.slots.at(name).raw(), t.raw(), t.nbytes()) == 0);
+      }
+      CHECK(swapped.value->raw() == into_values);  // the model's view follows the new block
+      CHECK(swapped.model.arena().values().raw() == into_values);
+    }
+    CHECK(a->steps_taken() == b->steps_taken());
+    CHECK(std::memcmp(straight.value->raw(), swapped.value->raw(), straight.value->nbytes()) == 0);
+    for (auto& [path, slots] : a->state())
+      for (auto& [slot, tensor] : slots)
+        CHECK(std::memcmp(tensor->raw(), b->state().at(path).at(slot)->raw(), tensor->nbytes()) == 0);
+  }
+}
+
+TEST_CASE("step_into refuses blocks of another layout and changes nothing", "[optim]") {
+  Problem prob(DType::f32);
+  auto opt = make_optimizer(sgd(0.9, false, 0), prob.model);
+  prob.compute_grad();
+  const Tensor kept = prob.value->clone();
+  OptimizerBlocks wrong = opt->blocks_like();
+  wrong.values = Tensor::zeros({5});
+  CHECK_THROWS_WITH(opt->step_into(0.1, std::move(wrong)), Catch::Matchers::Contains("laid out like the live one"));
+  OptimizerBlocks no_slot = opt->blocks_like();
+  no_slot.slots.clear();
+  CHECK_THROWS_WITH(opt->step_into(0.1, std::move(no_slot)), Catch::Matchers::Contains("another set of slots"));
+  CHECK_THROWS_WITH(opt->step_into(0.1, opt->live_blocks()), Catch::Matchers::Contains("is the live block"));
+  CHECK(std::memcmp(prob.value->raw(), kept.raw(), kept.nbytes()) == 0);
+  CHECK(opt->steps_taken() == 0);
+}

@@ -1,8 +1,11 @@
 #pragma once
 // Op cases of the optimizer updates (kernels/ops.hpp): several steps of SGD (momentum 0 and
 // 0.9, Nesterov on and off, with and without weight decay) and AdamW over flat tensors of
-// odd sizes, an empty one and an unaligned one. See op_case.hpp.
+// odd sizes, an empty one and an unaligned one; some with their second step out of place
+// (kernels::UpdateSource) into poisoned tensors, whose sources must come out unchanged.
+// See op_case.hpp.
 #include <cmath>
+#include <utility>
 
 #include "op_case.hpp"
 
@@ -10,22 +13,33 @@ namespace codistill::test::ops {
 
 class SgdCase final : public OpCase {
  public:
-  SgdCase(std::int64_t n, double momentum, bool nesterov, double weight_decay)
-      : n_(n), mu_(momentum), nesterov_(nesterov), wd_(weight_decay) {}
+  SgdCase(std::int64_t n, double momentum, bool nesterov, double weight_decay, bool out_of_place = false)
+      : n_(n), mu_(momentum), nesterov_(nesterov), wd_(weight_decay), out_of_place_(out_of_place) {}
   std::string name() const override {
     return "sgd_update " + sizes({{"n", n_}}) + " momentum=" + std::to_string(mu_).substr(0, 3) +
-           " nesterov=" + std::to_string(nesterov_) + " wd=" + std::to_string(wd_).substr(0, 4) + " steps=3";
+           " nesterov=" + std::to_string(nesterov_) + " wd=" + std::to_string(wd_).substr(0, 4) + " steps=3" +
+           (out_of_place_ ? " out_of_place" : "");
   }
   std::vector<Op> ops() const override { return {Op::sgd_update}; }
   std::vector<Output> run(Ctx& c) const override {
     Tensor p = c.random({n_}, seed), g = c.random({n_}, seed + 1, -0.1, 0.1);
     Tensor buf = mu_ != 0 ? c.random({n_}, seed + 2, -0.01, 0.01) : Tensor();
+    Tensor p_before, buf_before;  // what the out-of-place step read
     for (int step = 0; step < 3; ++step) {
       const k::SgdScalars s{0.1 / (step + 1), wd_, mu_, nesterov_};
-      c.backend().sgd_update(p, g, buf.defined() ? &buf : nullptr, s, c.q);
+      if (out_of_place_ && step == 1) {
+        p_before = std::exchange(p, c.poison({n_}));
+        if (buf.defined()) buf_before = std::exchange(buf, c.poison({n_}));
+        const k::UpdateSource from{&p_before, buf.defined() ? &buf_before : nullptr, nullptr};
+        c.backend().sgd_update(p, g, buf.defined() ? &buf : nullptr, s, from, c.q);
+      } else {
+        c.backend().sgd_update(p, g, buf.defined() ? &buf : nullptr, s, {}, c.q);
+      }
     }
     std::vector<Output> out{c.out("value", p, c.bound(3))};
     if (buf.defined()) out.push_back(c.out("momentum", buf, c.bound(3)));
+    if (p_before.defined()) out.push_back(c.out("source value", p_before, c.bound(1)));
+    if (buf_before.defined()) out.push_back(c.out("source momentum", buf_before, c.bound(1)));
     return out;
   }
 
@@ -34,6 +48,7 @@ class SgdCase final : public OpCase {
   double mu_;
   bool nesterov_;
   double wd_;
+  bool out_of_place_;
 };
 
 // AdamW::step's scalars for step t (1-based), as codistill/optim computes them.
@@ -51,22 +66,43 @@ inline k::AdamWScalars adamw_scalars(int t, double lr, double b1, double b2, dou
 
 class AdamWCase final : public OpCase {
  public:
-  AdamWCase(std::int64_t n, double weight_decay) : n_(n), wd_(weight_decay) {}
+  AdamWCase(std::int64_t n, double weight_decay, bool out_of_place = false)
+      : n_(n), wd_(weight_decay), out_of_place_(out_of_place) {}
   std::string name() const override {
-    return "adamw_update " + sizes({{"n", n_}}) + " wd=" + std::to_string(wd_).substr(0, 4) + " steps=4";
+    return "adamw_update " + sizes({{"n", n_}}) + " wd=" + std::to_string(wd_).substr(0, 4) + " steps=4" +
+           (out_of_place_ ? " out_of_place" : "");
   }
   std::vector<Op> ops() const override { return {Op::adamw_update}; }
   std::vector<Output> run(Ctx& c) const override {
     Tensor p = c.random({n_}, seed), g = c.random({n_}, seed + 1, -0.1, 0.1);
     Tensor m = c.random({n_}, seed + 2, -0.01, 0.01), v = c.random({n_}, seed + 3, 0.0, 1e-4);  // v >= 0
-    for (int t = 1; t <= 4; ++t) c.backend().adamw_update(p, g, m, v, adamw_scalars(t, 1e-3 * t, 0.9, 0.999, 1e-8, wd_), c.q);
+    Tensor p_before, m_before, v_before;  // what the out-of-place step read
+    for (int t = 1; t <= 4; ++t) {
+      const k::AdamWScalars s = adamw_scalars(t, 1e-3 * t, 0.9, 0.999, 1e-8, wd_);
+      k::UpdateSource from;
+      if (out_of_place_ && t == 2) {
+        p_before = std::exchange(p, c.poison({n_}));
+        m_before = std::exchange(m, c.poison({n_}));
+        v_before = std::exchange(v, c.poison({n_}));
+        from = {&p_before, &m_before, &v_before};
+      }
+      c.backend().adamw_update(p, g, m, v, s, from, c.q);
+    }
     // v (about 1e-4, a sum of non-negative terms): judged on its own scale (floor 0).
-    return {c.out("value", p, c.bound(4)), c.out("m", m, c.bound(4)), c.out("v", v, c.bound(4), 0.0)};
+    std::vector<Output> out{c.out("value", p, c.bound(4)), c.out("m", m, c.bound(4)),
+                            c.out("v", v, c.bound(4), 0.0)};
+    if (out_of_place_) {
+      out.push_back(c.out("source value", p_before, c.bound(1)));
+      out.push_back(c.out("source m", m_before, c.bound(1)));
+      out.push_back(c.out("source v", v_before, c.bound(1), 0.0));
+    }
+    return out;
   }
 
  private:
   std::int64_t n_;
   double wd_;
+  bool out_of_place_;
 };
 
 // ---- the table ----
@@ -82,6 +118,12 @@ inline Cases optimizer_cases() {
       add<SgdCase>(out, dtypes, n, 0.9, true, wd);
     }
     for (double wd : {0.0, 0.01}) add<AdamWCase>(out, dtypes, n, wd);
+  }
+  for (std::int64_t n : {1, 4097, 0, 40001}) {  // the second step out of place
+    add<SgdCase>(out, dtypes, n, 0.0, false, 0.01, true);
+    add<SgdCase>(out, dtypes, n, 0.9, true, 0.01, true);
+    add<SgdCase>(out, dtypes, n, 0.9, false, 0.0, true);
+    add<AdamWCase>(out, dtypes, n, 0.01, true);
   }
   const std::size_t from = out.size();  // unaligned (the scalar prologue)
   add<SgdCase>(out, {DType::f32, DType::bf16}, std::int64_t{131}, 0.9, true, 1e-3);

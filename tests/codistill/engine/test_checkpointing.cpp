@@ -1,0 +1,130 @@
+// The asynchronous checkpoint of a CPU worker (engine/checkpointing.hpp): its state is kept by
+// the next step's out-of-place update instead of a copy. Each checkpoint must hold the state
+// of its own step, exactly what a synchronous write of that step holds, and training must go
+// on as it would without checkpoints in between, whatever the optimizer, with buffers
+// (BatchNorm), with a checkpoint after every step (blocks reused while a write is in flight)
+// and with writes skipped (on_busy: skip).
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/store.hpp"
+#include "codistill/engine/training.hpp"
+#include "support/process.hpp"
+
+using namespace codistill;
+
+namespace {
+
+Config small_config(const std::string& run_dir, const std::string& model_kind, const std::string& optimizer) {
+  Config c;
+  c.run.dir = run_dir;
+  c.run.seed = 5;
+  c.run.threads = 2;
+  c.data.kind = "synthetic";
+  c.data.batch_size = 16;
+  c.data.synthetic_train = 256;
+  c.data.synthetic_test = 64;
+  c.data.synthetic_shape = {1, 8, 8};
+  c.model.kind = model_kind;
+  c.model.hidden = {16};
+  c.model.channels = {4};
+  c.model.kernel_size = 3;
+  c.optimizer.kind = optimizer;
+  c.optimizer.lr = optimizer == "adamw" ? 1e-3 : 0.05;
+  c.optimizer.momentum = 0.9;
+  c.train.steps = 9;
+  c.train.eval_every = 0;
+  c.train.log_every = 100;
+  c.checkpoint.keep = 100;
+  return c;
+}
+
+// Every tensor of the sections that hold state (not the attributes: the config differs).
+void require_same_tensors(const checkpoint::CheckpointData& a, const checkpoint::CheckpointData& b) {
+  for (auto s : {checkpoint::Section::params, checkpoint::Section::buffers, checkpoint::Section::optimizer,
+                 checkpoint::Section::state}) {
+    INFO("section " << checkpoint::section_group(s));
+    REQUIRE(a.section(s).size() == b.section(s).size());
+    for (std::size_t i = 0; i < a.section(s).size(); ++i) {
+      const auto &x = a.section(s)[i], &y = b.section(s)[i];
+      INFO(x.name);
+      REQUIRE(x.name == y.name);
+      REQUIRE(x.nbytes() == y.nbytes());
+      CHECK(std::memcmp(x.data(), y.data(), x.nbytes()) == 0);
+    }
+  }
+}
+
+std::vector<float> final_params(Trainer& t) {
+  std::vector<float> out;
+  for (auto& p : t.model().params()) {
+    const float* v = p.value->data<float>();
+    out.insert(out.end(), v, v + p.value->numel());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("asynchronous checkpoints hold their step's state and leave training unchanged", "[engine][checkpoint]") {
+  struct Variant {
+    std::string model, optimizer;
+    std::int64_t every;
+  };
+  for (const Variant& v : {Variant{"mlp", "sgd", 2}, Variant{"mlp", "adamw", 1}, Variant{"resnet", "sgd", 3},
+                           Variant{"mlp", "sgd", 1}}) {
+    DYNAMIC_SECTION(v.model << " " << v.optimizer << " every " << v.every) {
+      test::TempDir dir;
+      TrainOptions opts;
+      opts.console = false;
+      Config plain = small_config(dir.str("plain"), v.model, v.optimizer);
+      plain.checkpoint.every = 0;  // the end only
+      Trainer p(plain, opts);
+      p.run();
+      Config sync = small_config(dir.str("sync"), v.model, v.optimizer), async = sync;
+      sync.checkpoint.every = async.checkpoint.every = v.every;
+      sync.checkpoint.async = false;
+      async.run.dir = dir.str("async");
+      Trainer s(sync, opts), a(async, opts);
+      s.run();
+      a.run();
+      CHECK(final_params(a) == final_params(p));
+      CHECK(final_params(s) == final_params(p));
+      checkpoint::RunStore sync_store(sync.run.dir), async_store(async.run.dir);
+      const auto sync_files = sync_store.checkpoints(0), async_files = async_store.checkpoints(0);
+      REQUIRE(async_files.size() == static_cast<std::size_t>(9 / v.every + (9 % v.every ? 1 : 0)));
+      REQUIRE(async_files.size() == sync_files.size());
+      for (std::size_t i = 0; i < async_files.size(); ++i) {
+        INFO(async_files[i].path);
+        REQUIRE(async_files[i].step == sync_files[i].step);
+        require_same_tensors(checkpoint::read(async_files[i].path), checkpoint::read(sync_files[i].path));
+      }
+    }
+  }
+}
+
+TEST_CASE("asynchronous checkpoints that skip while a write is in flight still hold their step's state",
+          "[engine][checkpoint]") {
+  test::TempDir dir;
+  TrainOptions opts;
+  opts.console = false;
+  Config async = small_config(dir.str("async"), "mlp", "sgd"), sync = async;
+  async.checkpoint.every = sync.checkpoint.every = 1;
+  async.checkpoint.on_busy = "skip";
+  sync.checkpoint.async = false;
+  sync.run.dir = dir.str("sync");
+  Trainer a(async, opts), s(sync, opts);
+  a.run();
+  s.run();
+  CHECK(final_params(a) == final_params(s));
+  checkpoint::RunStore async_store(async.run.dir);
+  const auto files = async_store.checkpoints(0);
+  REQUIRE_FALSE(files.empty());
+  for (const auto& f : files) {
+    INFO(f.path);
+    require_same_tensors(checkpoint::read(f.path), checkpoint::read(checkpoint::RunStore(sync.run.dir)
+                                                                        .checkpoint_path(0, f.step)));
+  }
+}
