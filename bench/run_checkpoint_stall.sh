@@ -33,7 +33,8 @@ raw="$root/bench/results/checkpoint_stall.txt"
 {
   echo "== checkpoint stall, 100M-parameter MLP, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
   for r in $(seq 1 "$repeats"); do
-    for i in "${!labels[@]}"; do
+    for k in "${!labels[@]}"; do
+      i=$(( (k + r - 1) % ${#labels[@]} ))  # the order rotates each round
       for mode in true false none; do
         echo "-- round $r ${labels[$i]} checkpoint.async=$mode (load $(cut -d' ' -f1-3 /proc/loadavg))"
         set_mode=(--set checkpoint.async=$mode)
@@ -65,7 +66,7 @@ for label in labels:
         write = statistics.mean(e["write_ms"] for e in s if e["step"] != final)
         wall_async = events(label, r, "true", "done")[0]["wall_s"]
         wall_none = events(label, r, "none", "done")[0]["wall_s"]
-        per_ckpt = 1000 * (wall_async - wall_none) / periodic
+        per_ckpt = 1000 * (wall_async - wall_none) / max(periodic, 1)
         stalls.append(stall)
         writes.append(write)
         walls.append(per_ckpt)

@@ -2,10 +2,10 @@
 // Publishes checkpoints on a background thread, so that training goes on while one is
 // written (config checkpoint.async, checkpoint.on_busy: wait | skip).
 //
-// The caller takes a snapshot first: owned copies of everything to save (for CPU tensors
-// TensorValue::copy_of; for GPU tensors a device-to-host copy into TensorValues), which
-// costs one memory copy and is the only stall training sees. The writer owns the
-// snapshot until the file is published.
+// The caller takes a snapshot first: values the writer owns until the file is published
+// (copies, TensorValue::copy_of; or tensors nobody changes meanwhile, shared, such as the
+// blocks an out-of-place optimizer step read: snapshot_sharing, and
+// codistill/engine/checkpointing.hpp for what training waits for).
 #include <condition_variable>
 #include <functional>
 #include <mutex>

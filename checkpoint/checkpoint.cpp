@@ -1,6 +1,8 @@
 #include "checkpoint/checkpoint.hpp"
 
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 namespace codistill::checkpoint {
@@ -78,17 +80,27 @@ void snapshot_into(const CheckpointView& view, CheckpointData& reuse) {
   for (Section s : kSections) copy_section(view.section(s), reuse.section(s));
 }
 
-CheckpointData snapshot_sharing(const CheckpointView& view, const std::vector<kernels::Tensor>& blocks) {
+CheckpointData snapshot_sharing(const CheckpointView& view, const std::vector<kernels::Tensor>& blocks,
+                                const std::vector<kernels::Tensor>* copies) {
+  if (copies && copies->size() != blocks.size())
+    throw std::invalid_argument("snapshot_sharing: " + std::to_string(copies->size()) + " copies of " +
+                                std::to_string(blocks.size()) + " blocks");
+  auto elem_of = [](kernels::DType d) -> std::optional<ElemType> {
+    if (d == kernels::DType::f32) return ElemType::f32;
+    if (d == kernels::DType::f64) return ElemType::f64;
+    return std::nullopt;
+  };
   auto inside = [&](const TensorRef& r) -> TensorValue {
-    const auto* p = static_cast<const std::byte*>(r.data);
-    for (const kernels::Tensor& b : blocks) {
-      const auto* base = static_cast<const std::byte*>(b.raw());
-      const std::size_t elem = kernels::dtype_size(b.dtype());
-      if (!base || r.nbytes() == 0 || elem != elem_size(r.type) || p < base || p + r.nbytes() > base + b.nbytes())
+    const auto p = reinterpret_cast<std::uintptr_t>(r.data);
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      const kernels::Tensor& b = blocks[k];
+      const auto base = reinterpret_cast<std::uintptr_t>(b.raw());
+      if (!base || r.nbytes() == 0 || elem_of(b.dtype()) != r.type || p < base || p + r.nbytes() > base + b.nbytes())
         continue;
-      const auto offset = static_cast<std::size_t>(p - base);
+      const std::uintptr_t offset = p - base, elem = elem_size(r.type);
       if (offset % elem != 0) continue;
-      return TensorValue::from_tensor(r.name, b.view(static_cast<std::int64_t>(offset / elem), r.shape));
+      const kernels::Tensor& source = copies ? (*copies)[k] : b;
+      return TensorValue::from_tensor(r.name, source.view(static_cast<std::int64_t>(offset / elem), r.shape));
     }
     return TensorValue::copy_of(r);
   };

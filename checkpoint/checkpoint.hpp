@@ -87,8 +87,11 @@ CheckpointData snapshot(const CheckpointView& view);
 void snapshot_into(const CheckpointView& view, CheckpointData& reuse);
 // The same without copying what lies in `blocks` (CPU tensors the caller will not change
 // again, e.g. the state an out-of-place optimizer step read): a tensor of the view inside
-// one of them becomes a view sharing it (and keeping it alive); the rest is copied.
-CheckpointData snapshot_sharing(const CheckpointView& view, const std::vector<kernels::Tensor>& blocks);
+// one of them, of its element type, becomes a view sharing it (and keeping it alive); the
+// rest is copied. With `copies` (blocks laid out like `blocks`, holding the same bytes) the
+// views are taken of copies[k] at the same place instead.
+CheckpointData snapshot_sharing(const CheckpointView& view, const std::vector<kernels::Tensor>& blocks,
+                                const std::vector<kernels::Tensor>* copies = nullptr);
 
 struct WriteOptions {
   // Upper bound on the elements of one chunk (4 MiB of float32 by default).

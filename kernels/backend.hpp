@@ -42,15 +42,17 @@ struct HeadTeacher {
 // update, in tensors laid out like the ones written (same numel, dtype and device) and in
 // memory of their own (not overlapping the written tensors). Null members are read in
 // place. An out-of-place update is how an asynchronous checkpoint keeps the state of its
-// step without copying it (codistill/engine/checkpointing.hpp): on the CPU it moves about
-// the bytes of an update in place (streaming stores, kernels/cpu/optimizer.cpp).
+// step without copying it (codistill/engine/checkpointing.hpp): on the CPU, for arrays of
+// kStreamMinBytes (32 MiB) and more, it moves about the bytes of an update in place
+// (streaming stores, kernels/cpu/optimizer.cpp); below, the written lines are read first.
 struct UpdateSource {
   const Tensor* value = nullptr;
   const Tensor* m = nullptr;  // sgd: momentum; adamw: m
   const Tensor* v = nullptr;  // adamw: v
 };
 // Throws std::invalid_argument naming op and the member when a set member is not laid out
-// like its written tensor (numel, dtype, device) or is the same memory (m, v null: unused).
+// like its written tensor (numel, dtype, device) or shares memory with any written tensor
+// (m, v null: the update writes no such tensor).
 void check_update_source(const UpdateSource& from, const Tensor& value, const Tensor* m, const Tensor* v,
                          const char* op);
 

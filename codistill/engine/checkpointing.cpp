@@ -30,11 +30,14 @@ checkpoint::WriteOptions CheckpointManager::write_options_for(std::int64_t step)
 }
 
 struct CheckpointManager::Pending {
-  StateView view;  // borrowed parameters plus copies of the small state, taken at the step
+  // The parameters and slots (the live blocks, or a device's host copy of them) plus copies
+  // of the small state, taken at the step.
+  StateView view;
+  Optimizer* optimizer = nullptr;  // whose live blocks the view borrows
   std::int64_t step = 0;
   std::string path;
-  // The copy on a helper thread; not valid while the snapshot waits for the next update
-  // to be out of place (view.borrows_live_blocks).
+  // The copy of a device's host copy on a helper thread; not valid where the view borrows
+  // the live blocks (the next update keeps them, out of place, or flush() copies them).
   std::future<checkpoint::CheckpointData> copy;
   double stall_ms = 0;
 };
@@ -123,9 +126,10 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
   flush();  // at most one snapshot in the making
   pending_ = std::make_unique<Pending>();
   pending_->view = std::move(sv);
+  pending_->optimizer = w.optimizer;
   pending_->step = w.step;
   pending_->path = path;
-  if (!overlap || !pending_->view.borrows_live_blocks) {
+  if (!pending_->view.borrows_live_blocks) {
     const checkpoint::CheckpointView* view = &pending_->view.view;
     checkpoint::CheckpointData buffer;
     if (!spare_.empty()) {
@@ -148,12 +152,16 @@ void CheckpointManager::flush() {
   try {
     if (pending_->copy.valid()) {
       snapshot = pending_->copy.get();
-    } else {  // no out-of-place update will keep this state: copy it here
-      if (!spare_.empty()) {
-        snapshot = std::move(spare_.back());
-        spare_.pop_back();
-      }
-      checkpoint::snapshot_into(pending_->view.view, snapshot);
+    } else {
+      // No out-of-place update will keep this state (the last step, a stop): the live blocks
+      // are copied into the spare ones, which the write then holds, as after such an update.
+      const OptimizerBlocks live = pending_->optimizer->live_blocks();
+      OptimizerBlocks copy = take_blocks(*pending_->optimizer);
+      copy.values.copy_from(live.values);
+      for (auto& [name, slot] : copy.slots) slot.copy_from(live.slots.at(name));
+      const std::vector<kernels::Tensor> from = block_list(live), to = block_list(copy);
+      snapshot = checkpoint::snapshot_sharing(pending_->view.view, from, &to);
+      lent_[pending_->step] = std::move(copy);
     }
   } catch (const std::exception& e) {  // e.g. out of host memory for the copy
     log_->error("checkpoint at step {} failed while copying the state: {}", pending_->step, e.what());
@@ -171,37 +179,61 @@ std::optional<OptimizerBlocks> CheckpointManager::before_update(Optimizer& optim
     return std::nullopt;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  // The blocks the last out-of-place update read come back once their write is reported;
-  // while one is in flight (checkpoint.on_busy: wait) this waits for it, as the hand-over
-  // below would, rather than fault in a third copy of the state.
-  if (spare_blocks_.empty() && !lent_.empty())
-    for (auto& o : writer_->wait()) report(o);
   std::optional<OptimizerBlocks> into;
-  if (!spare_blocks_.empty()) {
-    into = std::move(spare_blocks_.back());
-    spare_blocks_.pop_back();
-  } else {
-    into = optimizer.blocks_like();
+  try {
+    into = take_blocks(optimizer);
+  } catch (const std::exception& e) {  // e.g. out of host memory for the blocks
+    log_->warn("checkpoint at step {}: no blocks for an out-of-place update ({}); copying the state instead",
+               pending_->step, e.what());
+    pending_->stall_ms += ms_since(t0);
+    flush();
+    return std::nullopt;
   }
   pending_->stall_ms += ms_since(t0);
   return into;
 }
 
+OptimizerBlocks CheckpointManager::take_blocks(Optimizer& optimizer) {
+  // The blocks the last out-of-place update read come back once their write is reported;
+  // while one is in flight (checkpoint.on_busy: wait) this waits for it, as the hand-over
+  // to the writer would, rather than fault in a third copy of the state.
+  if (spare_blocks_.empty() && !lent_.empty())
+    for (auto& o : writer_->wait()) report(o);
+  if (spare_blocks_.empty()) return optimizer.blocks_like();
+  OptimizerBlocks b = std::move(spare_blocks_.back());
+  spare_blocks_.pop_back();
+  return b;
+}
+
+std::vector<kernels::Tensor> CheckpointManager::block_list(const OptimizerBlocks& b) {
+  std::vector<kernels::Tensor> out{b.values};
+  for (const auto& [name, slot] : b.slots) out.push_back(slot);
+  return out;
+}
+
+double CheckpointManager::in_place_update_s() const {
+  if (in_place_update_s_.empty()) return 0.0;  // unknown: the whole out-of-place update counts
+  std::vector<double> v(in_place_update_s_.begin(), in_place_update_s_.end());
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 void CheckpointManager::after_update(std::optional<OptimizerBlocks> before, double update_s) {
   if (!before) {
-    last_update_s_ = update_s;
+    in_place_update_s_.push_back(update_s);
+    if (in_place_update_s_.size() > kUpdateSamples) in_place_update_s_.pop_front();
     return;
   }
   if (!pending_ || pending_->copy.valid())
     throw std::logic_error("CheckpointManager::after_update: an out-of-place update without a snapshot waiting");
   const auto t0 = std::chrono::steady_clock::now();
-  // What the update out of place cost beyond one in place (all of it before the first).
-  pending_->stall_ms += 1000.0 * std::max(0.0, update_s - std::max(0.0, last_update_s_));
-  std::vector<kernels::Tensor> blocks{before->values};
-  for (const auto& [name, slot] : before->slots) blocks.push_back(slot);
+  // What the update out of place took beyond one in place: an estimate against the median
+  // of the last in-place updates (bench/run_checkpoint_stall.sh also times whole runs).
+  pending_->stall_ms += 1000.0 * std::max(0.0, update_s - in_place_update_s());
   checkpoint::CheckpointData snapshot;
   try {
-    snapshot = checkpoint::snapshot_sharing(pending_->view.view, blocks);  // copies the small state only
+    // Views of the blocks the update read; the small state is copied.
+    snapshot = checkpoint::snapshot_sharing(pending_->view.view, block_list(*before));
   } catch (const std::exception& e) {
     log_->error("checkpoint at step {} failed while taking the state: {}", pending_->step, e.what());
     if (last_saved_step_ == pending_->step) last_saved_step_ = -1;

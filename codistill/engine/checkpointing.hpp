@@ -3,6 +3,7 @@
 // to resume from, publishing every checkpoint.every steps (on a background thread when
 // checkpoint.async), retention, and the `checkpoint` metrics events.
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,13 +75,18 @@ class CheckpointManager {
   void flush();
   // Hands the pending snapshot (its copy done) to the writer thread.
   void submit(checkpoint::CheckpointData snapshot, double wait_ms);
+  // Blocks for an out-of-place update or a copy of the live ones: the spare set, once the
+  // write that holds it is done, else new ones.
+  OptimizerBlocks take_blocks(Optimizer& optimizer);
+  static std::vector<kernels::Tensor> block_list(const OptimizerBlocks& b);  // values, then slots
+  double in_place_update_s() const;  // the median of in_place_update_s_
 
   const Config& cfg_;
   std::shared_ptr<spdlog::logger> log_;
   MetricsWriter* metrics_ = nullptr;
   checkpoint::RunStore store_;
   std::unique_ptr<checkpoint::AsyncWriter> writer_;
-  struct Pending;  // a snapshot being copied behind the next step's passes
+  struct Pending;  // a checkpoint's state not handed to the writer yet
   std::unique_ptr<Pending> pending_;
   // Snapshot buffers back from the writer, reused by the next snapshot: copying into memory
   // already touched costs a memcpy, fresh memory costs page faults as well.
@@ -89,7 +95,8 @@ class CheckpointManager {
   // then kept (one set) for the next checkpoint's update to write.
   std::map<std::int64_t, OptimizerBlocks> lent_;
   std::vector<OptimizerBlocks> spare_blocks_;
-  double last_update_s_ = -1;  // the last update in place (unknown: -1)
+  static constexpr std::size_t kUpdateSamples = 9;
+  std::deque<double> in_place_update_s_;  // the last kUpdateSamples updates in place, seconds
   std::map<std::int64_t, double> stall_ms_;  // by step, until the write is reported
   std::int64_t last_saved_step_ = -1;
   int keep_ = 1;  // checkpoint.keep, raised in sync mode (see the constructor)

@@ -110,6 +110,8 @@ StepResult TrainStep::run(std::int64_t step, const std::vector<Teacher*>& teache
   mark(times, StepTimes::reduce);
   std::optional<OptimizerBlocks> into;
   if (hooks.before_update) into = hooks.before_update();
+  if (into && !hooks.after_update)
+    throw std::logic_error("TrainStep: an out-of-place update needs StepHooks::after_update to take the old state");
   mark(times, StepTimes::snapshot_wait);
   const auto update_start = std::chrono::steady_clock::now();
   std::optional<OptimizerBlocks> before;

@@ -100,7 +100,9 @@ struct StepHooks {
   // blocks to reuse). CheckpointManager::before_update.
   std::function<std::optional<OptimizerBlocks>()> before_update;
   // After phase 8: the blocks an out-of-place update read (none after one in place), and the
-  // update's host seconds. CheckpointManager::after_update.
+  // update's host seconds. CheckpointManager::after_update. Set with before_update: the
+  // blocks an out-of-place update read hold the checkpoint's state, and only this hook
+  // gets them.
   std::function<void(std::optional<OptimizerBlocks> before, double update_s)> after_update;
   // Adds this step's phase times (unset: the clock is not read).
   StepTimes* times = nullptr;

@@ -47,9 +47,9 @@ struct WorkerState {
 // A view of the state plus the small state arrays it points into. The checkpoint format
 // reads host memory: each block (parameter arena values, buffers, optimizer slots) is
 // seen through its backend's staging tensor (Backend::staging_for) — on the CPU the block
-// itself, borrowed and valid until the model or optimizer next change; on a device a host
-// copy owned by the view, taken on the model's queue at the step (a few MB cost well under
-// a millisecond), after which the helper-thread copy of CheckpointManager works as on the CPU.
+// itself, borrowed and valid until the model or optimizer next change (CheckpointManager
+// then has the next update write other blocks); on a device a host copy owned by the view,
+// taken on the model's queue at the step, which CheckpointManager copies on a helper thread.
 struct StateView {
   checkpoint::CheckpointView view;
   std::deque<std::vector<std::int64_t>> i64;

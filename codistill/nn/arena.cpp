@@ -90,13 +90,19 @@ void ParamArena::drop_grads(Module& root) {
 }
 
 Tensor ParamArena::replace_values(Module& root, Tensor values) {
+  auto layout = [](const Tensor& t) {
+    return kernels::shape_str(t.shape()) + " " + kernels::dtype_name(t.dtype()) + " on " + t.device().str();
+  };
   if (values.shape() != values_.shape() || values.dtype() != values_.dtype() || values.device() != values_.device())
     throw std::invalid_argument("parameter arena: a replacement value block must be laid out like the live one (" +
-                                kernels::shape_str(values_.shape()) + " " + kernels::dtype_name(values_.dtype()) +
-                                "), got " + kernels::shape_str(values.shape()) + " " +
-                                kernels::dtype_name(values.dtype()));
+                                layout(values_) + "), got " + layout(values));
   std::swap(values, values_);
-  rebind(root);
+  try {
+    rebind(root);
+  } catch (...) {  // the module tree changed: the views stay on the block they were on
+    std::swap(values, values_);
+    throw;
+  }
   return values;
 }
 

@@ -82,11 +82,13 @@ OptimizerBlocks Optimizer::step_into(double lr, OptimizerBlocks into) {
   ParamArena& arena = model_->arena();
   arena.replace_values(model_->root(), std::move(into.values));  // checks the values' layout
   for (auto& [n, t] : into.slots) slots_[n] = std::move(t);
+  const std::int64_t t_before = t_;
   try {
-    update(lr, &before);
+    update(lr, &before);  // the backend checks that nothing it reads overlaps what it writes
   } catch (...) {  // the live state stays what it was
     arena.replace_values(model_->root(), before.values);
     for (const auto& [n, t] : before.slots) slots_[n] = t;
+    t_ = t_before;
     throw;
   }
   return before;

@@ -66,6 +66,22 @@ TEST_CASE("snapshot_sharing shares what lies in the given blocks and copies the 
   CHECK(d.params[1].values<float>()[0] == 9.0f);
   block = kernels::Tensor();  // the snapshot keeps the block alive
   CHECK(d.optimizer[0].values<float>()[3] == 7.0f);
+  // With copies, the views are of the copy at the same place.
+  auto live = kernels::Tensor::from_vector({8}, std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7});
+  const kernels::Tensor copy = live.clone();
+  CheckpointView on_live;
+  on_live.params.push_back(TensorRef::of<float>("a/weight", {2, 2}, live.data<float>() + 2));
+  const std::vector<kernels::Tensor> copies{copy};
+  CheckpointData c = snapshot_sharing(on_live, {live}, &copies);
+  CHECK(c.params[0].data() == copy.data<float>() + 2);
+  CHECK_THROWS_AS(snapshot_sharing(on_live, {live, copy}, &copies), std::invalid_argument);
+  // Inside a block but of another element type: copied, not reinterpreted.
+  auto wide = kernels::Tensor::zeros({4}, kernels::DType::f64);
+  CheckpointView ints;
+  ints.state.push_back(TensorRef::of<std::int64_t>("sampler/position", {2}, static_cast<std::int64_t*>(wide.raw())));
+  CheckpointData i = snapshot_sharing(ints, {wide});
+  CHECK(i.state[0].type == ElemType::i64);
+  CHECK(i.state[0].data() != wide.raw());
 }
 
 TEST_CASE("a busy writer waits or skips, and failures come back as outcomes", "[checkpoint][async]") {

@@ -1,9 +1,10 @@
 // The asynchronous checkpoint of a CPU worker (engine/checkpointing.hpp): its state is kept by
 // the next step's out-of-place update instead of a copy. Each checkpoint must hold the state
 // of its own step, exactly what a synchronous write of that step holds, and training must go
-// on as it would without checkpoints in between, whatever the optimizer, with buffers
-// (BatchNorm), with a checkpoint after every step (blocks reused while a write is in flight)
-// and with writes skipped (on_busy: skip).
+// on as it would without checkpoints in between, whatever the optimizer (with slots or
+// none), with buffers (BatchNorm), with a checkpoint after every step (blocks reused while a
+// write is in flight), with writes skipped (on_busy: skip) or failing, and for the final
+// checkpoint, which no update follows (copied into the spare blocks).
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -17,7 +18,8 @@ using namespace codistill;
 
 namespace {
 
-Config small_config(const std::string& run_dir, const std::string& model_kind, const std::string& optimizer) {
+Config small_config(const std::string& run_dir, const std::string& model_kind, const std::string& optimizer,
+                    double momentum = 0.9) {
   Config c;
   c.run.dir = run_dir;
   c.run.seed = 5;
@@ -33,8 +35,8 @@ Config small_config(const std::string& run_dir, const std::string& model_kind, c
   c.model.kernel_size = 3;
   c.optimizer.kind = optimizer;
   c.optimizer.lr = optimizer == "adamw" ? 1e-3 : 0.05;
-  c.optimizer.momentum = 0.9;
-  c.train.steps = 9;
+  c.optimizer.momentum = momentum;
+  c.train.steps = 8;
   c.train.eval_every = 0;
   c.train.log_every = 100;
   c.checkpoint.keep = 100;
@@ -71,30 +73,35 @@ std::vector<float> final_params(Trainer& t) {
 TEST_CASE("asynchronous checkpoints hold their step's state and leave training unchanged", "[engine][checkpoint]") {
   struct Variant {
     std::string model, optimizer;
+    double momentum;
     std::int64_t every;
   };
-  for (const Variant& v : {Variant{"mlp", "sgd", 2}, Variant{"mlp", "adamw", 1}, Variant{"resnet", "sgd", 3},
-                           Variant{"mlp", "sgd", 1}}) {
-    DYNAMIC_SECTION(v.model << " " << v.optimizer << " every " << v.every) {
+  // 8 steps: an odd number of periodic checkpoints (those before step 8) each followed by an
+  // out-of-place update, so the run ends on the other value block than it started with.
+  for (const Variant& v : {Variant{"mlp", "sgd", 0.9, 2}, Variant{"mlp", "adamw", 0.0, 1},
+                           Variant{"resnet", "sgd", 0.9, 5}, Variant{"mlp", "sgd", 0.0, 2}}) {
+    DYNAMIC_SECTION(v.model << " " << v.optimizer << " momentum " << v.momentum << " every " << v.every) {
       test::TempDir dir;
       TrainOptions opts;
       opts.console = false;
-      Config plain = small_config(dir.str("plain"), v.model, v.optimizer);
+      Config plain = small_config(dir.str("plain"), v.model, v.optimizer, v.momentum);
       plain.checkpoint.every = 0;  // the end only
       Trainer p(plain, opts);
       p.run();
-      Config sync = small_config(dir.str("sync"), v.model, v.optimizer), async = sync;
+      Config sync = small_config(dir.str("sync"), v.model, v.optimizer, v.momentum), async = sync;
       sync.checkpoint.every = async.checkpoint.every = v.every;
       sync.checkpoint.async = false;
       async.run.dir = dir.str("async");
       Trainer s(sync, opts), a(async, opts);
       s.run();
+      const void* first_block = a.model().arena().values().raw();
       a.run();
+      CHECK(a.model().arena().values().raw() != first_block);  // the out-of-place path ran
       CHECK(final_params(a) == final_params(p));
       CHECK(final_params(s) == final_params(p));
       checkpoint::RunStore sync_store(sync.run.dir), async_store(async.run.dir);
       const auto sync_files = sync_store.checkpoints(0), async_files = async_store.checkpoints(0);
-      REQUIRE(async_files.size() == static_cast<std::size_t>(9 / v.every + (9 % v.every ? 1 : 0)));
+      REQUIRE(async_files.size() == static_cast<std::size_t>(7 / v.every + 1));
       REQUIRE(async_files.size() == sync_files.size());
       for (std::size_t i = 0; i < async_files.size(); ++i) {
         INFO(async_files[i].path);
@@ -102,6 +109,32 @@ TEST_CASE("asynchronous checkpoints hold their step's state and leave training u
         require_same_tensors(checkpoint::read(async_files[i].path), checkpoint::read(sync_files[i].path));
       }
     }
+  }
+}
+
+TEST_CASE("an asynchronous checkpoint whose write fails leaves the others and training as they were",
+          "[engine][checkpoint]") {
+  test::TempDir dir;
+  Config async = small_config(dir.str("async"), "mlp", "sgd"), sync = async;
+  async.checkpoint.every = sync.checkpoint.every = 2;
+  sync.checkpoint.async = false;
+  sync.run.dir = dir.str("sync");
+  TrainOptions opts;
+  opts.console = false;
+  TrainOptions failing = opts;
+  failing.checkpoint_faults.fail_steps = {4};  // part-way, as on a full disk
+  Trainer a(async, failing), s(sync, opts);
+  a.run();
+  s.run();
+  CHECK(final_params(a) == final_params(s));
+  const auto files = checkpoint::RunStore(async.run.dir).checkpoints(0);
+  std::vector<std::int64_t> steps;
+  for (const auto& f : files) steps.push_back(f.step);
+  CHECK(steps == std::vector<std::int64_t>{2, 6, 8});
+  for (const auto& f : files) {
+    INFO(f.path);
+    require_same_tensors(checkpoint::read(f.path),
+                         checkpoint::read(checkpoint::RunStore(sync.run.dir).checkpoint_path(0, f.step)));
   }
 }
 

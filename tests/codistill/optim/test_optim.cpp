@@ -214,6 +214,7 @@ TEST_CASE("step_into is step, written into new blocks, the old ones kept as they
         b->step(c.lrs[s]);
         continue;
       }
+      b->state();  // the per-parameter slot views are cached: they must follow the new blocks
       const OptimizerBlocks live = b->live_blocks();
       const Tensor values_kept = live.values.clone();
       std::map<std::string, Tensor> slots_kept;
@@ -231,6 +232,8 @@ TEST_CASE("step_into is step, written into new blocks, the old ones kept as they
       }
       CHECK(swapped.value->raw() == into_values);  // the model's view follows the new block
       CHECK(swapped.model.arena().values().raw() == into_values);
+      for (auto& [path, slots] : b->state())
+        for (auto& [slot, tensor] : slots) CHECK(tensor->raw() != before.slots.at(slot).raw());
     }
     CHECK(a->steps_taken() == b->steps_taken());
     CHECK(std::memcmp(straight.value->raw(), swapped.value->raw(), straight.value->nbytes()) == 0);
