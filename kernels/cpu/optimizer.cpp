@@ -171,10 +171,12 @@ CODISTILL_OPT_INLINE void span(const AdamW<T>& a, std::int64_t lo, std::int64_t 
 // Out of place, nothing reads the written arrays before the update writes them: ordinary
 // stores would first read each of their lines into the cache (read for ownership), a third
 // more memory traffic than the update in place. Streaming stores write the lines without
-// reading them (100M parameters with momentum, 2 threads, on the 2026-11 Intel host:
-// ordinary stores 85-88 ms against 50-56 in place; 16-byte streaming stores 61-67 ms, and
-// the widest the ISA has 48-54 ms against 43-47 in place). Only for arrays past the caches
-// (a small model's next step would read them back from memory): kStreamMinBytes per array.
+// reading them. 100M parameters with momentum, 2 threads, on the 2026-11 Intel host: 51-52
+// ms out of place against 45-47 in place (bench/bench_optimizer_update,
+// bench/results/optimizer_update_s19.txt); while this was written, ordinary stores took
+// 85-88 ms against 50-56 in place, and 16-byte streaming stores 61-67. Only for arrays past
+// the caches (a small model's next step would read them back from memory): kStreamMinBytes
+// per array.
 // span with streaming stores: each whole block of the written arrays is computed into L1
 // buffers by span (the same arithmetic, so the same bits) and streamed out; the elements
 // before the first cache-line boundary and after the last whole block are written as usual.
