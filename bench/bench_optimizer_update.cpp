@@ -1,7 +1,8 @@
 // The optimizer update in place against out of place (kernels::UpdateSource: what the step
 // after an asynchronous checkpoint runs on the CPU, instead of copying the state), over one
-// flat arena of N parameters with SGD momentum, and against a memcpy of the same state (the
-// copy the out-of-place update replaces). The three alternate, R rounds; best and median ms.
+// flat arena of N parameters with SGD momentum (or AdamW), and against a memcpy of the same
+// state on one thread (the helper-thread copy the out-of-place update replaces). Below
+// kernels::cpu::kStreamMinBytes per array the out-of-place update does not stream. The three alternate, R rounds; best and median ms.
 //   bench_optimizer_update [--params N] [--threads T] [--rounds R] [--adamw 1]
 // Out of place writes blocks already touched (as the trainer's spare blocks are), so page
 // faults are not timed.
@@ -88,7 +89,7 @@ int main(int argc, char** argv) try {
               params, threads, rounds, kernels::cpu::isa_name(kernels::cpu::chosen_isa()));
   report("update in place", in_place);
   report("update out of place", out_of_place);
-  report("memcpy of the state (for reference)", copy);
+  report("memcpy of the state (1 thread)", copy);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_optimizer_update: %s\n", e.what());

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <future>
+#include <new>
 
 #include "codistill/engine/run_dir.hpp"
 
@@ -96,24 +97,7 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
   StateView sv = make_state_view(w);
   last_saved_step_ = w.step;
   if (!writer_) {
-    checkpoint::WriteOutcome o;
-    o.path = path;
-    o.step = w.step;
-    try {
-      o.result = checkpoint::write(path, sv.view, write_options_for(w.step));
-      o.ok = true;
-      store_.retain(cfg_.run.worker, keep_, w.step);
-      try {
-        store_.cleanup_temp_files(cfg_.run.worker);  // see after_publish below
-      } catch (const std::exception& e) {
-        log_->warn("after checkpoint {}: {}", w.step, e.what());
-      }
-    } catch (const std::exception& e) {
-      o.error = e.what();
-    }
-    o.write_ms = ms_since(t0);
-    stall_ms_[w.step] = o.write_ms;
-    report(o);
+    write_here(sv.view, w.step, path, t0);
     return;
   }
   const bool wait = cfg_.checkpoint.on_busy == "wait";
@@ -145,10 +129,34 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
   if (!overlap) flush();
 }
 
+void CheckpointManager::write_here(const checkpoint::CheckpointView& view, std::int64_t step,
+                                   const std::string& path, std::chrono::steady_clock::time_point t0) {
+  checkpoint::WriteOutcome o;
+  o.path = path;
+  o.step = step;
+  try {
+    o.result = checkpoint::write(path, view, write_options_for(step));
+    o.ok = true;
+    store_.retain(cfg_.run.worker, keep_, step);
+    try {
+      store_.cleanup_temp_files(cfg_.run.worker);  // see after_publish in submit()
+    } catch (const std::exception& e) {
+      log_->warn("after checkpoint {}: {}", step, e.what());
+    }
+  } catch (const std::exception& e) {
+    o.error = e.what();
+  }
+  o.write_ms = ms_since(t0);
+  stall_ms_[step] = o.write_ms;
+  report(o);
+}
+
 void CheckpointManager::flush() {
   if (!pending_) return;
   const auto t0 = std::chrono::steady_clock::now();
   checkpoint::CheckpointData snapshot;
+  if (!pending_->copy.valid()) collect_lent_blocks();  // outside the try: a metrics failure ends the run
+  std::optional<OptimizerBlocks> copy;
   try {
     if (pending_->copy.valid()) {
       snapshot = pending_->copy.get();
@@ -156,15 +164,16 @@ void CheckpointManager::flush() {
       // No out-of-place update will keep this state (the last step, a stop): the live blocks
       // are copied into the spare ones, which the write then holds, as after such an update.
       const OptimizerBlocks live = pending_->optimizer->live_blocks();
-      OptimizerBlocks copy = take_blocks(*pending_->optimizer);
-      copy.values.copy_from(live.values);
-      for (auto& [name, slot] : copy.slots) slot.copy_from(live.slots.at(name));
-      const std::vector<kernels::Tensor> from = block_list(live), to = block_list(copy);
+      copy = spare_or_new_blocks(*pending_->optimizer);
+      copy->values.copy_from(live.values);
+      for (auto& [name, slot] : copy->slots) slot.copy_from(live.slots.at(name));
+      const std::vector<kernels::Tensor> from = block_list(live), to = block_list(*copy);
       snapshot = checkpoint::snapshot_sharing(pending_->view.view, from, &to);
-      lent_[pending_->step] = std::move(copy);
+      lent_[pending_->step] = std::move(*copy);
     }
   } catch (const std::exception& e) {  // e.g. out of host memory for the copy
     log_->error("checkpoint at step {} failed while copying the state: {}", pending_->step, e.what());
+    if (copy && copy->values.defined()) spare_blocks_.push_back(std::move(*copy));
     if (last_saved_step_ == pending_->step) last_saved_step_ = -1;
     pending_.reset();
     return;
@@ -179,26 +188,35 @@ std::optional<OptimizerBlocks> CheckpointManager::before_update(Optimizer& optim
     return std::nullopt;
   }
   const auto t0 = std::chrono::steady_clock::now();
+  collect_lent_blocks();
   std::optional<OptimizerBlocks> into;
   try {
-    into = take_blocks(optimizer);
-  } catch (const std::exception& e) {  // e.g. out of host memory for the blocks
-    log_->warn("checkpoint at step {}: no blocks for an out-of-place update ({}); copying the state instead",
+    const auto& no_memory = faults_.no_memory_steps;
+    if (std::find(no_memory.begin(), no_memory.end(), pending_->step) != no_memory.end()) throw std::bad_alloc();
+    into = spare_or_new_blocks(optimizer);
+  } catch (const std::exception& e) {  // out of host memory for the blocks
+    // The live blocks are still the checkpoint's state: written from here, on this thread
+    // (the writer is idle: collect_lent_blocks, or nothing was lent), before the update.
+    log_->warn("checkpoint at step {}: no memory for an out-of-place update ({}); writing it synchronously",
                pending_->step, e.what());
-    pending_->stall_ms += ms_since(t0);
-    flush();
+    for (auto& o : writer_->wait()) report(o);
+    write_here(pending_->view.view, pending_->step, pending_->path, t0);  // its stall: the write
+    pending_.reset();
     return std::nullopt;
   }
   pending_->stall_ms += ms_since(t0);
   return into;
 }
 
-OptimizerBlocks CheckpointManager::take_blocks(Optimizer& optimizer) {
+void CheckpointManager::collect_lent_blocks() {
   // The blocks the last out-of-place update read come back once their write is reported;
   // while one is in flight (checkpoint.on_busy: wait) this waits for it, as the hand-over
   // to the writer would, rather than fault in a third copy of the state.
   if (spare_blocks_.empty() && !lent_.empty())
     for (auto& o : writer_->wait()) report(o);
+}
+
+OptimizerBlocks CheckpointManager::spare_or_new_blocks(Optimizer& optimizer) {
   if (spare_blocks_.empty()) return optimizer.blocks_like();
   OptimizerBlocks b = std::move(spare_blocks_.back());
   spare_blocks_.pop_back();

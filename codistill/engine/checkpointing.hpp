@@ -2,6 +2,7 @@
 // A worker's checkpoints during training (DESIGN.md sections 3 and 5): finding the point
 // to resume from, publishing every checkpoint.every steps (on a background thread when
 // checkpoint.async), retention, and the `checkpoint` metrics events.
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -75,9 +76,14 @@ class CheckpointManager {
   void flush();
   // Hands the pending snapshot (its copy done) to the writer thread.
   void submit(checkpoint::CheckpointData snapshot, double wait_ms);
-  // Blocks for an out-of-place update or a copy of the live ones: the spare set, once the
-  // write that holds it is done, else new ones.
-  OptimizerBlocks take_blocks(Optimizer& optimizer);
+  // Blocks for an out-of-place update or a copy of the live ones: the spare set (after
+  // collect_lent_blocks(), which waits for the write that holds it), else new ones.
+  void collect_lent_blocks();
+  OptimizerBlocks spare_or_new_blocks(Optimizer& optimizer);
+  // Writes on this thread (synchronous mode; an asynchronous one without memory for its
+  // out-of-place update) and reports; failures are logged.
+  void write_here(const checkpoint::CheckpointView& view, std::int64_t step, const std::string& path,
+                  std::chrono::steady_clock::time_point t0);
   static std::vector<kernels::Tensor> block_list(const OptimizerBlocks& b);  // values, then slots
   double in_place_update_s() const;  // the median of in_place_update_s_
 

@@ -173,8 +173,9 @@ CODISTILL_OPT_INLINE void span(const AdamW<T>& a, std::int64_t lo, std::int64_t 
 // more memory traffic than the update in place. Streaming stores write the lines without
 // reading them. 100M parameters with momentum, 2 threads, on the 2026-11 Intel host: 51-52
 // ms out of place against 45-47 in place (bench/bench_optimizer_update,
-// bench/results/optimizer_update_s19.txt); while this was written, ordinary stores took
-// 85-88 ms against 50-56 in place, and 16-byte streaming stores 61-67. Only for arrays past
+// bench/results/optimizer_update_s19.txt); while this was written (timings not kept in a
+// raw file), ordinary stores took 85-88 ms against 50-56 in place, and 16-byte streaming
+// stores 61-67. Only for arrays past
 // the caches (a small model's next step would read them back from memory): kStreamMinBytes
 // per array.
 // span with streaming stores: each whole block of the written arrays is computed into L1

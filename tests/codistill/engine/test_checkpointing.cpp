@@ -112,7 +112,7 @@ TEST_CASE("asynchronous checkpoints hold their step's state and leave training u
   }
 }
 
-TEST_CASE("an asynchronous checkpoint whose write fails leaves the others and training as they were",
+TEST_CASE("an asynchronous checkpoint whose write fails, or which finds no memory, leaves training as it was",
           "[engine][checkpoint]") {
   test::TempDir dir;
   Config async = small_config(dir.str("async"), "mlp", "sgd"), sync = async;
@@ -123,6 +123,8 @@ TEST_CASE("an asynchronous checkpoint whose write fails leaves the others and tr
   opts.console = false;
   TrainOptions failing = opts;
   failing.checkpoint_faults.fail_steps = {4};  // part-way, as on a full disk
+  // No memory for the update after step 6's checkpoint: written synchronously instead.
+  failing.checkpoint_faults.no_memory_steps = {6};
   Trainer a(async, failing), s(sync, opts);
   a.run();
   s.run();
@@ -131,6 +133,8 @@ TEST_CASE("an asynchronous checkpoint whose write fails leaves the others and tr
   std::vector<std::int64_t> steps;
   for (const auto& f : files) steps.push_back(f.step);
   CHECK(steps == std::vector<std::int64_t>{2, 6, 8});
+  const std::string log = test::read_text(dir.str("async/worker-000/train.log"));
+  CHECK_THAT(log, Catch::Matchers::Contains("checkpoint at step 6: no memory for an out-of-place update"));
   for (const auto& f : files) {
     INFO(f.path);
     require_same_tensors(checkpoint::read(f.path),
