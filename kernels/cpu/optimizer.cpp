@@ -169,19 +169,19 @@ CODISTILL_OPT_INLINE void span(const AdamW<T>& a, std::int64_t lo, std::int64_t 
 }
 
 // Out of place, nothing reads the written arrays before the update writes them: ordinary
-// stores would first read each of their lines into the cache (read for ownership), a third
-// more memory traffic than the update in place. Streaming stores write the lines without
-// reading them. 100M parameters with momentum, 2 threads, on the 2026-11 Intel host: 51-52
-// ms out of place against 45-47 in place (bench/bench_optimizer_update,
-// bench/results/optimizer_update_s19.txt); while this was written (timings not kept in a
-// raw file), ordinary stores took 85-88 ms against 50-56 in place, and 16-byte streaming
-// stores 61-67. Only for arrays past
-// the caches (a small model's next step would read them back from memory): kStreamMinBytes
-// per array.
-// span with streaming stores: each whole block of the written arrays is computed into L1
-// buffers by span (the same arithmetic, so the same bits) and streamed out; the elements
-// before the first cache-line boundary and after the last whole block are written as usual.
-// Where the written arrays are not aligned alike, everything is.
+// stores would first read each of their lines into the cache (read for ownership), about 40%
+// more memory traffic than the update in place (SGD with momentum: 28 bytes per element
+// against 20). Streaming stores write the lines without reading them. 100M parameters with
+// momentum, 2 threads, on the 2026-11 Intel host: 51-52 ms out of place against 45-47 in
+// place (bench/bench_optimizer_update, bench/results/optimizer_update_s19.txt); while this
+// was written (timings not kept in a raw file), ordinary stores took 85-88 ms against 50-56
+// in place, and 16-byte streaming stores 61-67. Only for arrays past the caches (a small
+// model's next step would read them back from memory): kStreamMinBytes per array.
+//
+// span_streamed: each whole block of the written arrays is computed into L1 buffers by span
+// (the same arithmetic, so the same bits) and streamed out; the elements before the first
+// cache-line boundary and after the last whole block are written as usual. Where the
+// written arrays are not aligned alike, everything is.
 template <class S, class A>
 CODISTILL_OPT_INLINE void span_streamed(const A& a, std::int64_t lo, std::int64_t hi) {
   using T = typename A::value_type;

@@ -13,6 +13,7 @@
 #include "checkpoint/store.hpp"
 #include "codistill/engine/training.hpp"
 #include "support/process.hpp"
+#include "support/small_run.hpp"
 
 using namespace codistill;
 
@@ -20,25 +21,19 @@ namespace {
 
 Config small_config(const std::string& run_dir, const std::string& model_kind, const std::string& optimizer,
                     double momentum = 0.9) {
-  Config c;
-  c.run.dir = run_dir;
-  c.run.seed = 5;
-  c.run.threads = 2;
-  c.data.kind = "synthetic";
-  c.data.batch_size = 16;
-  c.data.synthetic_train = 256;
-  c.data.synthetic_test = 64;
-  c.data.synthetic_shape = {1, 8, 8};
-  c.model.kind = model_kind;
-  c.model.hidden = {16};
-  c.model.channels = {4};
-  c.model.kernel_size = 3;
+  test::SmallRun s;
+  s.model = model_kind;
+  s.seed = 5;
+  s.batch = 16;
+  s.train_examples = 256;
+  s.test_examples = 64;
+  s.hidden = 16;
+  s.steps = 8;
+  s.log_every = 100;
+  Config c = test::small_run_config(run_dir, s);
   c.optimizer.kind = optimizer;
   c.optimizer.lr = optimizer == "adamw" ? 1e-3 : 0.05;
   c.optimizer.momentum = momentum;
-  c.train.steps = 8;
-  c.train.eval_every = 0;
-  c.train.log_every = 100;
   c.checkpoint.keep = 100;
   return c;
 }

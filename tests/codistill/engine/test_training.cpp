@@ -6,30 +6,17 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/engine/training.hpp"
 #include "support/process.hpp"
+#include "support/small_run.hpp"
 
 using namespace codistill;
 
 namespace {
 
 Config small_config(const std::string& run_dir, const std::string& model_kind) {
-  Config c;
-  c.run.dir = run_dir;
-  c.run.seed = 11;
-  c.run.threads = 2;
-  c.data.kind = "synthetic";
-  c.data.batch_size = 32;
-  c.data.synthetic_train = 1024;
-  c.data.synthetic_test = 256;
-  c.data.synthetic_shape = {1, 8, 8};
-  c.model.kind = model_kind;
-  c.model.hidden = {32};
-  c.model.channels = {4};
-  c.model.kernel_size = 3;
-  c.model.dropout = 0.1;  // dropout masks must be reproducible too
-  c.train.steps = 60;
-  c.train.eval_every = 0;
-  c.train.log_every = 20;
-  return c;
+  test::SmallRun s;
+  s.model = model_kind;
+  s.dropout = 0.1;  // dropout masks must be reproducible too
+  return test::small_run_config(run_dir, s);
 }
 
 std::vector<std::vector<float>> train_and_copy_params(const Config& c) {

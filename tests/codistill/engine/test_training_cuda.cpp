@@ -16,6 +16,7 @@
 #include "codistill/engine/training.hpp"
 #include "support/cuda_test.hpp"
 #include "support/process.hpp"
+#include "support/small_run.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill;
@@ -26,25 +27,15 @@ namespace {
 using Params = std::vector<std::vector<float>>;
 
 Config small_config(const std::string& run_dir, const std::string& model_kind, const std::string& device) {
-  Config c;
-  c.run.dir = run_dir;
-  c.run.seed = 11;
-  c.run.threads = 1;
+  test::SmallRun s;
+  s.model = model_kind;
+  s.threads = 1;
+  s.dropout = 0.1;  // the masks are drawn on the host: the same on both devices
+  s.steps = 30;
+  s.log_every = 10;
+  Config c = test::small_run_config(run_dir, s);
   c.device = device;
-  c.data.kind = "synthetic";
-  c.data.batch_size = 32;
-  c.data.synthetic_train = 1024;
-  c.data.synthetic_test = 256;
-  c.data.synthetic_shape = {1, 8, 8};
-  c.model.kind = model_kind;
-  c.model.hidden = {32};
-  c.model.channels = {4};
-  c.model.kernel_size = 3;
-  c.model.dropout = 0.1;  // the masks are drawn on the host: the same on both devices
-  c.train.steps = 30;
-  c.train.eval_every = 0;
   c.train.eval_batch_size = 100;  // 256 test examples: two full batches and a short one
-  c.train.log_every = 10;
   return c;
 }
 

@@ -14,6 +14,7 @@
 #include "codistill/engine/training.hpp"
 #include "codistill/engine/worker_state.hpp"
 #include "support/process.hpp"
+#include "support/small_run.hpp"
 
 using namespace codistill;
 namespace fs = std::filesystem;
@@ -21,22 +22,16 @@ namespace fs = std::filesystem;
 namespace {
 
 Config small_config(const std::string& run_dir) {
-  Config c;
-  c.run.dir = run_dir;
-  c.run.seed = 21;
-  c.run.threads = 2;
-  c.data.kind = "synthetic";
-  c.data.batch_size = 32;
-  c.data.synthetic_train = 512;
-  c.data.synthetic_test = 128;
-  c.data.synthetic_shape = {1, 8, 8};
-  c.model.kind = "cnn";
-  c.model.channels = {4};
-  c.model.kernel_size = 3;
-  c.model.hidden = {16};
-  c.model.dropout = 0.1;
-  c.train.steps = 40;  // 2.5 epochs: epoch boundaries inside the run
-  c.train.eval_every = 0;
+  test::SmallRun s;
+  s.model = "cnn";
+  s.seed = 21;
+  s.train_examples = 512;
+  s.test_examples = 128;
+  s.hidden = 16;
+  s.dropout = 0.1;
+  s.steps = 40;  // 2.5 epochs: epoch boundaries inside the run
+  Config c = test::small_run_config(run_dir, s);
+  c.train.log_every = 50;  // the default
   c.checkpoint.every = 20;
   return c;
 }
