@@ -89,6 +89,14 @@ std::vector<std::int64_t> fault_steps(const char* variable) {
 int main(int argc, char** argv) {
   codistill::reexec_with_bounded_openmp_spin(argv, "codistill-train");  // util/openmp_env.hpp: why
   codistill::install_crash_report("codistill-train");  // util/crash_report.hpp
+  // Before any thread starts (MPI's, OpenMP's): they inherit SIGINT and SIGTERM blocked
+  // (engine/training.cpp says why).
+  try {
+    codistill::install_stop_signal_handlers();
+  } catch (const std::exception& e) {
+    std::cerr << "codistill-train: error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
   Args args;
   try {
     if (!parse_args(argc, argv, args)) return kExitOk;
@@ -118,7 +126,7 @@ int main(int argc, char** argv) {
     opts.checkpoint_faults.fail_steps = fault_steps("CODISTILL_FAULT_CHECKPOINT_STEPS");
     opts.checkpoint_faults.kill_steps = fault_steps("CODISTILL_FAULT_KILL_CHECKPOINT_STEPS");
     opts.group = group;
-    codistill::install_stop_signal_handlers();
+    codistill::install_stop_signal_handlers();  // again: in case the MPI library replaced the handler
     codistill::TrainSummary sum;
     {
       codistill::Trainer trainer(cfg, opts);

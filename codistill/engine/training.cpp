@@ -1,7 +1,13 @@
 #include "codistill/engine/training.hpp"
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
+#include <system_error>
+#include <thread>
+
+#include <pthread.h>
+#include <signal.h>
 
 #include <fmt/ranges.h>
 
@@ -18,9 +24,39 @@ extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
 }  // namespace
 
+// SIGINT and SIGTERM are taken by a thread of their own (sigwait) and blocked in every other
+// thread that the caller starts afterwards: its OpenMP team, the checkpoint writer, the
+// loaders. Why: oneDNN 2.6's JIT sgemm (Debian 12's libdnnl) points rsp into a heap buffer
+// while it runs, so the kernel's signal frame for a handler on that thread lands in the heap
+// (oneDNN issue #4845, reproduced up to 3.11, fixed upstream by PR #4855); one SIGTERM,
+// landing on the main thread in the backward's GEMMs, crashed about 1 trainer in 150 (SIGSEGV
+// or abort in free). Threads started before the first call (OpenBLAS's pool, made when the
+// library loads) still take them through the handler, which each call installs again, in case
+// a library set up later (MPI) replaced it. None of those threads runs our kernels.
 void install_stop_signal_handlers() {
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  sigset_t stops;
+  sigemptyset(&stops);
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) {
+    if (::sigaction(sig, &sa, nullptr) != 0)
+      throw std::system_error(errno, std::generic_category(), "installing the SIGINT/SIGTERM handler");
+    sigaddset(&stops, sig);
+  }
+  static const bool waiting = [&stops] {
+    if (int err = ::pthread_sigmask(SIG_BLOCK, &stops, nullptr))
+      throw std::system_error(err, std::generic_category(), "blocking SIGINT and SIGTERM");
+    std::thread([stops] {
+      for (;;) {
+        int sig = 0;
+        if (::sigwait(&stops, &sig) == 0) g_stop.store(true);
+      }
+    }).detach();
+    return true;
+  }();
+  (void)waiting;
 }
 void request_stop() { g_stop.store(true); }
 bool stop_requested() { return g_stop.load(); }

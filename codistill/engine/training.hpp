@@ -48,7 +48,10 @@ struct TrainSummary {
   bool interrupted = false;
 };
 
-// SIGINT/SIGTERM set this flag; the loop finishes its step and stops cleanly.
+// SIGINT/SIGTERM set this flag; the loop finishes its step and stops cleanly. The signals
+// are taken by a thread of their own and blocked in the caller, so that no thread started
+// after the first call (the OpenMP team above all) is ever interrupted by them: call it
+// first. Each call installs the handler again (for threads started before the first).
 void install_stop_signal_handlers();
 void request_stop();
 bool stop_requested();
