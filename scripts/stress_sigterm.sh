@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Starts a trainer RUNS times (JOBS at once), sends each SIGTERM a random 0-90 ms after its
-# first checkpoint appears, and counts the exits that are not 0 (a clean stop publishes a
-# checkpoint and exits 0); a failing run's directory, with its stderr, is kept under OUT.
+# Starts a trainer RUNS times (JOBS at once, RUNS rounded up to a multiple of JOBS), sends
+# each SIGTERM a random 0-90 ms after its first checkpoint appears, and counts the exits that
+# are not 0 (a clean stop publishes a checkpoint and exits 0); a failing run's directory, with
+# its stderr, is kept under OUT. A trainer that ended before the signal counts as failed too.
 #   RUNS=300 JOBS=2 BUILD_DIR=build OUT=/tmp/stress-sigterm scripts/stress_sigterm.sh [CONFIG]
-# CONFIG defaults to the process tests' MLP (tests/trainer/test_resume_process.cpp's
-# kConfig: batch 64, 256-256 hidden, AdamW, a checkpoint every 100 steps). It found the heap
-# corruption that a SIGTERM handler running inside oneDNN's JIT sgemm caused (about 1 run in
-# 150 before the fix, docs/results.md "SIGTERM inside oneDNN's sgemm").
+# CONFIG (one worker: worker-000's checkpoints are watched) defaults to the process tests' MLP
+# (tests/trainer/test_resume_process.cpp's kConfig: batch 64, 256-256 hidden, AdamW, a
+# checkpoint every 100 steps). It found the heap corruption that a SIGTERM handler running
+# inside oneDNN's JIT sgemm caused (about 1 run in 150 before the fix, docs/results.md
+# "SIGTERM inside oneDNN's sgemm").
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs="${RUNS:-300}" jobs="${JOBS:-2}" out="${OUT:-/tmp/stress-sigterm}"
 exe="${BUILD_DIR:-$root/build}/trainer/codistill-train"
 [ -x "$exe" ] || { echo "stress_sigterm.sh: no trainer at $exe (set BUILD_DIR)" >&2; exit 2; }
 mkdir -p "$out"
+rm -rf "$out"/job* "$out"/failed-*  # an earlier run's
+trap 'pkill -TERM -P $$ 2>/dev/null; pkill -KILL -f -- "--run-dir $out/job" 2>/dev/null' INT TERM
 config="${1:-$out/config.yaml}"
 if [ $# -eq 0 ]; then
   cat >"$config" <<'YAML'
@@ -38,9 +42,12 @@ job() {
       sleep 0.01
     done
     sleep "0.0$((RANDOM % 10))"
-    kill -TERM "$pid" 2>/dev/null
+    local signalled=1
+    kill -TERM "$pid" 2>/dev/null || signalled=0
     wait "$pid"; local rc=$?
-    if [ "$rc" -ne 0 ]; then
+    if [ "$signalled" -eq 0 ]; then
+      echo "fail job $id run $i: ended before the signal (exit $rc)"; cp -r "$d" "$out/failed-$id-$i"
+    elif [ "$rc" -ne 0 ]; then
       echo "fail job $id run $i: exit $rc"; cp -r "$d" "$out/failed-$id-$i"
     else
       echo ok
@@ -53,5 +60,5 @@ for ((j = 0; j < jobs; j++)); do job "$j" "$per" >"$out/job$j.log" & done
 wait
 total=$(cat "$out"/job*.log | wc -l) failed=$(cat "$out"/job*.log | grep -c '^fail')
 grep -h '^fail' "$out"/job*.log
-echo "stress_sigterm.sh: $failed of $total runs did not exit 0 after SIGTERM (load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "stress_sigterm.sh: $failed of $total runs failed (did not exit 0 after SIGTERM) (load $(cut -d' ' -f1-3 /proc/loadavg))"
 [ "$failed" -eq 0 ]

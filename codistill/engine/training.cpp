@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <system_error>
 #include <thread>
 
@@ -31,8 +30,9 @@ extern "C" void on_stop_signal(int) { g_stop.store(true); }
 // (oneDNN issue #4845, reproduced up to 3.11, fixed upstream by PR #4855); one SIGTERM,
 // landing on the main thread in the backward's GEMMs, crashed about 1 trainer in 150 (SIGSEGV
 // or abort in free). Threads started before the first call (OpenBLAS's pool, made when the
-// library loads) still take them through the handler, which each call installs again, in case
-// a library set up later (MPI) replaced it. None of those threads runs our kernels.
+// library loads) still take them through the handler, which each call installs again (and
+// blocks the signals in the caller again), in case a library set up in between (MPI) changed
+// either. None of those threads runs our kernels.
 void install_stop_signal_handlers() {
   sigset_t stops;
   sigemptyset(&stops);
@@ -45,18 +45,25 @@ void install_stop_signal_handlers() {
       throw std::system_error(errno, std::generic_category(), "installing the SIGINT/SIGTERM handler");
     sigaddset(&stops, sig);
   }
-  static const bool waiting = [&stops] {
-    if (int err = ::pthread_sigmask(SIG_BLOCK, &stops, nullptr))
-      throw std::system_error(err, std::generic_category(), "blocking SIGINT and SIGTERM");
-    std::thread([stops] {
-      for (;;) {
-        int sig = 0;
-        if (::sigwait(&stops, &sig) == 0) g_stop.store(true);
-      }
-    }).detach();
-    return true;
-  }();
-  (void)waiting;
+  // Every call (a library set up in between may have changed the caller's mask).
+  sigset_t before;
+  if (int err = ::pthread_sigmask(SIG_BLOCK, &stops, &before))
+    throw std::system_error(err, std::generic_category(), "blocking SIGINT and SIGTERM");
+  try {
+    static const bool waiting = [&stops] {
+      std::thread([stops] {
+        for (;;) {
+          int sig = 0;
+          if (::sigwait(&stops, &sig) == 0) g_stop.store(true);
+        }
+      }).detach();
+      return true;
+    }();
+    (void)waiting;
+  } catch (...) {  // no thread to take them: leave them deliverable, as before the call
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    throw;
+  }
 }
 void request_stop() { g_stop.store(true); }
 bool stop_requested() { return g_stop.load(); }

@@ -49,9 +49,10 @@ struct TrainSummary {
 };
 
 // SIGINT/SIGTERM set this flag; the loop finishes its step and stops cleanly. The signals
-// are taken by a thread of their own and blocked in the caller, so that no thread started
-// after the first call (the OpenMP team above all) is ever interrupted by them: call it
-// first. Each call installs the handler again (for threads started before the first).
+// are taken by a thread of their own and blocked in the caller, so that no thread the caller
+// starts after the first call (the OpenMP team above all) is ever interrupted by them: call
+// it first. Each call installs the handler and blocks the signals again. A child process
+// started later would inherit them blocked (execve keeps the mask): unblock them in it.
 void install_stop_signal_handlers();
 void request_stop();
 bool stop_requested();

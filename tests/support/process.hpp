@@ -183,4 +183,28 @@ bool wait_until(Pred pred, double timeout_s) {
   return pred();
 }
 
+// One thread of a process as /proc shows it: its id, its blocked-signal mask (SigBlk) and
+// the system call it is blocked in (-1 when running or unknown; /proc/.../syscall).
+struct ThreadSignals {
+  std::string tid;
+  unsigned long long blocked = 0;
+  long syscall = -1;
+};
+inline std::vector<ThreadSignals> thread_signals(const std::string& pid) {
+  std::vector<ThreadSignals> out;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/" + pid + "/task")) {
+    ThreadSignals ts;
+    ts.tid = t.path().filename().string();
+    std::ifstream status(t.path() / "status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("SigBlk:", 0) == 0) ts.blocked = std::stoull(line.substr(7), nullptr, 16);
+    std::ifstream sc(t.path() / "syscall");
+    std::string first;
+    if (sc >> first && !first.empty() && first.find_first_not_of("0123456789") == std::string::npos)
+      ts.syscall = std::stol(first);
+    out.push_back(ts);
+  }
+  return out;
+}
+
 }  // namespace codistill::test

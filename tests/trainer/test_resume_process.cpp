@@ -2,9 +2,15 @@
 // exits 0, --no-resume never overwrites.
 #include <catch2/catch.hpp>
 
+#include <sys/syscall.h>
+
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/store.hpp"
@@ -121,6 +127,34 @@ TEST_CASE("SIGTERM finishes the step, publishes a checkpoint and exits 0, the ru
   INFO(again.err);
   CHECK(again.exit_code == 0);
   CHECK(s.checkpoints(0).back().step == 1500);
+}
+
+TEST_CASE("every thread of a training trainer blocks SIGINT and SIGTERM but the one that waits for them",
+          "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  // OPENBLAS_NUM_THREADS=1: no OpenBLAS pool (its threads start when the library loads,
+  // before main, and keep the signals; they never run the trainer's kernels).
+  Child child("env OPENBLAS_NUM_THREADS=1 " + cmd(dir, "run"), dir, "child");
+  auto s = store(dir, "run");
+  REQUIRE(wait_until([&] { return !s.checkpoints(0).empty() || !child.running(); }, 120));
+  REQUIRE(child.running());  // mid-run: the OpenMP team, the writer and the loaders are up
+  const unsigned long long stops = (1ULL << (SIGINT - 1)) | (1ULL << (SIGTERM - 1));
+  const auto threads = thread_signals(std::to_string(child.pid()));
+  int takers = 0, waiting = 0;
+  std::string listing;
+  for (const auto& t : threads) {
+    listing += t.tid + " SigBlk " + std::to_string(t.blocked) + " syscall " + std::to_string(t.syscall) + "\n";
+    if ((t.blocked & stops) == stops) continue;
+    ++takers;  // inside sigwait the waited signals show unblocked
+    if (t.syscall == SYS_rt_sigtimedwait) ++waiting;
+  }
+  INFO("threads:\n" << listing);
+  CHECK(threads.size() >= 3);  // main, its OpenMP team (run.threads 2), the waiting thread
+  CHECK(takers == 1);
+  CHECK(waiting == 1);
+  child.signal(SIGTERM);
+  CHECK(child.wait() == 0);
 }
 
 TEST_CASE("a fatal signal names itself and prints the stack on stderr, and ends the trainer with it", "[process]") {

@@ -3,12 +3,14 @@
 // runs oneDNN's GEMMs, std::threads) have both blocked, so that no signal handler ever runs
 // inside a kernel: a handler on a thread inside oneDNN 2.6's sgemm corrupted the heap (one
 // trainer in about 150 crashed after SIGTERM). One test case: the flag, once set, stays set
-// for the process, and Catch installs its own handlers at the start of each case.
+// for the process, and Catch installs its own handlers at the start of each case. The
+// trainer's own threads are checked from outside in tests/trainer/test_resume_process.cpp.
 #include <catch2/catch.hpp>
 
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "codistill/engine/training.hpp"
+#include "support/process.hpp"
 
 namespace {
 
@@ -39,15 +42,6 @@ std::ptrdiff_t thread_count() {
   return std::distance(std::filesystem::directory_iterator("/proc/self/task"), std::filesystem::directory_iterator{});
 }
 
-bool wait_for_stop(double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!codistill::stop_requested()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("SIGINT and SIGTERM stop training through a thread of their own, never inside the OpenMP team",
@@ -66,20 +60,34 @@ TEST_CASE("SIGINT and SIGTERM stop training through a thread of their own, never
     INFO("OpenMP thread " << t);
     CHECK(team[t] != 2);
   }
+
+  // A library that replaces the handler and unblocks the signals: the next call puts both
+  // back, and starts no second waiting thread.
+  const auto threads = thread_count();
+  ::signal(SIGTERM, SIG_DFL);
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ::pthread_sigmask(SIG_UNBLOCK, &term, nullptr);
+  REQUIRE_FALSE(handler_is_ours(SIGTERM));
+  REQUIRE_FALSE(blocks_stop_signals());
+  codistill::install_stop_signal_handlers();
+  CHECK(handler_is_ours(SIGTERM));
+  CHECK(blocks_stop_signals());
+  CHECK(thread_count() == threads);
+
   bool helper = false;
   std::thread([&] { helper = blocks_stop_signals(); }).join();
   CHECK(helper);
 
-  // A library that replaces the handler: the next call puts it back, and starts no second
-  // waiting thread.
-  ::signal(SIGTERM, SIG_DFL);
-  REQUIRE_FALSE(handler_is_ours(SIGTERM));
-  const auto threads = thread_count();
-  codistill::install_stop_signal_handlers();
-  CHECK(handler_is_ours(SIGTERM));
-  CHECK(thread_count() == threads);
+  // The waiting thread: the one thread inside sigwait, the signals unblocked there.
+  const unsigned long long stops = (1ULL << (SIGINT - 1)) | (1ULL << (SIGTERM - 1));
+  int waiting = 0;
+  for (const auto& t : codistill::test::thread_signals(std::to_string(::getpid())))
+    if ((t.blocked & stops) == 0 && t.syscall == SYS_rt_sigtimedwait) ++waiting;
+  CHECK(waiting == 1);
 
   REQUIRE_FALSE(codistill::stop_requested());
-  REQUIRE(::kill(::getpid(), SIGTERM) == 0);  // the waiting thread (or an older one's handler) takes it
-  CHECK(wait_for_stop(30));
+  REQUIRE(::kill(::getpid(), SIGTERM) == 0);  // the waiting thread (or a pool thread's handler) takes it
+  CHECK(codistill::test::wait_until([] { return codistill::stop_requested(); }, 30));
 }
