@@ -82,10 +82,14 @@ TEST_CASE("SIGINT and SIGTERM stop training through a thread of their own, never
 
   // The waiting thread: the one thread inside sigwait, the signals unblocked there.
   const unsigned long long stops = (1ULL << (SIGINT - 1)) | (1ULL << (SIGTERM - 1));
-  int waiting = 0;
-  for (const auto& t : codistill::test::thread_signals(std::to_string(::getpid())))
-    if ((t.blocked & stops) == 0 && t.syscall == SYS_rt_sigtimedwait) ++waiting;
-  CHECK(waiting == 1);
+  auto waiting = [&] {
+    int n = 0;
+    for (const auto& t : codistill::test::thread_signals(std::to_string(::getpid())))
+      if ((t.blocked & stops) == 0 && t.syscall == SYS_rt_sigtimedwait) ++n;
+    return n;
+  };
+  codistill::test::wait_until([&] { return waiting() > 0; }, 10);  // it may not have got there yet
+  CHECK(waiting() == 1);
 
   REQUIRE_FALSE(codistill::stop_requested());
   REQUIRE(::kill(::getpid(), SIGTERM) == 0);  // the waiting thread (or a pool thread's handler) takes it
