@@ -189,6 +189,7 @@ struct ThreadSignals {
   std::string tid;
   unsigned long long blocked = 0;
   long syscall = -1;
+  bool blocks(int sig) const { return (blocked >> (sig - 1)) & 1U; }
 };
 inline std::vector<ThreadSignals> thread_signals(const std::string& pid) {
   std::vector<ThreadSignals> out;

@@ -13,7 +13,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <iterator>
 #include <thread>
@@ -81,11 +80,10 @@ TEST_CASE("SIGINT and SIGTERM stop training through a thread of their own, never
   CHECK(helper);
 
   // The waiting thread: the one thread inside sigwait, the signals unblocked there.
-  const unsigned long long stops = (1ULL << (SIGINT - 1)) | (1ULL << (SIGTERM - 1));
-  auto waiting = [&] {
+  auto waiting = [] {
     int n = 0;
     for (const auto& t : codistill::test::thread_signals(std::to_string(::getpid())))
-      if ((t.blocked & stops) == 0 && t.syscall == SYS_rt_sigtimedwait) ++n;
+      if (!t.blocks(SIGINT) && !t.blocks(SIGTERM) && t.syscall == SYS_rt_sigtimedwait) ++n;
     return n;
   };
   codistill::test::wait_until([&] { return waiting() > 0; }, 10);  // it may not have got there yet
