@@ -17,11 +17,8 @@
 #include <random>
 #include <sstream>
 
+#include "simt/fiber_switch.hpp"
 #include "simt/stack_pool.hpp"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/common_interface_defs.h>
-#endif
 
 namespace simt {
 namespace detail {
@@ -41,24 +38,6 @@ constexpr unsigned kWarp = 32;
 std::uint64_t g_switches = 0;  // process-wide, for cost measurements only
 
 enum class State { runnable, at_barrier, at_warp, done };
-
-// AddressSanitizer must be told of every stack switch (fcontext's are invisible to it):
-// start_switch before leaving a stack, finish_switch first thing on arrival.
-struct StackBounds {
-  const void* bottom = nullptr;
-  std::size_t size = 0;
-};
-#if defined(__SANITIZE_ADDRESS__)
-void start_switch(void** fake, const StackBounds& to) {
-  __sanitizer_start_switch_fiber(fake, to.bottom, to.size);
-}
-void finish_switch(void* fake, StackBounds* from) {
-  __sanitizer_finish_switch_fiber(fake, from ? &from->bottom : nullptr, from ? &from->size : nullptr);
-}
-#else
-void start_switch(void**, const StackBounds&) {}
-void finish_switch(void*, StackBounds*) {}
-#endif
 
 // Thrown inside a suspended thread when its block is abandoned after a fault: unwinds the
 // kernel's frames through the ordinary exit path (no forced unwinding across contexts).
@@ -405,33 +384,6 @@ void run_grid(const LaunchConfig& cfg, const std::function<void()>& thread_body)
 }
 
 }  // namespace detail
-
-void check_launch(const LaunchConfig& cfg) {
-  const auto fail = [](const std::string& m) { throw LaunchError("launch refused: " + m); };
-  const unsigned b[3] = {cfg.block.x, cfg.block.y, cfg.block.z};
-  const unsigned g[3] = {cfg.grid.x, cfg.grid.y, cfg.grid.z};
-  const char* axis = "xyz";
-  for (int i = 0; i < 3; ++i) {
-    if (b[i] == 0) fail(std::string("block.") + axis[i] + " is 0");
-    if (g[i] == 0) fail(std::string("grid.") + axis[i] + " is 0");
-    if (b[i] > Limits::max_block[i])
-      fail(std::string("block.") + axis[i] + " = " + std::to_string(b[i]) + " exceeds " +
-           std::to_string(Limits::max_block[i]));
-    if (g[i] > Limits::max_grid[i])
-      fail(std::string("grid.") + axis[i] + " = " + std::to_string(g[i]) + " exceeds " +
-           std::to_string(Limits::max_grid[i]));
-  }
-  const unsigned long long threads = 1ull * b[0] * b[1] * b[2];
-  if (threads > Limits::max_threads)
-    fail(std::to_string(threads) + " threads per block exceed " +
-         std::to_string(Limits::max_threads));
-  const std::size_t cap = cfg.smem_opt_in ? Limits::opt_in_smem : Limits::default_smem;
-  if (cfg.dynamic_smem > cap)
-    fail(std::to_string(cfg.dynamic_smem) + " bytes of dynamic shared memory exceed " +
-         std::to_string(cap) +
-         (cfg.smem_opt_in ? " (the opt-in maximum)"
-                          : " (48 KiB without cudaFuncAttributeMaxDynamicSharedMemorySize)"));
-}
 
 std::uint64_t switch_count() { return detail::g_switches; }
 

@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "simt/fiber_switch.hpp"  // SIMT_ASAN
+
+#if defined(SIMT_ASAN)
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -18,7 +20,7 @@ namespace simt::detail {
 class StackPool {
  public:
   // AddressSanitizer's redzones and fake frames need more room.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SIMT_ASAN)
   static constexpr std::size_t kStackBytes = 512 * 1024;
 #else
   static constexpr std::size_t kStackBytes = 128 * 1024;
@@ -34,7 +36,7 @@ class StackPool {
     return sc;
   }
   void deallocate(boost::context::stack_context& sc) noexcept {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SIMT_ASAN)
     // Frames left by the last fiber must not poison the next one's.
     __asan_unpoison_memory_region(static_cast<char*>(sc.sp) - sc.size, sc.size);
 #endif
