@@ -4,8 +4,8 @@
 // at the block barrier, and per warp which lanes wait at a warp collective. A thread that
 // arrives at a collective records what it brings, releases the collective if it was the
 // last participant (computing every participant's result then, so that nobody can overwrite
-// a value before the others read it) and yields to the scheduler, which resumes a runnable
-// thread chosen at random.
+// a value before the others read it) and yields to the scheduler, which resumes the runnable
+// thread its policy (schedule.hpp) picks.
 #include "simt/executor.hpp"
 
 #include <boost/context/fiber.hpp>
@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "simt/fiber_switch.hpp"
+#include "simt/schedule.hpp"
 #include "simt/stack_pool.hpp"
 
 namespace simt {
@@ -64,12 +65,11 @@ struct Thread {
 
 struct Block {
   std::vector<Thread> threads;
-  std::vector<unsigned> runnable;
+  Schedule schedule;  // the runnable threads
   std::vector<unsigned> warp_exists, warp_exited, warp_waiting;  // lane masks per warp
   unsigned live = 0, at_barrier = 0;
   Thread* current = nullptr;
   void* dyn = nullptr;
-  std::mt19937_64 rng;
   bool abandoned = false;  // a thread faulted: the others are unwound, not run on
   StackBounds scheduler_stack;
   void* scheduler_fake_stack = nullptr;
@@ -117,7 +117,7 @@ void resume(Block& b, Thread& t) {
 
 void make_runnable(Block& b, Thread& t) {
   t.state = State::runnable;
-  b.runnable.push_back(t.linear);
+  b.schedule.push(t.linear);
 }
 
 void release_barrier_if_complete(Block& b) {
@@ -240,7 +240,7 @@ void run_block(const LaunchConfig& cfg, uint3 block_idx, std::uint64_t block_lin
   b.warp_exited.assign(warps, 0);
   b.warp_waiting.assign(warps, 0);
   b.live = n;
-  b.rng.seed(block_seed(cfg.seed, block_linear));
+  b.schedule.start(policy_for_seed(cfg.seed), block_seed(cfg.seed, block_linear), n);
   smem.poison();
   b.dyn = smem.p;
 
@@ -266,7 +266,7 @@ void run_block(const LaunchConfig& cfg, uint3 block_idx, std::uint64_t block_lin
       start_switch(nullptr, b.scheduler_stack);  // this stack is done with
       return std::move(t.sink);
     });
-    b.runnable.push_back(i);
+    b.schedule.push(i);
   }
 
   Block* const outer = g_block;
@@ -274,11 +274,8 @@ void run_block(const LaunchConfig& cfg, uint3 block_idx, std::uint64_t block_lin
   g_block = &b;
   std::exception_ptr error;
   std::string error_where;
-  while (!b.runnable.empty()) {
-    const std::size_t pick = b.rng() % b.runnable.size();
-    Thread& t = b.threads[b.runnable[pick]];
-    b.runnable[pick] = b.runnable.back();
-    b.runnable.pop_back();
+  while (!b.schedule.empty()) {
+    Thread& t = b.threads[b.schedule.pop()];
     resume(b, t);
     if (t.error) {
       error = t.error, error_where = where(t.coords);

@@ -5,8 +5,10 @@
 // Model: the blocks of a launch run one after another, in an order shuffled from the seed.
 // Each thread of a block is a fiber (Boost.Context). A thread runs until it reaches a
 // collective (__syncthreads, __syncwarp, a shuffle or a vote) or exits; the scheduler then
-// resumes a runnable thread chosen at random from the seed. A collective completes when all
-// its participants arrived: a missing barrier lets a reader run before the writer for some
+// resumes the runnable thread that the seed's policy picks (schedule.hpp: at random, or by
+// random warp or thread priorities, so that one warp runs ahead while another lags). A
+// collective completes when all its participants arrived: a missing barrier lets a reader
+// run before the writer, or a writer overwrite what another warp has not read yet, for some
 // seeds, and a barrier in divergent code is reported as a deadlock.
 #include <cstddef>
 #include <cstdint>
