@@ -34,10 +34,33 @@
 constexpr int warpSize = 32;
 
 // ---- barriers and warp collectives ------------------------------------------------------
+// Each takes its call site as a trailing defaulted argument, for SIMT_MUTANT (mutant.hpp).
+// GCC gives the caller's site only for std::source_location::current() as the default
+// argument itself; clang 14 with libstdc++ has no std::source_location, but its
+// __builtin_FILE/LINE/COLUMN in a default argument give the caller's site too.
+#if __has_builtin(__builtin_COLUMN)
+namespace simt::detail {
+using CallSite = Site;
+inline const Site& site_of(const Site& s) { return s; }
+}  // namespace simt::detail
+#define SIMT_CALL_SITE ::simt::detail::Site{__builtin_FILE(), __builtin_LINE(), __builtin_COLUMN()}
+#else
+#include <source_location>
+namespace simt::detail {
+using CallSite = std::source_location;
+inline Site site_of(const std::source_location& l) {
+  return {l.file_name(), static_cast<unsigned>(l.line()), static_cast<unsigned>(l.column())};
+}
+}  // namespace simt::detail
+#define SIMT_CALL_SITE std::source_location::current()
+#endif
 
-inline void __syncthreads() { ::simt::detail::sync_block(); }
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  ::simt::detail::warp_collective(::simt::detail::Collective::syncwarp, mask, 0, 0, 32);
+inline void __syncthreads(::simt::detail::CallSite at = SIMT_CALL_SITE) {
+  ::simt::detail::sync_block(::simt::detail::site_of(at));
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu, ::simt::detail::CallSite at = SIMT_CALL_SITE) {
+  ::simt::detail::warp_collective(::simt::detail::Collective::syncwarp, mask, 0, 0, 32,
+                                  ::simt::detail::site_of(at));
 }
 
 namespace simt::detail {
@@ -56,41 +79,47 @@ T from_bits(std::uint64_t b) {
   return v;
 }
 template <class T>
-T shuffle(Collective kind, unsigned mask, T v, int arg, int width) {
-  return from_bits<T>(warp_collective(kind, mask, to_bits(v), arg, width));
+T shuffle(Collective kind, unsigned mask, T v, int arg, int width, const CallSite& at) {
+  return from_bits<T>(warp_collective(kind, mask, to_bits(v), arg, width, site_of(at)));
+}
+inline std::uint64_t vote(Collective kind, unsigned mask, int pred, const CallSite& at) {
+  return warp_collective(kind, mask, pred != 0, 0, 32, site_of(at));
 }
 }  // namespace simt::detail
 
 template <class T>
-T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
-  return ::simt::detail::shuffle(::simt::detail::Collective::shfl_idx, mask, v, src_lane, width);
+T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32,
+              ::simt::detail::CallSite at = SIMT_CALL_SITE) {
+  return ::simt::detail::shuffle(::simt::detail::Collective::shfl_idx, mask, v, src_lane, width, at);
 }
 template <class T>
-T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32,
+                 ::simt::detail::CallSite at = SIMT_CALL_SITE) {
   return ::simt::detail::shuffle(::simt::detail::Collective::shfl_up, mask, v,
-                                 static_cast<int>(delta), width);
+                                 static_cast<int>(delta), width, at);
 }
 template <class T>
-T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32,
+                   ::simt::detail::CallSite at = SIMT_CALL_SITE) {
   return ::simt::detail::shuffle(::simt::detail::Collective::shfl_down, mask, v,
-                                 static_cast<int>(delta), width);
+                                 static_cast<int>(delta), width, at);
 }
 template <class T>
-T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-  return ::simt::detail::shuffle(::simt::detail::Collective::shfl_xor, mask, v, lane_mask, width);
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32,
+                  ::simt::detail::CallSite at = SIMT_CALL_SITE) {
+  return ::simt::detail::shuffle(::simt::detail::Collective::shfl_xor, mask, v, lane_mask, width,
+                                 at);
 }
-inline unsigned __ballot_sync(unsigned mask, int pred) {
-  return static_cast<unsigned>(
-      ::simt::detail::warp_collective(::simt::detail::Collective::ballot, mask, pred != 0, 0, 32));
+inline unsigned __ballot_sync(unsigned mask, int pred, ::simt::detail::CallSite at = SIMT_CALL_SITE) {
+  return static_cast<unsigned>(::simt::detail::vote(::simt::detail::Collective::ballot, mask, pred, at));
 }
-inline int __any_sync(unsigned mask, int pred) {
-  return static_cast<int>(
-      ::simt::detail::warp_collective(::simt::detail::Collective::any, mask, pred != 0, 0, 32));
+inline int __any_sync(unsigned mask, int pred, ::simt::detail::CallSite at = SIMT_CALL_SITE) {
+  return static_cast<int>(::simt::detail::vote(::simt::detail::Collective::any, mask, pred, at));
 }
-inline int __all_sync(unsigned mask, int pred) {
-  return static_cast<int>(
-      ::simt::detail::warp_collective(::simt::detail::Collective::all, mask, pred != 0, 0, 32));
+inline int __all_sync(unsigned mask, int pred, ::simt::detail::CallSite at = SIMT_CALL_SITE) {
+  return static_cast<int>(::simt::detail::vote(::simt::detail::Collective::all, mask, pred, at));
 }
+#undef SIMT_CALL_SITE
 inline unsigned __activemask() { return ::simt::detail::active_mask(); }
 
 [[noreturn]] inline void __trap() { ::simt::detail::fault("__trap() called"); }

@@ -5,7 +5,8 @@
 // arrives at a collective records what it brings, releases the collective if it was the
 // last participant (computing every participant's result then, so that nobody can overwrite
 // a value before the others read it) and yields to the scheduler, which resumes the runnable
-// thread its policy (schedule.hpp) picks.
+// thread its policy (schedule.hpp) picks. A collective that SIMT_MUTANT names (mutant.hpp)
+// is skipped or changed here, as an edit of its source line would.
 #include "simt/executor.hpp"
 
 #include <boost/context/fiber.hpp>
@@ -18,6 +19,7 @@
 #include <sstream>
 
 #include "simt/fiber_switch.hpp"
+#include "simt/mutant.hpp"
 #include "simt/schedule.hpp"
 #include "simt/stack_pool.hpp"
 
@@ -314,7 +316,8 @@ void run_block(const LaunchConfig& cfg, uint3 block_idx, std::uint64_t block_lin
 
 }  // namespace
 
-void sync_block() {
+void sync_block(const Site& at) {
+  if (mutation_at(at, Call::syncthreads) == Mutation::removed) return;  // no wait, no switch
   Block& b = block();
   Thread& t = *b.current;
   t.state = State::at_barrier;
@@ -324,9 +327,15 @@ void sync_block() {
 }
 
 std::uint64_t warp_collective(Collective kind, unsigned mask, std::uint64_t bits, int arg,
-                              int width) {
+                              int width, const Site& at) {
   Block& b = block();
   Thread& t = *b.current;
+  switch (mutation_at(at, kind == Collective::syncwarp ? Call::syncwarp : Call::exchange)) {
+    case Mutation::removed:
+    case Mutation::no_exchange: return without_exchange(kind, bits, t.lane);  // no wait, no switch
+    case Mutation::mask_halved: mask &= 0x0000ffffu; break;
+    case Mutation::none: break;
+  }
   if (!(mask >> t.lane & 1u))
     fault("warp collective: the calling lane " + std::to_string(t.lane) +
           " is not in its mask " + lane_mask(mask));

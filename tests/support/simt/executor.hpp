@@ -9,7 +9,8 @@
 // random warp or thread priorities, so that one warp runs ahead while another lags). A
 // collective completes when all its participants arrived: a missing barrier lets a reader
 // run before the writer, or a writer overwrite what another warp has not read yet, for some
-// seeds, and a barrier in divergent code is reported as a deadlock.
+// seeds, and a barrier in divergent code is reported as a deadlock. SIMT_MUTANT makes one
+// collective of the kernels' source act as if edited (mutant.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

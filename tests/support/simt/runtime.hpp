@@ -35,11 +35,18 @@ const Coords& coords();
 
 enum class Collective : int { syncwarp, shfl_idx, shfl_up, shfl_down, shfl_xor, ballot, any, all };
 
-void sync_block();
+// Where a collective is called in the kernel's source (the shim passes it): SIMT_MUTANT
+// matches it (mutant.hpp).
+struct Site {
+  const char* file;
+  unsigned line, column;
+};
+
+void sync_block(const Site& at);
 // Every lane of mask (in the caller's warp) arrives with its value; returns the caller's
 // result (the source lane's bits for shuffles, the vote for ballot/any/all).
 std::uint64_t warp_collective(Collective kind, unsigned mask, std::uint64_t bits, int arg,
-                              int width);
+                              int width, const Site& at);
 unsigned active_mask();
 void* dynamic_shared();
 [[noreturn]] void fault(const std::string& what);
