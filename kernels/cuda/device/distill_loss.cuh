@@ -107,7 +107,7 @@ __device__ __forceinline__ Stat group_merge(Stat v, float c1, float c2, Stat* sm
   if constexpr (kGroup > kWarp) {
     const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
     if (lane == 0) smem[warp] = v;
-    __syncthreads();  // merge-barrier (tests/kernels/cuda_simt drops this line to break it)
+    __syncthreads();  // every warp's slot written before any is read
     v = lane < kGroup / kWarp ? smem[lane] : Stat{-INFINITY, 0.0f, 0.0f};
     v = warp_merge<kTwo>(v, c1, c2);
     __syncthreads();  // smem is reused by the next merge

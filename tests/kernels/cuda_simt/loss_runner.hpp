@@ -2,12 +2,10 @@
 // Runs the CUDA fused loss (kernels/cuda/device/distill_loss.cuh) under the SIMT executor
 // the way distill_loss.cu launches it: header upload, check_labels_kernel, the variant and
 // grid of launch_shapes.hpp, distill_loss_kernel, sum_rows_kernel, and the host's reading
-// of the result. The kernel instance is a parameter so that a deliberately broken copy can
-// run through the same path.
+// of the result.
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/distill_loss.hpp"
@@ -27,23 +25,15 @@ struct LossRun {
   shapes::Launch launch;
 };
 
-template <class F>
-struct KernelArg;
-template <class A>
-struct KernelArg<void (*)(A)> {
-  using type = A;
-};
-
 inline bool aligned(const void* p, std::size_t to) {
   return reinterpret_cast<std::uintptr_t>(p) % to == 0;
 }
 
-// kernel_for(variant) gives the instance to run (default: the real kernel).
-template <class T, class KernelFor>
+template <class T>
 LossRun run_loss(const T* student, const std::vector<const T*>& teachers,
                  const std::int32_t* labels, T* grad, std::int64_t N, std::int64_t V,
                  const kernels::DistillLossParams& p, const shapes::DeviceProps& props,
-                 std::uint64_t seed, KernelFor&& kernel_for) {
+                 std::uint64_t seed) {
   const int K = static_cast<int>(teachers.size());
   simt::DeviceBuffer<unsigned long long> header(
       std::vector<unsigned long long>{0, static_cast<unsigned long long>(N)});
@@ -58,15 +48,14 @@ LossRun run_loss(const T* student, const std::vector<const T*>& teachers,
   for (const T* t : teachers) vec = vec && aligned(t, 4 * sizeof(T));
   LossRun run;
   run.variant = shapes::distill_loss_variant(V, K, vec);
-  const auto kernel = kernel_for(run.variant);
+  const auto kernel = dev::distill_kernel_for<T>(run.variant);
   if (!kernel) throw std::logic_error("run_loss: no kernel for the chosen variant");
   const bool shared = K == 0 || p.temperature == 1.0;
-  // The kernel's own argument type (the broken copy has its own Args).
-  typename KernelArg<std::decay_t<decltype(kernel)>>::type args{student, ptrs.data(), K, labels, grad, static_cast<int>(N),
-                    static_cast<int>(V), shared, dev::kLog2e,
-                    shared ? dev::kLog2e : static_cast<float>(1.4426950408889634 / p.temperature),
-                    static_cast<float>(p.temperature * p.temperature), p.hard_weight, p.weight,
-                    p.temperature, header.data(), terms.data()};
+  const dev::Args<T> args{student, ptrs.data(), K, labels, grad, static_cast<int>(N),
+                          static_cast<int>(V), shared, dev::kLog2e,
+                          shared ? dev::kLog2e : static_cast<float>(1.4426950408889634 / p.temperature),
+                          static_cast<float>(p.temperature * p.temperature), p.hard_weight, p.weight,
+                          p.temperature, header.data(), terms.data()};
   const std::size_t smem = shapes::distill_loss_smem(run.variant, K);
   const int occ = occupancy(run.variant.threads, smem, sizeof(dev::Stat) * 32 + 4 * 32);
   run.launch = shapes::distill_loss(run.variant, N, V, K, sizeof(T), props, occ);
@@ -84,15 +73,6 @@ LossRun run_loss(const T* student, const std::vector<const T*>& teachers,
   run.result.distill = s[1] * scale;
   run.result.loss = p.hard_weight * run.result.ce + p.weight * run.result.distill;
   return run;
-}
-
-template <class T>
-LossRun run_loss(const T* student, const std::vector<const T*>& teachers,
-                 const std::int32_t* labels, T* grad, std::int64_t N, std::int64_t V,
-                 const kernels::DistillLossParams& p, const shapes::DeviceProps& props,
-                 std::uint64_t seed) {
-  return run_loss(student, teachers, labels, grad, N, V, p, props, seed,
-                  [](const shapes::DistillVariant& v) { return dev::distill_kernel_for<T>(v); });
 }
 
 }  // namespace codistill::test::simt_kernels
