@@ -290,12 +290,15 @@ __global__ void __launch_bounds__(kThreads) distill_loss_kernel(Args<T> a) {
         if (g) store<T, kVec>(g + i * kVec, gv);
       }
     }
+    // group_sum is also the barrier before the next row rewrites tstat: every lane has read
+    // this row's tstat before it gets there (its kl depends on what it read), and no lane
+    // leaves before all have arrived (a block_sum's __syncthreads, a warp_sum's full-mask
+    // shuffles). The group_sync that followed added nothing: no schedule showed its absence.
     kl = group_sum<kGroup>(kl, fsmem);
     if (lane == 0) {
       a.row_terms[2 * row] = logf(zs.s1) - (zy[0] - zs.m);
       a.row_terms[2 * row + 1] = K > 0 ? a.t2 * kl * kLn2 : 0.0f;
     }
-    group_sync<kGroup>();  // tstat is rewritten by the next row
   }
 }
 
