@@ -8,7 +8,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
-"$root/scripts/build.sh"
+BUILD_TARGETS="codistill-train codistill-inspect" "$root/scripts/build.sh"  # what the demo runs
 build="${BUILD_DIR:-$root/build}"
 run_dir="${RUN_DIR:-$root/runs/demo-$(date +%Y%m%d-%H%M%S)}"
 echo "run_demo.sh: 2 workers codistilling configs/fmnist_mlp.yaml into $run_dir"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ThreadSanitizer over the trainer's threads: a CPU-only TSan build of codistill-train
-# (build-tsan/, function multiversioning off), then a 2-worker codistillation with
+# ThreadSanitizer over the trainer's threads: a CPU-only clang TSan build of codistill-train
+# (build-tsan/, -O1 with line tables, function multiversioning off), then a 2-worker codistillation with
 # asynchronous checkpoints every 20 steps and teacher reloads every 10 (the background
 # checkpoint writer, the snapshot copier and the peer loads all busy), stopped by SIGTERM.
 # Fails on any ThreadSanitizer report or a worker that does not exit 0.
@@ -10,10 +10,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TSAN_BUILD_DIR:-$root/build-tsan}"
 jobs="${JOBS:-$(nproc)}"
 seconds="${TSAN_SECONDS:-30}"
-mkdir -p "$build"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCODISTILL_CUDA=OFF \
-  -DCODISTILL_BENCH=OFF -DCODISTILL_TESTS=OFF -DCODISTILL_SANITIZE=thread >"$build/configure.log" 2>&1 || {
-  cat "$build/configure.log" >&2; echo "run_tsan_codistill.sh: cmake failed" >&2; exit 1; }
+# shellcheck source=lib/sanitized_build.sh
+. "$root/scripts/lib/sanitized_build.sh"
+clang_configure "$build" -DCODISTILL_TESTS=OFF -DCODISTILL_SANITIZE=thread
 cmake --build "$build" -j "$jobs" --target codistill-train
 exe="$build/trainer/codistill-train"
 nm "$exe" | grep __tsan_func_entry >/dev/null || { echo "run_tsan_codistill.sh: $exe is not TSan-instrumented" >&2; exit 1; }
@@ -50,7 +49,7 @@ codistill:
   burn_in: 20
   reload_every: 10
 YAML
-# One OpenMP thread: libgomp is not instrumented, and its pool would only add noise.
+# One OpenMP thread: the OpenMP runtime is not instrumented, and its pool would only add noise.
 export OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
 pids=()
 for w in 0 1; do

@@ -20,7 +20,7 @@ void mark(StepTimes* times, StepTimes::Phase p) {
 
 TrainStep::TrainStep(Model& student, std::unique_ptr<BatchSource> source, std::int64_t batch,
                      kernels::DistillLossParams params, std::int64_t micro_batches, bool double_buffer)
-    : student_(student), batch_(batch), params_(params), source_(std::move(source)) {
+    : student_(student), params_(params), source_(std::move(source)) {
   if (micro_batches < 1 || batch % micro_batches != 0)
     throw std::invalid_argument(fmt::format("TrainStep: {} micro-batches do not divide a batch of {} (train.micro_batches "
                                             "must divide data.batch_size)",

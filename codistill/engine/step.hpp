@@ -178,7 +178,6 @@ class TrainStep {
                                         const std::vector<Teacher*>& teachers, StepTimes* times);
 
   Model& student_;
-  std::int64_t batch_;
   kernels::DistillLossParams params_;
   std::vector<Slot> slots_;  // one, or two with prefetch
   std::size_t current_ = 0;  // the slot of the next step

@@ -82,7 +82,9 @@ void build_gpt(const ModelConfig& raw, Rng& rng, Model& model) {
         m.init_params(rng, cfg.init);
       }
     });
-    model.add("h" + std::to_string(l), std::move(block));
+    std::string name = "h";  // appended, not "h" + to_string: GCC 12's -Wrestrict false positive
+    name += std::to_string(l);
+    model.add(name, std::move(block));
   }
   model.add("ln_f", std::make_unique<LayerNorm>(D));
   if (cfg.tie_embeddings) {

@@ -24,7 +24,15 @@ const char* isa_name(Isa isa);
 
 // The target attribute of a function's AVX-512 copy. Zen 4 and recent Intel cores run
 // 512-bit vectors at full width for these loops, hence the explicit preference (GCC's
-// default tuning stops at 256 bits).
+// default tuning stops at 256 bits). Clang spells the preference min_vector_width: it drops
+// a target attribute naming prefer-vector-width as a whole, and with it the AVX-512 code
+// (the sanitized and fuzz builds are clang's).
+#if defined(__clang__)
+#define CODISTILL_TARGET_AVX512                                                   \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"), \
+                 min_vector_width(512)))
+#else
 #define CODISTILL_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")))
+#endif
 #define CODISTILL_TARGET_AVX2 __attribute__((target("avx2,fma")))

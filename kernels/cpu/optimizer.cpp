@@ -100,8 +100,7 @@ struct StreamSse2 {
     for (std::int64_t k = 0; k < kStreamBlockBytes / 16; ++k) _mm_stream_si128(d + k, _mm_load_si128(s + k));
   }
 };
-// Their own target attributes: clang 14 ignores CODISTILL_TARGET_AVX512 as a whole (it does
-// not know prefer-vector-width), and these intrinsics need the feature.
+// Their own target attributes: the narrowest feature each intrinsic needs.
 struct StreamAvx2 {
   static __attribute__((target("avx2"))) void block(void* dst, const void* src) {
     auto* d = static_cast<__m256i*>(dst);

@@ -72,4 +72,4 @@ class CheckpointDigest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    support.main(CheckpointDigest)

@@ -52,4 +52,4 @@ class EvalCurves(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    support.main(EvalCurves)

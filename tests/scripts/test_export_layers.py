@@ -102,4 +102,4 @@ class LayersKind(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    support.main(LayersKind)

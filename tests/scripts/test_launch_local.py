@@ -16,7 +16,7 @@ LAUNCH = os.path.join(support.SCRIPTS, "launch_local.sh")
 
 def launch(args, **env):
     run_dir = args[args.index("--run-dir") + 1]
-    return support.run_workers([LAUNCH] + list(args), run_dir, 240,
+    return support.run_workers([LAUNCH] + list(args), run_dir, support.LAUNCH_TIMEOUT_S,
                                env=support.group_env(dict(os.environ, BUILD_DIR=support.BINARY, **env)))
 
 
@@ -43,10 +43,7 @@ class LaunchLocalGroups(unittest.TestCase):
     @unittest.skipUnless(support.mpi_built(), "this build has no MPI (CODISTILL_MPI=OFF)")
     def test_two_workers_of_two_ranks(self):
         run_dir = self.path("groups")
-        # A rank or worker that waits for a peer gives up (exit 1, naming what it waited for)
-        # well before the test's 240 s, instead of after the defaults' 300 s and 600 s.
-        r = launch(["--ranks", "2", self.config, "2", "--run-dir", run_dir,
-                    "--set", "group.timeout_s=120", "--set", "codistill.sync_timeout_s=60"])
+        r = launch(["--ranks", "2", self.config, "2", "--run-dir", run_dir] + support.GROUP_GUARDS)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("2 worker(s) x 2 ranks (mpirun)", r.stdout)
         for w in (0, 1):
@@ -77,14 +74,14 @@ class LaunchLocalGroups(unittest.TestCase):
     def test_a_failing_worker_is_named_and_the_other_finishes(self):
         # RANKS from the environment; worker 1's directory is held by this test, so its
         # rank 0 refuses to start (exit 2), its mpirun fails; worker 0 (async mode: it does
-        # not wait for its peer) finishes; its collectives give up after 120 s, inside the
-        # test's limit.
+        # not wait for its peer) finishes; its collectives give up after 30 s, inside the
+        # launch's limit.
         if not support.mpi_built():
             self.skipTest("this build has no MPI (CODISTILL_MPI=OFF)")
         config = support.write_tiny_config(self.tmp.name, mode="async")
         run_dir = self.path("one-fails")
         support.hold_worker(run_dir, 1)
-        r = launch([config, "2", "--run-dir", run_dir, "--set", "group.timeout_s=120"], RANKS="2")
+        r = launch([config, "2", "--run-dir", run_dir] + support.GROUP_GUARDS, RANKS="2")
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("2 worker(s) x 2 ranks", r.stdout)
         self.assertIn("launch_local.sh: worker 1 failed (exit", r.stderr)
@@ -104,4 +101,4 @@ class LaunchLocalGroups(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    support.main(LaunchLocalGroups)

@@ -127,4 +127,4 @@ class PlotRun(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    support.main(PlotRun)

@@ -24,7 +24,9 @@ import support  # noqa: E402
 
 CLUSTER = os.path.join(support.SCRIPTS, "slurm", "local_cluster.sh")
 SBATCH_SCRIPT = os.path.join(support.SCRIPTS, "slurm", "codistill.sbatch")
-JOB_TIMEOUT_S = 90  # each job takes ~10 s (most of it sbatch --wait polling)
+# Each job takes ~10 s (most of it sbatch --wait polling); one that hangs fails its test
+# with the job's state, the daemons' logs and the workers' tails, well inside CTest's 300 s.
+JOB_TIMEOUT_S = 60
 
 
 def running(pid):
@@ -79,9 +81,17 @@ class SlurmCluster(unittest.TestCase):
             # The job's tasks inherit this environment (sbatch --export=ALL).
             r = support.run(cmd, cwd=self.tmp.name, env=support.group_env(dict(self.env, **env)), timeout=JOB_TIMEOUT_S)
         except subprocess.TimeoutExpired:
+            report = ["job %s did not end within %d s; squeue:" % (name, JOB_TIMEOUT_S),
+                      support.run(["squeue"], env=self.env).stdout]
+            for log in (out, os.path.join(self.cluster, "slurmctld.log"), os.path.join(self.cluster, "slurmd.log")):
+                if os.path.exists(log):
+                    with open(log, errors="replace") as f:
+                        report += ["-- %s (last 20 lines)" % log] + f.read().splitlines()[-20:]
+            run_dir = script_args[-1]
+            report += support.worker_tails(run_dir)
+            sys.stderr.write("\n".join(report) + "\n")
             support.run(["scancel", "--name=" + name], env=self.env)
-            raise AssertionError("job %s did not end within %d s; squeue:\n%s" % (
-                name, JOB_TIMEOUT_S, support.run(["squeue"], env=self.env).stdout))
+            raise AssertionError("\n".join(report)) from None
         text = open(out).read() if os.path.exists(out) else ""
         return r.returncode, text + r.stderr
 
@@ -120,9 +130,9 @@ class SlurmCluster(unittest.TestCase):
         # The same run under mpirun (launch_local.sh): sync mode makes it the same run, so
         # srun's groups must end bit-identical to mpirun's.
         local = self.path("groups-mpirun")
-        r = support.run([os.path.join(support.SCRIPTS, "launch_local.sh"), "--ranks", "2", config, "2",
-                         "--run-dir", local], env=support.group_env(dict(os.environ, BUILD_DIR=support.BINARY)),
-                        timeout=240)
+        r = support.run_workers([os.path.join(support.SCRIPTS, "launch_local.sh"), "--ranks", "2", config, "2",
+                                 "--run-dir", local] + support.GROUP_GUARDS, local, support.LAUNCH_TIMEOUT_S,
+                                env=support.group_env(dict(os.environ, BUILD_DIR=support.BINARY)))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         for w in (0, 1):
             self.assertEqual(support.parameter_distance(support.final_checkpoint(run_dir, w, 30),
@@ -186,19 +196,7 @@ class SlurmCluster(unittest.TestCase):
             support.run([CLUSTER, "stop", watched], env=self.env, timeout=60)
 
 
-def main():
-    # Where Slurm cannot run here, say why and exit 77 (CTest: skipped), unless required.
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(SlurmCluster)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    skipped_class = [s for s in result.skipped if "setUpClass" in str(s[0])]
-    if skipped_class:
-        reason = skipped_class[0][1]
-        if os.environ.get("CODISTILL_REQUIRE_SLURM"):
-            sys.exit("Slurm is required here (CODISTILL_REQUIRE_SLURM) but: %s" % reason)
-        print(reason if reason.startswith("skipped") else "skipped: " + reason)
-        sys.exit(77)
-    sys.exit(0 if result.wasSuccessful() else 1)
-
-
 if __name__ == "__main__":
-    main()
+    # Where Slurm cannot run here (setUpClass says why), or a test skips: exit 77 (CTest:
+    # skipped), unless CODISTILL_REQUIRE_SLURM is set (scripts/run_tests.sh): then it fails.
+    support.main(SlurmCluster, required_by="CODISTILL_REQUIRE_SLURM")

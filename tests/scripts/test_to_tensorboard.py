@@ -208,4 +208,4 @@ class PeerNames(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    support.main(ToTensorBoard, PeerNames)

@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/store.hpp"
 #include "support/process.hpp"
+#include "support/test_util.hpp"
 
 using namespace codistill::test;
 namespace ckpt = codistill::checkpoint;
@@ -163,10 +164,7 @@ TEST_CASE("no torn reads: two reader processes load the freshest checkpoint whil
 TEST_CASE("a full file system: one-line causes, no leftovers, a clean exit", "[process]") {
   // A real full disk: a 2.5 MB tmpfs holds two checkpoints of this model, then every
   // further write fails with ENOSPC (mounting needs root, as CI has).
-  if (::geteuid() != 0) {
-    WARN("not root: cannot mount a tmpfs to fill; this case needs root");
-    return;
-  }
+  if (::geteuid() != 0) return codistill::test::skip("not root: cannot mount a tmpfs to fill");
   TempDir dir;
   write_text(dir.path() / "c.yaml", kConfig);
   const fs::path mnt = dir.path() / "small";

@@ -166,7 +166,8 @@ TEST_CASE("two workers codistill on CUDA: teachers loaded to the device, distill
     INFO("worker " << w);
     const fs::path metrics = dir.path() / "run" / ("worker-00" + std::to_string(w)) / "metrics.jsonl";
     // On a failure, the worker's own account (its log and its eval/teacher events).
-    const std::string tag = "w" + std::to_string(w);
+    std::string tag = "w";  // appended: GCC 12's -Wrestrict false positive on "w" + to_string
+    tag += std::to_string(w);
     std::string account = read_text(dir.path() / (tag + ".out"));
     account += read_text(dir.path() / (tag + ".err"));
     for (const char* kind : {"teacher", "eval", "done"})

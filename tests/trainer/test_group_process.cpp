@@ -123,13 +123,14 @@ optimizer:
     kind: cosine
     warmup_steps: 50
 train:
-  steps: 6000
-  eval_every: 2000
-  log_every: 500
+  steps: 2000
+  eval_every: 1000
+  log_every: 250
 checkpoint:
   every: 100
   keep: 3
 )";
+constexpr std::int64_t kLongSteps = 2000;  // kLongConfig's: a run lasts seconds, signalled at step 200
 
 // The pid of rank `rank` among the processes below `ancestor` (mpirun's rank processes carry
 // OMPI_COMM_WORLD_RANK in their environment); -1 when there is none.
@@ -273,17 +274,22 @@ TEST_CASE("synchronized BatchNorm: a group of 2 ranks with batch B ends where on
   }
 }
 
-TEST_CASE("a group stopped by SIGTERM or by a rank killed with SIGKILL resumes bit-exactly", "[process][group][mpi]") {
-  if (!mpi_built()) return;
-  TempDir dir;
+// The final checkpoint of an uninterrupted group run of kLongConfig in dir/whole.
+static std::string uninterrupted_group_run(const TempDir& dir) {
   write_text(dir.path() / "c.yaml", kLongConfig);
-  const ckpt::RunStore whole_store(dir.str("whole"));
   auto whole = run_guarded(mpirun(2) + train(dir, "whole", ""), dir, "whole");
   INFO(whole.out << whole.err);
   REQUIRE(whole.exit_code == 0);
-  const std::string final_whole = whole_store.checkpoint_path(0, 6000);
+  return ckpt::RunStore(dir.str("whole")).checkpoint_path(0, kLongSteps);
+}
 
-  SECTION("SIGTERM to mpirun: every rank finishes the same step, rank 0 publishes it") {
+// Two test cases, not two sections of one: CTest runs them side by side.
+TEST_CASE("a group stopped by SIGTERM to mpirun: every rank finishes the same step, rank 0 publishes it, it resumes bit-exactly",
+          "[process][group][mpi]") {
+  if (!mpi_built()) return;
+  TempDir dir;
+  const std::string final_whole = uninterrupted_group_run(dir);
+  {
     const ckpt::RunStore s(dir.str("term"));
     {
       Child child(mpirun(2) + train(dir, "term", ""), dir, "term");
@@ -298,7 +304,7 @@ TEST_CASE("a group stopped by SIGTERM or by a rank killed with SIGKILL resumes b
     const auto files = s.checkpoints(0);
     REQUIRE(!files.empty());
     CHECK(files.back().step == done[0].at("step").get<std::int64_t>());
-    CHECK(files.back().step < 6000);
+    CHECK(files.back().step < kLongSteps);
     verify_all(dir.str("term"));
     // Another rank count would be another batch: refused, naming the one to use.
     auto alone = run_guarded(train(dir, "term", ""), dir, "term-alone");
@@ -309,10 +315,16 @@ TEST_CASE("a group stopped by SIGTERM or by a rank killed with SIGKILL resumes b
     INFO(resumed.out << resumed.err);
     REQUIRE(resumed.exit_code == 0);
     CHECK(resumed.out.find("resuming from") != std::string::npos);
-    require_identical(final_whole, s.checkpoint_path(0, 6000));
+    require_identical(final_whole, s.checkpoint_path(0, kLongSteps));
   }
+}
 
-  SECTION("SIGKILL of rank 1: the group ends non-zero, its checkpoints verify, and it resumes") {
+TEST_CASE("a group whose rank 1 is killed with SIGKILL ends non-zero, its checkpoints verify, it resumes bit-exactly",
+          "[process][group][mpi]") {
+  if (!mpi_built()) return;
+  TempDir dir;
+  const std::string final_whole = uninterrupted_group_run(dir);
+  {
     const ckpt::RunStore s(dir.str("kill"));
     int code = 0;
     {
@@ -331,13 +343,13 @@ TEST_CASE("a group stopped by SIGTERM or by a rank killed with SIGKILL resumes b
     CHECK(code != 0);
     const auto files = s.checkpoints(0);
     REQUIRE(!files.empty());
-    CHECK(files.back().step < 6000);
+    CHECK(files.back().step < kLongSteps);
     verify_all(dir.str("kill"));
     auto resumed = run_guarded(mpirun(2) + train(dir, "kill", ""), dir, "kill-resumed");
     INFO(resumed.out << resumed.err);
     REQUIRE(resumed.exit_code == 0);
     CHECK(resumed.out.find("resuming from") != std::string::npos);
-    require_identical(final_whole, s.checkpoint_path(0, 6000));
+    require_identical(final_whole, s.checkpoint_path(0, kLongSteps));
   }
 }
 

@@ -50,8 +50,10 @@ TEST_CASE("a second process started as the same worker refuses, the first trains
   CHECK(first.wait() == 0);
   // One run's lines only: a single done, steps strictly increasing.
   CHECK(read_events(worker / "metrics.jsonl", "done").size() == 1);
+  const auto train = read_events(worker / "metrics.jsonl", "train");
+  REQUIRE(train.size() >= 2);  // an order to check
   std::int64_t last = -1;
-  for (const auto& e : read_events(worker / "metrics.jsonl", "train")) {
+  for (const auto& e : train) {
     CHECK(e.at("step").get<std::int64_t>() > last);
     last = e.at("step").get<std::int64_t>();
   }

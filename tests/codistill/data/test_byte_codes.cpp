@@ -112,8 +112,7 @@ TEST_CASE("values that are not bytes, or codes that do not decode to them, keep 
 TEST_CASE("Fashion-MNIST, standardized, is gathered from its byte codes", "[data][codes][fashion-mnist]") {
   DataConfig cfg;  // kind fashion-mnist, default path, normalize standard
   if (!std::filesystem::exists(std::filesystem::path(cfg.path) / "train-images-idx3-ubyte.gz")) {
-    WARN("skipped: Fashion-MNIST not installed under " << cfg.path << " (package dataset-fashion-mnist)");
-    return;
+    return test::skip("Fashion-MNIST not installed under " + cfg.path + " (package dataset-fashion-mnist)");
   }
   cfg.normalize = "standard";
   Splits s = load_dataset(cfg);

@@ -327,8 +327,7 @@ TEST_CASE("load_dataset kind idx: paths, limits, normalization", "[data][idx]") 
 TEST_CASE("Fashion-MNIST from the Debian package", "[data][idx][fashion-mnist]") {
   DataConfig cfg;  // kind fashion-mnist, default path
   if (!fs::exists(fs::path(cfg.path) / "train-images-idx3-ubyte.gz")) {
-    WARN("skipped: Fashion-MNIST not installed under " << cfg.path << " (package dataset-fashion-mnist)");
-    return;
+    return test::skip("Fashion-MNIST not installed under " + cfg.path + " (package dataset-fashion-mnist)");
   }
   cfg.normalize = "none";
   Splits s = load_dataset(cfg);
