@@ -17,7 +17,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config zlib1g-dev
+  build-essential cmake ninja-build pkg-config zlib1g-dev
   libhdf5-dev hdf5-tools
   libxxhash-dev  # checkpoint content digests (XXH3-64)
   python3-xxhash  # scripts/checkpoint_digest.py recomputes them in Python
@@ -33,7 +33,7 @@ packages=(
   python3 gnuplot-nox
   python3-matplotlib  # scripts/plot_run.py (run_demo.sh ends with its picture)
   patchelf  # scripts/bundle.sh (relocatable bundle)
-  clang libclang-rt-14-dev  # scripts/run_fuzz.sh (libFuzzer)
+  clang libclang-rt-14-dev libomp-dev  # the sanitized, fuzz and TSan builds (clang, its OpenMP, libFuzzer)
 )
 bench=0
 tools=0
