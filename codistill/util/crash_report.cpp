@@ -54,7 +54,7 @@ extern "C" void on_fatal_signal(int sig, siginfo_t* /*info*/, void* /*context*/)
 }  // namespace
 
 void install_crash_report(const char* program) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(CODISTILL_SANITIZED)
   (void)program;
 #else
   if (g_installed) return;

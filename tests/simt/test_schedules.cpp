@@ -81,7 +81,7 @@ TEST_CASE("the seed picks the schedule policy, seed % 3", "[simt]") {
   CHECK(simt::detail::policy_for_seed(0x5eed) == Policy::warp_priority);
 }
 
-TEST_CASE("a seed gives the same schedule every time; the policies give different ones", "[simt]") {
+TEST_CASE("a seed gives the same schedule every time, and the policies give different ones", "[simt]") {
   for (std::uint64_t seed = 0; seed < 6; ++seed) {
     INFO("seed " << seed);
     CHECK(turns(seed) == turns(seed));

@@ -159,10 +159,12 @@ TEST_CASE("bf16 linear forward: bias and relu in the matmul, frozen weights roun
   INFO("seed " << seed);
   using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
   int i = 0;
-  for (auto [M, N, K] : {Shape{1, 1, 1}, Shape{7, 13, 33}, Shape{128, 256, 784}, Shape{5, 10, 256}, Shape{130, 17, 300}})
+  for (const Shape& shape : {Shape{1, 1, 1}, Shape{7, 13, 33}, Shape{128, 256, 784}, Shape{5, 10, 256}, Shape{130, 17, 300}})
     for (bool bias : {false, true})
       for (bool relu : {false, true})
         for (bool frozen : {false, true}) {
+          // Plain variables, not a structured binding: clang 14 cannot capture those in a lambda.
+          const std::int64_t M = std::get<0>(shape), N = std::get<1>(shape), K = std::get<2>(shape);
           INFO("M=" << M << " N=" << N << " K=" << K << " bias=" << bias << " relu=" << relu << " frozen=" << frozen);
           const std::uint64_t s = seed + static_cast<std::uint64_t>(++i) * 7;
           const auto x = random_vector<float>(static_cast<std::size_t>(M * K), s);
