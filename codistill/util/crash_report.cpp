@@ -11,9 +11,11 @@ namespace codistill {
 namespace {
 
 const char* g_program = "codistill";
+#if !defined(CODISTILL_SANITIZED)  // sanitizer builds keep the sanitizer's own reports
 // The handler's own stack: a stack overflow (SIGSEGV) has no room left on the thread's.
 alignas(16) char g_alt_stack[64 * 1024];
 bool g_installed = false;
+#endif
 
 void put(const char* s) {
   const std::size_t n = std::strlen(s);
