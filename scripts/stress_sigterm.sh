@@ -7,8 +7,8 @@
 # CONFIG (one worker: worker-000's checkpoints are watched) defaults to the process tests' MLP
 # (tests/trainer/test_resume_process.cpp's kConfig: batch 64, 256-256 hidden, AdamW, a
 # checkpoint every 100 steps). It found the heap corruption that a SIGTERM handler running
-# inside oneDNN's JIT sgemm caused (about 1 run in 150 before the fix, docs/results.md
-# "SIGTERM inside oneDNN's sgemm").
+# inside oneDNN's JIT sgemm caused (5 of 600 runs before the fix, docs/results.md
+# "Stopping with SIGTERM inside oneDNN's sgemm").
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs="${RUNS:-300}" jobs="${JOBS:-2}" out="${OUT:-/tmp/stress-sigterm}"

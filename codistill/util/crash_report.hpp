@@ -6,7 +6,7 @@
 // Why: on a CI machine a crash leaves nothing else to look at. One SIGTERM process test
 // ended with exit 134 and only glibc's "malloc(): unaligned tcache chunk detected" (a heap
 // block damaged earlier, found by a later malloc); with the stacks this report printed, the
-// cause was found (docs/results.md, "SIGTERM inside oneDNN's sgemm").
+// cause was found (docs/results.md, "Stopping with SIGTERM inside oneDNN's sgemm").
 //
 // The handler uses only async-signal-safe calls (write, backtrace_symbols_fd, sigaction,
 // raise) and backtrace, whose first call loads the unwinder (an allocation): it is made
