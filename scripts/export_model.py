@@ -7,7 +7,7 @@ The model is rebuilt from the checkpoint's own `model` attribute (scripts/codist
 models.py), its parameters and buffers loaded and checked against the model fingerprint.
 The exported model takes raw inputs [batch, C, H, W] float32 (Fashion-MNIST: pixel values
 0..255): the input normalization stored in the checkpoint is its first layer. It returns
-logits [batch, classes]. Formats: scripts/codistill_export/writers.py and README "Export".
+logits [batch, classes]. Formats: scripts/codistill_export/writers.py and docs/after-training.md, "Export".
 Exit codes: 0 written, 1 bad input or a failed export (one line on stderr), 2 usage error.
 An existing FILE is only replaced with --force; FILE never exists half-written.
 """

@@ -9,7 +9,7 @@
 // - When another process takes one of the cores, the spinning thread keeps its core while
 //   the thread it waits for is descheduled: a 2-thread fmnist_mlp step measured 8k
 //   examples/s beside a compiler instead of ~245k when quiet, 213k with GOMP_SPINCOUNT=2000
-//   (README "On a shared machine").
+//   (docs/training.md, "On a shared machine").
 // - When the cores are free, a short spin puts the threads to sleep between regions and
 //   every region then starts by waking them: on a 2-vCPU VM ResNet-8 trained 3-15% slower
 //   with 2000 than with libgomp's default (docs/results.md, ninth session).
