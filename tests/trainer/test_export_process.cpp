@@ -19,6 +19,7 @@
 
 #include "checkpoint/edit.hpp"
 #include "support/process.hpp"
+#include "support/short_run.hpp"
 
 using namespace codistill::test;
 using nlohmann::json;
@@ -47,20 +48,6 @@ bool have_tools() {
 
 std::string export_cmd(const std::string& ckpt, const std::string& format, const std::string& out) {
   return tools_python() + " " + kSource + "/scripts/export_model.py " + ckpt + " --format " + format + " -o " + out;
-}
-
-// A short real training run of a config from configs/; returns its final checkpoint.
-std::string train(const TempDir& dir, const std::string& name, const std::string& config, const std::string& sets) {
-  const std::string run = dir.str(name);
-  auto r = run_command(train_exe() + " --config " + kSource + "/configs/" + config + " --run-dir " + run +
-                           " --set train.steps=30 --set train.eval_every=0 --set checkpoint.every=0"
-                           " --set run.threads=1 " + sets,
-                       dir);
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  const std::string ckpt = run + "/worker-000/ckpt-000000030.h5";
-  REQUIRE(fs::exists(ckpt));
-  return ckpt;
 }
 
 std::size_t lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
@@ -118,23 +105,23 @@ TEST_CASE("exported mlp, cnn, resnet and layers models predict what codistill-in
   TempDir dir;
   SECTION("mlp (gelu, dropout)") {
     check_exports(dir, "mlp",
-                  train(dir, "mlp", "fmnist_mlp.yaml",
+                  short_training_run(dir, "mlp", "fmnist_mlp.yaml",
                         "--set model.hidden=[64,32] --set model.activation=gelu --set model.dropout=0.1"));
   }
   SECTION("cnn") {
     check_exports(dir, "cnn",
-                  train(dir, "cnn", "fmnist_cnn.yaml",
+                  short_training_run(dir, "cnn", "fmnist_cnn.yaml",
                         "--set model.channels=[16,32] --set model.kernel_size=3 --set model.hidden=[64]"));
   }
   SECTION("resnet (batch normalization with its running statistics, projection shortcuts)") {
     check_exports(dir, "resnet",
-                  train(dir, "resnet", "fmnist_resnet.yaml", "--set model.channels=[8,16] --set model.blocks=1"));
+                  short_training_run(dir, "resnet", "fmnist_resnet.yaml", "--set model.channels=[8,16] --set model.blocks=1"));
   }
   SECTION("layers (the shipped list, and a residual list with both shortcuts, layernorm, gelu)") {
-    check_exports(dir, "layers", train(dir, "layers", "fmnist_layers.yaml", ""));
+    check_exports(dir, "layers", short_training_run(dir, "layers", "fmnist_layers.yaml", ""));
     check_exports(
         dir, "layers_residual",
-        train(dir, "layers_residual", "fmnist_layers.yaml",
+        short_training_run(dir, "layers_residual", "fmnist_layers.yaml",
               "--set 'model.layers=[{conv2d: {out_channels: 8, kernel: 3, stride: 2, padding: 1}}, {batchnorm: {}}, "
               "{gelu: {}}, {residual: {layers: [{conv2d: {out_channels: 8, kernel: 3, padding: 1}}, {relu: {}}]}}, "
               "{residual: {layers: [{conv2d: {out_channels: 16, kernel: 3, stride: 2, padding: 1}}]}}, "
@@ -147,7 +134,7 @@ TEST_CASE("exported mlp, cnn, resnet and layers models predict what codistill-in
 TEST_CASE("export refuses bad input with one line and a non-zero exit", "[process][export]") {
   if (!have_tools()) return;
   TempDir dir;
-  const std::string ckpt = train(dir, "mlp", "fmnist_mlp.yaml", "--set model.hidden=[16] --set data.test_limit=50");
+  const std::string ckpt = short_training_run(dir, "mlp", "fmnist_mlp.yaml", "--set model.hidden=[16] --set data.test_limit=50");
   auto refused = [&](const std::string& cmd, int code, const std::string& says) {
     auto r = run_command(cmd, dir);
     INFO(cmd << "\n" << r.out << r.err);

@@ -5,41 +5,26 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "support/process.hpp"
+#include "support/short_run.hpp"
 
 using namespace codistill::test;
-namespace fs = std::filesystem;
 
 namespace {
 
 std::string inspect_exe() { return std::string(CODISTILL_BINARY_DIR) + "/trainer/codistill-inspect"; }
 
-// 30 steps of configs/fmnist_mlp.yaml with `sets`; its final checkpoint.
-std::string train(const TempDir& dir, const std::string& name, const std::string& sets) {
-  const std::string run = dir.str(name);
-  auto r = run_command(train_exe() + " --config " + std::string(CODISTILL_SOURCE_DIR) + "/configs/fmnist_mlp.yaml" +
-                           " --run-dir " + run +
-                           " --set train.steps=30 --set train.eval_every=0 --set checkpoint.every=0"
-                           " --set run.threads=1 " + sets,
-                       dir);
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  const std::string ckpt = run + "/worker-000/ckpt-000000030.h5";
-  REQUIRE(fs::exists(ckpt));
-  return ckpt;
-}
-
 }  // namespace
 
 TEST_CASE("inspect eval --predictions of an ensemble: the mean of its members' probabilities", "[process][inspect]") {
   TempDir dir;
-  const std::string a = train(dir, "a", "--set model.hidden=[16] --set data.test_limit=50");
-  const std::string b = train(dir, "b", "--set model.hidden=[16] --set data.test_limit=50 --set run.seed=2");
+  const std::string small = "--set model.hidden=[16] --set data.test_limit=50";
+  const std::string a = short_training_run(dir, "a", "fmnist_mlp.yaml", small);
+  const std::string b = short_training_run(dir, "b", "fmnist_mlp.yaml", small + " --set run.seed=2");
   auto rows = [&](const std::string& args, const std::string& file) {
     REQUIRE(run_command(inspect_exe() + " eval " + args + " --predictions " + dir.str(file), dir).exit_code == 0);
     std::vector<std::vector<double>> out;
