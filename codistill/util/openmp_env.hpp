@@ -12,7 +12,7 @@
 //   (docs/training.md, "On a shared machine").
 // - When the cores are free, a short spin puts the threads to sleep between regions and
 //   every region then starts by waking them: on a 2-vCPU VM ResNet-8 trained 3-15% slower
-//   with 2000 than with libgomp's default (docs/results.md, ninth session).
+//   with 2000 than with libgomp's default (docs/results.md, "OpenMP spin on a shared machine").
 // So the executables measure, once at start, how busy the machine is with other work and
 // bound the spin only where it is shared (or where ranks of a parallel launch start
 // together); the measurement costs every start of an executable 100 ms. libgomp reads its
