@@ -327,9 +327,12 @@ TEST_CASE("channels-last layers compute what their NCHW selves compute on the pe
     na.to_dtype(DType::f64), nb.to_dtype(DType::f64);
     nb.set_channels_last(true);
     na.set_reference(impl == Impl::reference), nb.set_reference(impl == Impl::reference);
-    CHECK(max_rel_error(values(permute(na.forward(x, true), C, S)), values(nb.forward(xl, true))) < 1e-12);
+    // The two layouts sum a channel's statistics in different orders; in double that moves
+    // an output by ~1e-15 absolute, up to ~1e-12 relative at the 1e-3 floor (seen under
+    // clang -O1). A wrong permutation or statistic is off by far more than 1e-10.
+    CHECK(max_rel_error(values(permute(na.forward(x, true), C, S)), values(nb.forward(xl, true))) < 1e-10);
     for (std::size_t i = 0; i < na.buffers().size(); ++i)
-      CHECK(max_rel_error(values(*na.buffers()[i].value), values(*nb.buffers()[i].value)) < 1e-12);
+      CHECK(max_rel_error(values(*na.buffers()[i].value), values(*nb.buffers()[i].value)) < 1e-10);
     GlobalAvgPool ga, gb;
     gb.set_channels_last(true);
     CHECK(max_rel_error(values(ga.forward(x, true)), values(gb.forward(xl, true))) < 1e-12);
