@@ -1,4 +1,4 @@
-// Where the trainer's step spends its time, phase by phase (engine/step.hpp's phases, timed
+// Where the trainer's step spends its time, phase by phase (train/step.hpp's phases, timed
 // by StepHooks::times), for an image config in one process:
 //   bench_step_phases --config configs/fmnist_mlp.yaml [--threads 2] [--teachers 0]
 //                     [--block 100] [--blocks 30] [--warmup 50] [--set key=value ...]

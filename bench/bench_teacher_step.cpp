@@ -8,7 +8,7 @@
 // values take turns block by block (`block` steps each, `blocks` rounds) inside one process:
 // the same data in memory, the same pages, the same student (it keeps training across the
 // blocks; the cost of a step does not depend on the weights' values), so that a spell of load
-// from elsewhere hits every K alike. The step is the trainer's own (engine/step.hpp: batch
+// from elsewhere hits every K alike. The step is the trainer's own (train/step.hpp: batch
 // gather, teacher forwards, student forward, fused loss, backward, optimizer update); the
 // teachers are models of the config's architecture on their own queues with the teachers'
 // precision and QueueOptions::frozen_params, as TeacherPool makes them (their weights are

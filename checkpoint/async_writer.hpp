@@ -5,7 +5,7 @@
 // The caller takes a snapshot first: values the writer owns until the file is published
 // (copies, TensorValue::copy_of; or tensors nobody changes meanwhile, shared, such as the
 // blocks an out-of-place optimizer step read: snapshot_sharing, and
-// codistill/engine/checkpointing.hpp for what training waits for).
+// codistill/persist/checkpointing.hpp for what training waits for).
 #include <condition_variable>
 #include <functional>
 #include <mutex>

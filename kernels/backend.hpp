@@ -42,7 +42,7 @@ struct HeadTeacher {
 // update, in tensors laid out like the ones written (same numel, dtype and device) and in
 // memory of their own (not overlapping the written tensors). Null members are read in
 // place. An out-of-place update is how an asynchronous checkpoint keeps the state of its
-// step without copying it (codistill/engine/checkpointing.hpp): on the CPU, for arrays of
+// step without copying it (codistill/persist/checkpointing.hpp): on the CPU, for arrays of
 // kStreamMinBytes (32 MiB) and more, it moves about the bytes of an update in place
 // (streaming stores, kernels/cpu/optimizer.cpp); below, the written lines are read first.
 struct UpdateSource {

@@ -14,11 +14,11 @@
 
 #include "codistill/config/config_loader.hpp"
 #include "codistill/dist/process_group.hpp"
-#include "codistill/engine/error.hpp"
-#include "codistill/engine/group.hpp"
-#include "codistill/engine/progress.hpp"
-#include "codistill/engine/run_dir.hpp"
-#include "codistill/engine/training.hpp"
+#include "codistill/util/run_errors.hpp"
+#include "codistill/train/group.hpp"
+#include "codistill/train/progress.hpp"
+#include "codistill/persist/run_dir.hpp"
+#include "codistill/train/training.hpp"
 #include "codistill/util/crash_report.hpp"
 #include "codistill/util/openmp_env.hpp"
 
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   codistill::reexec_with_bounded_openmp_spin(argv, "codistill-train");  // util/openmp_env.hpp: why
   codistill::install_crash_report("codistill-train");  // util/crash_report.hpp
   // Before any thread starts (MPI's, OpenMP's): they inherit SIGINT and SIGTERM blocked
-  // (engine/training.cpp says why).
+  // (train/training.cpp says why).
   try {
     codistill::install_stop_signal_handlers();
   } catch (const std::exception& e) {

@@ -152,7 +152,7 @@ struct CodistillConfig {
   double sync_timeout_s = 600;
   // Frozen teachers for classic distillation, beside or instead of live peers: checkpoint
   // files, worker directories or run directories (their workers' freshest valid
-  // checkpoints), resolved once when the run starts (engine/fixed_teachers.hpp).
+  // checkpoints), resolved once when the run starts (teachers/fixed_teachers.hpp).
   std::vector<std::string> fixed_teachers;
   // The teachers' matrix products (their forwards, and their logits in the fused head):
   // same (as train.precision) | float32 | bf16.

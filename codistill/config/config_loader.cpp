@@ -140,7 +140,7 @@ class Binder {
       if (c.data.train_limit != 0)
         fail_at({"data.train_limit"}, "is not used by data.kind text (windows are drawn from the whole shard); set 0");
       // A gpt takes windows of exactly model.seq_len tokens (worker_models entries are
-      // checked at start, engine/text_source.cpp).
+      // checked at start, data/feed/text_source.cpp).
       if (c.model.kind == "gpt" && c.data.context != c.model.seq_len)
         fail_at({"data.context", "model.seq_len"}, "expected model.seq_len = " + std::to_string(c.model.seq_len) +
                                                        " (a gpt model takes windows of exactly seq_len tokens), got '" +

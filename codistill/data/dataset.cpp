@@ -209,7 +209,7 @@ Splits load_dataset(const DataConfig& cfg) {
     s = make_synthetic(cfg);
     raw_max = 1.0;  // "unit" leaves synthetic values as they are
   } else if (cfg.kind == "text") {
-    // Token files are not images: the engine reads them (engine/text_source.hpp).
+    // Token files are not images: the engine reads them (data/feed/text_source.hpp).
     throw std::invalid_argument("data.kind: text is a language-model corpus, not a labelled image dataset (it is "
                                 "read by load_text_data; image tools such as codistill-inspect eval do not take it)");
   } else {

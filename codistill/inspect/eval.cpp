@@ -18,8 +18,8 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/idx.hpp"
 #include "codistill/data/sampler.hpp"
-#include "codistill/engine/evaluate.hpp"
-#include "codistill/engine/worker_state.hpp"
+#include "codistill/eval/evaluate.hpp"
+#include "codistill/persist/worker_state.hpp"
 #include "codistill/inspect/format.hpp"
 #include "codistill/inspect/inspect.hpp"
 #include "kernels/cpu/impl.hpp"
@@ -75,7 +75,7 @@ DataSpec check_options(const EvalOptions& opt) {
 }
 
 // Language models (data.kind text) are scored by their runs' eval events for now: the
-// held-out windows need the prepared folder and a per-token pass (engine/evaluate_text.hpp).
+// held-out windows need the prepared folder and a per-token pass (eval/evaluate_text.hpp).
 // Checked before the model attribute is read, so the message says this whatever the model.
 void refuse_text(const std::string& path, const checkpoint::CheckpointMeta& meta) {
   std::optional<Config> c;

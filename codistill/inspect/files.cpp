@@ -10,7 +10,7 @@
 
 #include "checkpoint/naming.hpp"
 #include "checkpoint/store.hpp"
-#include "codistill/engine/worker_state.hpp"
+#include "codistill/persist/worker_state.hpp"
 #include "codistill/inspect/format.hpp"
 #include "codistill/inspect/inspect.hpp"
 

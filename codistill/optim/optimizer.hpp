@@ -33,7 +33,7 @@ class Optimizer {
   // which become the model's values (ParamArena::replace_values) and this optimizer's slots;
   // the blocks it read, the state before this step, come back unchanged. Same bits as
   // step(). What an asynchronous checkpoint does instead of copying the state
-  // (engine/checkpointing.hpp): on the CPU, for large blocks, about the memory traffic of
+  // (persist/checkpointing.hpp): on the CPU, for large blocks, about the memory traffic of
   // an update in place (kernels::UpdateSource).
   // Throws std::invalid_argument when `into` is not laid out like the live blocks or shares
   // memory with them, and then changes nothing (as when the update itself throws).

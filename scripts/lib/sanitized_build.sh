@@ -1,6 +1,6 @@
 # Sourced by the scripts that build with sanitizers (run_sanitized_suite.sh, run_fuzz.sh,
 # run_tsan_codistill.sh). Clang, not GCC: an instrumented translation unit compiles about
-# 5x faster (engine/checkpointing.cpp with ASan + UBSan: 62 s with GCC at -O2 -g, 13 s
+# 5x faster (persist/checkpointing.cpp with ASan + UBSan: 62 s with GCC at -O2 -g, 13 s
 # with clang at -O1 and line tables), and only clang has libFuzzer. -O1 and line tables
 # (CMakeLists.txt) are what the sanitizers' reports need.
 

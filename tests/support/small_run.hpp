@@ -1,5 +1,5 @@
 #pragma once
-// The trainer Config that the engine tests run (tests/codistill/engine/test_training.cpp,
+// The trainer Config that the engine tests run (tests/codistill/train/test_training.cpp,
 // test_training_options.cpp, test_training_cuda.cpp, test_checkpointing.cpp): synthetic
 // 1x8x8 images and a small mlp or cnn (one hidden layer, one 4-channel 3x3 block). Each test
 // passes its own sizes and seed and sets what it checks on the Config it gets back.

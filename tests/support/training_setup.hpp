@@ -1,5 +1,5 @@
 #pragma once
-// Set-up shared by the tests that train small models (tests/codistill/engine/test_step.cpp,
+// Set-up shared by the tests that train small models (tests/codistill/train/test_step.cpp,
 // test_mixed_precision.cpp, tests/codistill/models/test_gpt_model.cpp): synthetic image
 // data, small mlp and gpt configs, a forward-only teacher, the distillation loss weights
 // they train with, a period-11 token stream, and the parameters read back as floats.
@@ -14,7 +14,7 @@
 
 #include "codistill/config/config.hpp"
 #include "codistill/data/synthetic.hpp"
-#include "codistill/engine/teachers.hpp"
+#include "codistill/teachers/teachers.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/backend.hpp"

@@ -9,7 +9,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/store.hpp"
-#include "codistill/engine/worker_state.hpp"
+#include "codistill/persist/worker_state.hpp"
 #include "support/checkpoint_compare.hpp"
 #include "support/process.hpp"
 

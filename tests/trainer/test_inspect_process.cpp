@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "codistill/engine/training.hpp"
+#include "codistill/train/training.hpp"
 #include "codistill/inspect/tiny_worker.hpp"  // tests/codistill/inspect: the checkpoints to inspect
 #include "support/process.hpp"
 

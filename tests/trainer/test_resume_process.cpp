@@ -111,8 +111,8 @@ TEST_CASE("SIGTERM finishes the step, publishes a checkpoint and exits 0, the ru
   auto s = store(dir, "run");
   // This once ended in exit 134 or 139 about one run in 150: the SIGTERM handler ran on the
   // main thread inside oneDNN 2.6's JIT sgemm, which points rsp into the heap (oneDNN issue
-  // #4845). The signal now goes to a thread of its own (engine/training.cpp;
-  // tests/codistill/engine/test_stop_signals.cpp checks the masks).
+  // #4845). The signal now goes to a thread of its own (train/training.cpp;
+  // tests/codistill/train/test_stop_signals.cpp checks the masks).
   INFO("stdout:\n" << read_text(dir.path() / "child.out") << "\nstderr:\n" << read_text(dir.path() / "child.err"));
   CHECK(code == 0);
   auto files = s.checkpoints(0);

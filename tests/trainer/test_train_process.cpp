@@ -103,7 +103,7 @@ TEST_CASE("codistill-train with micro-batches and an sgdr schedule trains as wit
   for (std::size_t i = 0; i < a.size(); ++i) {
     INFO("step " << a[i].at("step"));
     CHECK(b[i].at("lr") == a[i].at("lr"));  // the schedule does not depend on the split
-    // Float rounding of the split sums only (tests/codistill/engine/test_step.cpp); 40
+    // Float rounding of the split sums only (tests/codistill/train/test_step.cpp); 40
     // steps of momentum SGD do not amplify it past this.
     CHECK(b[i].at("loss").get<double>() == Approx(a[i].at("loss").get<double>()).epsilon(1e-4));
   }

@@ -14,7 +14,7 @@
 #include "checkpoint/edit.hpp"
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/sampler.hpp"
-#include "codistill/engine/worker_state.hpp"
+#include "codistill/persist/worker_state.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/distill_loss.hpp"

@@ -196,7 +196,7 @@ TEST_CASE("optimizer kinds and hyperparameters are validated", "[optim]") {
   CHECK_THROWS_AS(make_optimizer(adamw(0.9, 0.999, 0, 0), prob.model), std::invalid_argument);
 }
 
-// What an asynchronous checkpoint relies on (engine/checkpointing.hpp): an out-of-place step
+// What an asynchronous checkpoint relies on (persist/checkpointing.hpp): an out-of-place step
 // is the step in place, bit for bit, its result lands in the given blocks, which the model
 // and the optimizer use from then on, and the blocks it read come back holding the state
 // before it.

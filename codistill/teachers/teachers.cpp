@@ -1,0 +1,338 @@
+#include "codistill/teachers/teachers.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "codistill/persist/worker_state.hpp"
+#include "codistill/teachers/precision.hpp"
+#include "codistill/util/run_errors.hpp"
+
+namespace codistill {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+}  // namespace
+
+TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log,
+                         bool follower, ModelFactory factory)
+    : cfg_(cfg), model_cfg_(std::move(model_cfg)), factory_(std::move(factory)), log_(std::move(log)),
+      store_(cfg.run.dir), device_(kernels::Device::parse(cfg.device)) {
+  queue_options_.allow_tf32 = cfg.train.allow_tf32;
+  queue_options_.compute = teacher_compute(cfg);
+  queue_options_.frozen_params = true;  // a teacher's weights are written once, at upload
+  for (int p = 0; p < cfg.run.workers; ++p) {
+    if (p == cfg.run.worker) continue;
+    if (cfg.codistill.teachers > 0 && static_cast<int>(peers_.size()) >= cfg.codistill.teachers) break;
+    peers_.push_back(p);
+  }
+  held_steps_.assign(peers_.size(), -1);
+  silent_.assign(peers_.size(), false);
+  unlistable_.assign(peers_.size(), false);
+  if (cfg.codistill.enabled && cfg.codistill.mode == "async" && !peers_.empty() && !follower)
+    thread_ = std::thread([this] { watch(); });
+}
+
+TeacherPool::~TeacherPool() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<std::int64_t> TeacherPool::staleness(std::int64_t step) const {
+  if (teachers_.empty()) return std::nullopt;
+  std::int64_t oldest = teachers_.front()->step;
+  for (const auto& t : teachers_) oldest = std::min(oldest, t->step);
+  return step - oldest;
+}
+
+void TeacherPool::check_fits(int peer, const std::string& path) {
+  checkpoint::CheckpointMeta meta;
+  try {
+    meta = checkpoint::read_meta(path);
+  } catch (const std::exception&) {
+    return;  // vanished or unreadable: the load below skips it with a reason
+  }
+  check_teacher_fits(meta.model, model_cfg_, fmt::format("peer worker {} (checkpoint {})", peer, path));
+}
+
+std::unique_ptr<Teacher> TeacherPool::make_teacher(int peer, const checkpoint::CheckpointData& data,
+                                                   const std::string& path, double load_ms) {
+  auto t = std::make_unique<Teacher>();
+  t->peer = peer;
+  t->step = data.meta.step;
+  t->path = path;
+  t->model = model_from_checkpoint(data, factory_);
+  upload(*t);
+  t->load_ms = load_ms;
+  return t;
+}
+
+void TeacherPool::upload(Teacher& t) {
+  // The model was built and filled on the host; its blocks move to the device through the
+  // backend's staging memory (the block itself on the CPU: no copy), queued on the
+  // teacher's own queue, which the trainer waits for (Event::ready / synchronize) before
+  // the first forward.
+  Model& m = t.model;
+  m.drop_grads();
+  ParamArena& arena = m.arena();
+  const kernels::Tensor host_values = arena.values();
+  const kernels::Tensor host_buffers = arena.buffers();
+  m.to_device_uninitialized(device_, queue_options_);
+  kernels::Queue& q = m.queue();
+  auto send = [&](kernels::Tensor& block, const kernels::Tensor& host, kernels::Tensor& stage) {
+    stage = q.backend().staging_for(block);
+    if (!stage.same_memory(host)) stage.copy_from(host);
+    q.copy(block, stage);
+  };
+  kernels::Tensor buffer_stage;
+  send(arena.values(), host_values, t.staging);
+  if (host_buffers.defined()) send(arena.buffers(), host_buffers, buffer_stage);
+  t.loaded = q.make_event();
+  q.record(*t.loaded);
+  if (buffer_stage.defined() && !buffer_stage.same_memory(arena.buffers())) q.synchronize();  // small, rare
+}
+
+std::vector<std::unique_ptr<Teacher>> TeacherPool::take_loaded(std::vector<std::unique_ptr<Teacher>> fresh, bool wait) {
+  for (auto& t : fresh) {
+    // A newer load of a peer supersedes one still in flight (whose destructor waits for it).
+    std::erase_if(staged_, [&](const auto& u) { return u->peer == t->peer; });
+    staged_.push_back(std::move(t));
+  }
+  std::vector<std::unique_ptr<Teacher>> done;
+  for (auto it = staged_.begin(); it != staged_.end();) {
+    if (wait) (*it)->loaded->synchronize();
+    if (wait || (*it)->loaded->ready()) {
+      (*it)->staging = kernels::Tensor();
+      done.push_back(std::move(*it));
+      it = staged_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return done;
+}
+
+std::unique_ptr<Teacher> TeacherPool::load_async(int peer, std::int64_t held_step, std::int64_t own_step) {
+  std::string unreadable;
+  auto files = store_.checkpoints(peer, &unreadable);
+  auto i = static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), peer) - peers_.begin());
+  // A folder that cannot be listed (permissions, a failing mount) is worth a word, once
+  // until it reads again; the teacher held meanwhile stays.
+  if (!unreadable.empty()) {
+    if (!unlistable_[i]) {
+      std::lock_guard lock(mu_);
+      warnings_.push_back(fmt::format("peer {}: {}; keeping the teacher held", peer, unreadable));
+    }
+    unlistable_[i] = true;
+    return nullptr;
+  }
+  if (unlistable_[i]) {
+    std::lock_guard lock(mu_);
+    warnings_.push_back(fmt::format("peer {}: its folder reads again", peer));
+  }
+  unlistable_[i] = false;
+  const std::int64_t newest = files.empty() ? -1 : files.back().step;
+  // A peer that stopped publishing (dead, stuck or slow) is worth a word, once per stall.
+  const std::int64_t patience = 2 * std::max(cfg_.codistill.reload_every, cfg_.checkpoint.every);
+  if (newest >= 0 && own_step - newest > patience) {
+    if (!silent_[i]) {
+      std::lock_guard lock(mu_);
+      warnings_.push_back(fmt::format("peer {} has published nothing since step {} ({} steps behind this "
+                                      "worker): it may have stopped; going on with what it last published",
+                                      peer, newest, own_step - newest));
+    }
+    silent_[i] = true;
+  } else {
+    silent_[i] = false;
+  }
+  if (files.empty() || newest <= held_step) return nullptr;
+  check_fits(peer, files.back().path);
+  auto t0 = Clock::now();
+  auto loaded = store_.load_freshest(peer, teacher_read_options());
+  std::lock_guard lock(mu_);
+  if (loaded)
+    for (const auto& s : loaded->skipped) warnings_.push_back(fmt::format("peer {}: skipped {}", peer, s));
+  if (!loaded) {
+    warnings_.push_back(fmt::format("peer {}: no valid checkpoint among {} file(s); going on without it", peer,
+                                    files.size()));
+    return nullptr;
+  }
+  if (loaded->file.step <= held_step) return nullptr;
+  const std::int64_t lag = own_step - loaded->file.step;
+  if (cfg_.codistill.max_staleness > 0 && lag > cfg_.codistill.max_staleness) {
+    warnings_.push_back(fmt::format("peer {} lags: its freshest checkpoint (step {}) is {} steps behind, more "
+                                    "than codistill.max_staleness {}; not used",
+                                    peer, loaded->file.step, lag, cfg_.codistill.max_staleness));
+    return nullptr;
+  }
+  return make_teacher(peer, loaded->data, loaded->file.path, ms_since(t0));
+}
+
+std::unique_ptr<Teacher> TeacherPool::load_exact(int peer, std::int64_t peer_step) {
+  const std::string path = store_.checkpoint_path(peer, peer_step);
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration<double>(cfg_.codistill.sync_timeout_s);
+  std::string last_error = "not published yet";
+  for (;;) {
+    try {
+      check_fits(peer, path);
+      auto data = checkpoint::read(path, teacher_read_options());
+      return make_teacher(peer, data, path, ms_since(t0));
+    } catch (const TrainingError&) {
+      throw;
+    } catch (const std::exception& e) {
+      last_error = e.what();
+    }
+    if (Clock::now() > deadline)
+      throw TrainingError(fmt::format("codistill.mode sync: waited {} s (codistill.sync_timeout_s) for peer {}'s "
+                                      "checkpoint of step {} ({}): {}",
+                                      cfg_.codistill.sync_timeout_s, peer, peer_step, path, last_error));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void TeacherPool::watch() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || request_.has_value(); });
+    if (stop_) return;
+    const std::int64_t own = *request_;
+    request_.reset();
+    const std::vector<std::int64_t> held = held_steps_;
+    busy_ = true;
+    lock.unlock();
+    std::vector<std::unique_ptr<Teacher>> loaded;
+    std::string fatal;
+    for (std::size_t i = 0; i < peers_.size() && fatal.empty(); ++i) {
+      try {
+        if (auto t = load_async(peers_[i], held[i], own)) loaded.push_back(std::move(t));
+      } catch (const TrainingError& e) {
+        fatal = e.what();
+      } catch (const std::exception& e) {  // a broken model attribute, out of memory...
+        std::lock_guard g(mu_);
+        warnings_.push_back(fmt::format("peer {}: {}", peers_[i], e.what()));
+      }
+    }
+    lock.lock();
+    for (auto& t : loaded) {
+      auto i = static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), t->peer) - peers_.begin());
+      held_steps_[i] = t->step;
+      ready_.push_back(std::move(t));
+    }
+    if (!fatal.empty()) fatal_ = fatal;
+    busy_ = false;
+  }
+}
+
+void TeacherPool::at_step(std::int64_t step, MetricsWriter* metrics) {
+  const auto& c = cfg_.codistill;
+  if (!c.enabled || peers_.empty()) return;
+  const std::int64_t R = c.reload_every;
+  const bool reload_now = step % R == 0 && step + R > c.burn_in;
+  std::vector<std::unique_ptr<Teacher>> adopted;
+  if (c.mode == "sync") {
+    // The checkpoints of step - R exist from the second exchange on (none at step 0).
+    if (reload_now && step >= 2 * R)
+      for (int peer : peers_) adopted.push_back(load_exact(peer, step - R));
+  } else {
+    std::vector<std::string> warnings;
+    {
+      std::lock_guard lock(mu_);
+      if (!fatal_.empty()) throw TrainingError(fatal_);
+      if (reload_now && step >= R && !busy_) {
+        request_ = step;
+        cv_.notify_all();
+      }
+      for (auto& t : ready_) adopted.push_back(std::move(t));
+      ready_.clear();
+      warnings.swap(warnings_);
+    }
+    for (const auto& w : warnings) log_->warn("{}", w);
+  }
+  // Async mode never stalls a step for an upload in flight; sync mode waits for it.
+  adopt(take_loaded(std::move(adopted), /*wait=*/c.mode == "sync"), metrics, step);
+}
+
+void TeacherPool::resume(const std::vector<checkpoint::TeacherStep>& teacher_steps, MetricsWriter* metrics,
+                         std::int64_t step) {
+  if (!cfg_.codistill.enabled) return;
+  std::vector<std::unique_ptr<Teacher>> adopted;
+  for (const auto& ts : teacher_steps) {
+    const int peer = static_cast<int>(ts.worker);
+    auto i = std::find(peers_.begin(), peers_.end(), peer);
+    if (i == peers_.end()) continue;
+    if (cfg_.codistill.mode == "sync") {
+      adopted.push_back(load_exact(peer, ts.step));
+      continue;
+    }
+    try {
+      auto data = checkpoint::read(store_.checkpoint_path(peer, ts.step), teacher_read_options());
+      adopted.push_back(make_teacher(peer, data, store_.checkpoint_path(peer, ts.step), 0));
+    } catch (const std::exception& e) {
+      log_->warn("peer {}: the teacher in use before the restart (step {}) is gone ({}); the next reload finds "
+                 "its freshest",
+                 peer, ts.step, e.what());
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& t : adopted)
+      held_steps_[static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), t->peer) - peers_.begin())] =
+          t->step;
+  }
+  adopt(take_loaded(std::move(adopted), /*wait=*/true), metrics, step);
+}
+
+void TeacherPool::load_fixed(const std::vector<FixedTeacherFile>& files, const data::Normalization& normalization,
+                             MetricsWriter* metrics, std::int64_t step) {
+  std::vector<std::unique_ptr<Teacher>> loaded;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const FixedTeacherFile& f = files[i];
+    const std::string who = fmt::format("fixed teacher {} (from '{}')", f.path, f.source);
+    const auto t0 = Clock::now();
+    const checkpoint::CheckpointData data = read_fixed_teacher(f);
+    check_teacher_fits(data.meta.model, model_cfg_, who);
+    // The teacher sees the student's inputs, normalized the student's way: a teacher
+    // trained on another mapping of the pixels would be fed inputs it never saw.
+    const data::Normalization theirs = normalization_from_checkpoint(data);
+    const double tolerance = 1e-3 * std::max(1.0, std::abs(normalization.scale));
+    if (theirs.kind == "stored" && (std::abs(theirs.shift - normalization.shift) > tolerance ||
+                                    std::abs(theirs.scale - normalization.scale) > tolerance))
+      throw TrainingError(fmt::format("{} normalized its inputs with shift {:.6g}, scale {:.6g}; this worker uses "
+                                      "shift {:.6g}, scale {:.6g} (data.normalize and the data must match the "
+                                      "teacher's)",
+                                      who, theirs.shift, theirs.scale, normalization.shift, normalization.scale));
+    auto t = make_teacher(-static_cast<int>(i) - 1, data, f.path, ms_since(t0));
+    loaded.push_back(std::move(t));
+  }
+  for (auto& t : take_loaded(std::move(loaded), /*wait=*/true)) {
+    if (metrics)
+      metrics->emit("teacher", step,
+                    {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}, {"path", t->path}});
+    log_->info("fixed teacher {}: {} at step {} (loaded in {:.0f} ms)", t->label(), t->path, t->step, t->load_ms);
+    fixed_.push_back(std::move(t));
+  }
+}
+
+void TeacherPool::adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step) {
+  for (auto& t : adopted) {
+    if (metrics) metrics->emit("teacher", step, {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}});
+    log_->info("teacher: peer {} at step {} ({}, loaded in {:.0f} ms)", t->peer, t->step, t->path, t->load_ms);
+    auto same = std::find_if(teachers_.begin(), teachers_.end(), [&](const auto& u) { return u->peer == t->peer; });
+    if (same != teachers_.end()) *same = std::move(t);
+    else teachers_.push_back(std::move(t));
+  }
+  std::sort(teachers_.begin(), teachers_.end(), [](const auto& a, const auto& b) { return a->peer < b->peer; });
+}
+
+}  // namespace codistill

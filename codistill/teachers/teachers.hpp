@@ -1,0 +1,163 @@
+#pragma once
+// The teacher pool and peer watcher of online codistillation (DESIGN.md sections 1, 6, 8).
+// A background thread finds each peer's freshest valid checkpoint, loads and verifies it
+// into a forward-only copy of the model, and hands it over; the trainer swaps new teachers
+// in at a step boundary (adopt()), so loading never stalls a step.
+//   async mode: every reload_every steps, each peer's freshest valid checkpoint that is
+//               newer than the one held and not more than max_staleness steps behind;
+//   sync mode:  at step s (a multiple of reload_every), each peer's checkpoint of exactly
+//               step s - reload_every, waited for up to sync_timeout_s: runs are
+//               reproducible bit for bit.
+// Each teacher is a forward-only model on the student's device with its own queue, so that
+// its forwards overlap the student's where the backend runs queues concurrently; a loaded
+// checkpoint's parameter block goes through the backend's staging memory in one copy on
+// that queue, and async mode adopts the teacher only once the copy is done.
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/logger.h>
+
+#include "checkpoint/store.hpp"
+#include "codistill/config/config.hpp"
+#include "codistill/data/dataset.hpp"
+#include "codistill/teachers/fixed_teachers.hpp"
+#include "codistill/persist/metrics.hpp"
+#include "codistill/persist/worker_state.hpp"
+#include "codistill/models/model.hpp"
+#include "kernels/backend.hpp"
+
+namespace codistill {
+
+struct Teacher {
+  Teacher() = default;
+  Teacher(const Teacher&) = delete;
+  Teacher& operator=(const Teacher&) = delete;
+  // Waits for the teacher's queue, so that nothing still uses the memory freed here.
+  ~Teacher();
+
+  int peer = 0;  // a live peer's worker id; fixed teacher i is -(i + 1)
+  std::int64_t step = 0;  // the peer's step when it published this checkpoint
+  std::string path;
+  double load_ms = 0;
+  Model model;  // forward-only (no gradient block), on its own queue
+  std::unique_ptr<kernels::Event> loaded;        // after the parameter upload
+  std::unique_ptr<kernels::Event> forward_done;  // after each forward: the student's loss waits on it
+  kernels::Tensor staging;                       // the parameter block on its way; released once loaded
+  kernels::Tensor logits;                        // of the last forward (the model's own buffer)
+
+  // "3" for peer 3, "fixed-0" for the first fixed teacher (metrics' churn keys, logs).
+  std::string label() const;
+
+  // Inference forward on the teacher's queue, once `input_ready` (recorded on the
+  // student's queue after the batch copy) has been reached; records forward_done.
+  const kernels::Tensor& forward(const kernels::Tensor& x, kernels::Event* input_ready = nullptr);
+  // The same without the model's linear head (train.fused_head: the loss applies the head
+  // itself, Model::linear_head): the features [rows, features] in `logits`' place.
+  const kernels::Tensor& forward_features(const kernels::Tensor& x, kernels::Event* input_ready = nullptr);
+};
+
+// Throws TrainingError unless a teacher with this model attribute (a checkpoint's `model`)
+// can teach `student`: the same input shape and classes; any architecture. `who` names the
+// teacher in the message.
+void check_teacher_fits(const std::string& teacher_model_yaml, const ModelConfig& student, const std::string& who);
+// How a teacher's checkpoint is read: parameters and buffers, without the optimizer's slots
+// and the worker state (a teacher only runs forward). A teacher of any architecture is
+// rebuilt from its checkpoint's own model attribute (model_from_checkpoint), so the
+// fingerprint only has to match that attribute.
+checkpoint::ReadOptions teacher_read_options();
+
+class TeacherPool {
+ public:
+  // model_cfg: this worker's model section with input_shape and classes filled (what a
+  // teacher must fit). follower: a worker group's rank other than 0, which never looks for
+  // teachers itself but takes those rank 0 chose (follow()); it starts no watcher.
+  // factory: how a teacher's model is built from its checkpoint's model attribute (unset:
+  // build_model; TrainOptions::model_factory for tests).
+  TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log, bool follower = false,
+              ModelFactory factory = {});
+  ~TeacherPool();
+  TeacherPool(const TeacherPool&) = delete;
+  TeacherPool& operator=(const TeacherPool&) = delete;
+
+  // The peers this worker learns from: the others, up to codistill.teachers of them.
+  const std::vector<int>& peers() const { return peers_; }
+
+  // Called by the trainer at the start of every step (own completed steps). Async mode:
+  // asks the watcher for a reload every reload_every steps. Sync mode: at a reload step,
+  // blocks until the exact checkpoints are loaded (or throws after the timeout).
+  // Then swaps in whatever the watcher has finished loading and emits `teacher` events.
+  // Rethrows a fatal watcher error (a peer whose model cannot teach ours, a sync timeout).
+  void at_step(std::int64_t step, MetricsWriter* metrics);
+
+  // A resumed worker takes back the teachers its checkpoint says it was using (peer, step),
+  // so that a stopped and restarted run goes on exactly as before. Sync mode waits for
+  // them (they are retained for it); async mode takes those still there and otherwise
+  // finds the freshest at the next reload.
+  void resume(const std::vector<checkpoint::TeacherStep>& teacher_steps, MetricsWriter* metrics,
+              std::int64_t step);
+
+  // A follower's at_step and resume: makes the teachers in use exactly `chosen` (peer,
+  // step), as rank 0 has them at this step (train/group.hpp), loading from the peers'
+  // checkpoint files any it does not hold yet and dropping the others. Each rank reads the
+  // files itself (rather than receiving them from rank 0) since each needs the teacher on
+  // its own device anyway and the shared storage serves the same bytes; the content digest
+  // is checked on every rank. Throws TrainingError if a chosen file cannot be read (retention
+  // removed it in between: the group stops and resumes, exactly).
+  void follow(const std::vector<checkpoint::TeacherStep>& chosen, MetricsWriter* metrics, std::int64_t step);
+
+  // Teachers in use, by peer id ascending (never more than one per peer).
+  const std::vector<std::unique_ptr<Teacher>>& teachers() const { return teachers_; }
+
+  // Fixed teachers (codistill.fixed_teachers, teachers/fixed_teachers.hpp): loaded once, on
+  // the student's device, used at every step from the first. `normalization`: the
+  // student's input mapping, which each teacher's own (from its checkpoint) must match.
+  void load_fixed(const std::vector<FixedTeacherFile>& files, const data::Normalization& normalization,
+                  MetricsWriter* metrics, std::int64_t step);
+  const std::vector<std::unique_ptr<Teacher>>& fixed() const { return fixed_; }
+  // Own step minus the oldest teacher step in use; nullopt without teachers.
+  std::optional<std::int64_t> staleness(std::int64_t step) const;
+
+ private:
+  void watch();
+  std::unique_ptr<Teacher> load_async(int peer, std::int64_t held_step, std::int64_t own_step);
+  std::unique_ptr<Teacher> load_exact(int peer, std::int64_t peer_step);
+  std::unique_ptr<Teacher> make_teacher(int peer, const checkpoint::CheckpointData& data, const std::string& path,
+                                        double load_ms);
+  void upload(Teacher& t);
+  std::vector<std::unique_ptr<Teacher>> take_loaded(std::vector<std::unique_ptr<Teacher>> fresh, bool wait);
+  void check_fits(int peer, const std::string& path);
+  void adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step);
+
+  const Config& cfg_;
+  ModelConfig model_cfg_;
+  ModelFactory factory_;
+  std::shared_ptr<spdlog::logger> log_;
+  checkpoint::RunStore store_;
+  std::vector<int> peers_;
+  kernels::Device device_;
+  kernels::QueueOptions queue_options_;
+  std::vector<std::unique_ptr<Teacher>> teachers_;
+  std::vector<std::unique_ptr<Teacher>> fixed_;
+  std::vector<std::unique_ptr<Teacher>> staged_;  // uploads still in flight
+
+  // Shared with the watcher thread.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<std::int64_t> request_;  // own step of a pending reload request
+  std::vector<std::int64_t> held_steps_;  // by peer index: the step held or being adopted
+  std::vector<bool> silent_;              // by peer index: warned that it stopped publishing
+  std::vector<bool> unlistable_;          // by peer index: warned that its folder cannot be listed
+  std::vector<std::unique_ptr<Teacher>> ready_;
+  std::vector<std::string> warnings_;
+  std::string fatal_;
+  bool busy_ = false, stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace codistill

@@ -1,0 +1,188 @@
+#include "codistill/train/group.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <span>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "codistill/nn/batchnorm.hpp"
+
+namespace codistill {
+
+dist::GroupOptions group_options(const GroupConfig& cfg) {
+  dist::GroupOptions o;
+  o.kind = cfg.kind;
+  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(cfg.timeout_s * 1000.0)));
+  o.bucket_bytes = std::max<std::size_t>(4, static_cast<std::size_t>(cfg.bucket_mb * 1024.0 * 1024.0));
+  return o;
+}
+
+namespace {
+
+void check_f32(const kernels::Tensor& grads) {
+  if (grads.dtype() != kernels::DType::f32)
+    throw std::invalid_argument(fmt::format("gradient all-reduce: the gradient block is {}, not float32",
+                                            kernels::dtype_name(grads.dtype())));
+}
+
+std::span<float> slice(kernels::Tensor& grads, const dist::Bucket& b) {
+  return {static_cast<float*>(grads.raw()) + b.begin, b.end - b.begin};
+}
+
+}  // namespace
+
+void check_group_device(const dist::ProcessGroup& group, const kernels::Device& device) {
+  if (!group.reduces_device_memory() || device.str() == group.device()) return;
+  throw std::invalid_argument(fmt::format(
+      "process group kind {} all-reduces the memory of {} (this rank's device: its local rank on the node modulo "
+      "the visible GPUs), but the model is on {}: train on {} (device: {}), or use group.kind mpi, which reduces "
+      "through host memory from any device",
+      group.kind(), group.device(), device.str(), group.device(), group.device()));
+}
+
+void all_reduce_gradients(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q) {
+  if (group.size() == 1 || grads.numel() == 0) return;
+  check_f32(grads);
+  if (group.reduces_device_memory()) {
+    check_group_device(group, grads.device());
+    std::vector<std::span<float>> buckets;
+    for (const dist::Bucket& b : dist::bucket_ranges(static_cast<std::size_t>(grads.numel()),
+                                                     group.options().bucket_bytes))
+      buckets.push_back(slice(grads, b));
+    group.start_device_all_reduce_sum(buckets, q.native_stream());  // after backward's kernels on q
+    group.wait_all();  // q's later work (the optimizer) waits for the sums
+    return;
+  }
+  // Backward has queued the gradients; MPI reads host memory once they are there.
+  kernels::Tensor stage = q.backend().staging_for(grads);
+  const bool copy = !stage.same_memory(grads);
+  if (copy) q.copy(stage, grads);
+  q.synchronize();
+  group.all_reduce_sum(std::span<float>(stage.data<float>(), static_cast<std::size_t>(stage.numel())));
+  if (copy) {
+    q.copy(grads, stage);
+    q.synchronize();  // the staging memory is released on return
+  }
+}
+
+GradientReducer::GradientReducer(dist::ProcessGroup& group, kernels::Tensor& grads, kernels::Queue& q)
+    : group_(group), grads_(grads), q_(q) {
+  check_f32(grads);
+  if (group.reduces_device_memory()) {
+    check_group_device(group, grads.device());
+    path_ = Path::device;
+  } else {
+    path_ = q.backend().staging_for(grads).same_memory(grads) ? Path::host : Path::staged;
+  }
+  buckets_ = dist::bucket_ranges(static_cast<std::size_t>(grads.numel()), group.options().bucket_bytes);
+}
+
+void GradientReducer::start_down_to(std::int64_t first) {
+  std::vector<std::span<float>> device_buckets;  // started together: one fused launch
+  while (started_ < buckets_.size()) {
+    const dist::Bucket& b = buckets_[buckets_.size() - 1 - started_];
+    if (static_cast<std::int64_t>(b.begin) < first) break;
+    if (path_ == Path::device)
+      device_buckets.push_back(slice(grads_, b));
+    else
+      group_.start_all_reduce_sum(slice(grads_, b));
+    ++started_;
+  }
+  if (!device_buckets.empty()) group_.start_device_all_reduce_sum(device_buckets, q_.native_stream());
+}
+
+void GradientReducer::ready(std::int64_t first) {
+  if (path_ == Path::staged || group_.size() == 1) return;
+  // Host memory: the gradients queued so far must be in memory (a no-op on the CPU). Device
+  // memory: the group orders its reductions after them on the queue's stream.
+  if (path_ == Path::host) q_.synchronize();
+  start_down_to(first);
+  if (first > 0) overlapped_ = started_;  // some layers' backward still to run
+  group_.poll();
+}
+
+void GradientReducer::finish() {
+  if (group_.size() == 1) return;
+  if (path_ == Path::staged) {
+    all_reduce_gradients(group_, grads_, q_);
+    return;
+  }
+  if (path_ == Path::host) q_.synchronize();
+  early_ = overlapped_;
+  start_down_to(0);
+  group_.wait_all();
+  started_ = overlapped_ = 0;
+}
+
+void broadcast_values(dist::ProcessGroup& group, std::vector<std::int64_t>& values) {
+  if (group.size() == 1 || values.empty()) return;
+  group.broadcast(std::as_writable_bytes(std::span<std::int64_t>(values)), 0);
+}
+
+std::vector<checkpoint::TeacherStep> share_teacher_steps(dist::ProcessGroup& group,
+                                                         const std::vector<checkpoint::TeacherStep>& mine,
+                                                         std::size_t max) {
+  if (group.size() == 1) return mine;
+  if (mine.size() > max)
+    throw std::logic_error(fmt::format("share_teacher_steps: {} teachers, at most {} expected", mine.size(), max));
+  // [count, worker_0, step_0, worker_1, step_1, ...], fixed length on every rank.
+  std::vector<std::int64_t> wire(1 + 2 * max, 0);
+  wire[0] = static_cast<std::int64_t>(mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    wire[1 + 2 * i] = mine[i].worker;
+    wire[2 + 2 * i] = mine[i].step;
+  }
+  broadcast_values(group, wire);
+  if (wire[0] < 0 || static_cast<std::size_t>(wire[0]) > max)
+    throw std::runtime_error(fmt::format("rank 0 sent {} teachers (at most {} expected)", wire[0], max));
+  std::vector<checkpoint::TeacherStep> out(static_cast<std::size_t>(wire[0]));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = {wire[1 + 2 * i], wire[2 + 2 * i]};
+  return out;
+}
+
+StepAgreement agree_after_step(dist::ProcessGroup& group, bool stop, double loss, double ce, double distill) {
+  StepAgreement a{stop, loss, ce, distill};
+  if (group.size() == 1) return a;
+  // Floats suffice: the stop flags are counted and the loss terms are only logged.
+  float v[4] = {stop ? 1.0f : 0.0f, static_cast<float>(loss), static_cast<float>(ce), static_cast<float>(distill)};
+  group.all_reduce_sum(std::span<float>(v, 4));
+  a.stop = v[0] > 0.5f;
+  a.loss = v[1];
+  a.ce = v[2];
+  a.distill = v[3];
+  return a;
+}
+
+namespace {
+
+// The process group as nn's GroupSum (nn does not depend on dist).
+class ProcessGroupSum final : public GroupSum {
+ public:
+  explicit ProcessGroupSum(dist::ProcessGroup& group) : group_(group) {}
+  void all_reduce_sum(std::span<double> values) override { group_.all_reduce_sum_f64(values); }
+
+ private:
+  dist::ProcessGroup& group_;
+};
+
+}  // namespace
+
+int synchronize_batchnorm(dist::ProcessGroup& group, Model& model) {
+  std::vector<BatchNorm*> layers;
+  visit_modules(model.root(), [&](const std::string&, Module& m) {
+    if (auto* bn = dynamic_cast<BatchNorm*>(&m)) layers.push_back(bn);
+  });
+  if (layers.empty()) return 0;  // nothing to synchronize, whatever the backend
+  const kernels::Backend& backend = model.queue().backend();
+  if (!backend.supports(kernels::Op::batchnorm_sync, kernels::DType::f32))
+    throw std::invalid_argument(fmt::format("synchronized BatchNorm is not built for the {} backend",
+                                            backend.name()));
+  auto sum = std::make_shared<ProcessGroupSum>(group);
+  for (BatchNorm* bn : layers) bn->set_group_sum(sum);
+  return static_cast<int>(layers.size());
+}
+
+}  // namespace codistill

@@ -1,0 +1,402 @@
+// A Trainer's set-up, phase by phase (trainer_setup.hpp; training.cpp runs them in order).
+#include "codistill/train/trainer_setup.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <span>
+
+#include <boost/filesystem/operations.hpp>
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "codistill/config/config_loader.hpp"
+#include "codistill/data/augment.hpp"
+#include "codistill/data/sampler.hpp"
+#include "codistill/data/feed/batch_loader.hpp"
+#include "codistill/util/run_errors.hpp"
+#include "codistill/eval/evaluate_text.hpp"
+#include "codistill/teachers/fixed_teachers.hpp"
+#include "codistill/train/group.hpp"
+#include "codistill/teachers/precision.hpp"
+#include "codistill/util/openmp_env.hpp"
+#include "codistill/util/rng.hpp"
+#include "kernels/cpu/impl.hpp"
+
+namespace codistill::setup {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Random streams of one worker, one per purpose, so that adding a use of randomness in
+// one place never shifts another.
+enum RngPurpose : std::uint64_t { kModelInit = 1 };
+
+// The device a config names, checked against the registry: a device its backend cannot
+// use here (a build without it, no hardware, an index beyond the visible ones) throws
+// TrainingError (exit code 1) saying which, before anything is written.
+kernels::Device usable_device(const std::string& name) {
+  const kernels::Device d = kernels::Device::parse(name);
+  const kernels::Backend& b = kernels::backend_for(d);
+  const int n = b.device_count();
+  if (n == 0) throw TrainingError(fmt::format("device '{}': {} - use --device cpu", name, b.unavailable_reason()));
+  if (d.index >= n)
+    throw TrainingError(fmt::format("device '{}': only {} {} device(s) are visible ({}:0 .. {}:{})", name, n, b.name(),
+                                    b.name(), b.name(), n - 1));
+  return d;
+}
+
+// Where the config names the worker's model: its worker_models entry, or model.
+std::string model_section(const Config& c, const char* key) {
+  return c.worker_models.count(c.run.worker) ? fmt::format("worker_models.{}{}", c.run.worker, key)
+                                             : fmt::format("model{}", key);
+}
+
+}  // namespace
+
+void choose_device(Trainer::State& s) {
+  const Config& c = s.cfg;
+  s.device = usable_device(c.device);  // before anything is written
+  kernels::cpu::set_num_threads(c.run.threads);
+  // A worker group's ranks (docs/architecture.md section 5): rank 0 leads (the worker's
+  // files, evaluation); the others only train. One process is a "single" group of one.
+  if (s.opts.group) {
+    s.group = s.opts.group;
+  } else {
+    dist::GroupOptions single = group_options(c.group);
+    single.kind = "single";
+    s.group = dist::make_process_group(single);
+  }
+  dist::ProcessGroup& group = *s.group;
+  // A group that all-reduces device memory (nccl) chose this rank's device when it was made
+  // (its local rank modulo the visible GPUs): `device: cuda` without an index means that
+  // one; any other device is refused (exit 2) rather than reduced through the wrong memory.
+  if (group.reduces_device_memory()) {
+    const kernels::Device chosen = kernels::Device::parse(group.device());
+    if (c.device.find(':') == std::string::npos && s.device.kind == chosen.kind) {
+      s.device = usable_device(group.device());
+      s.cfg.device = s.device.str();  // what the rest reads (teachers go to this device too)
+    }
+    try {
+      check_group_device(group, s.device);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(c.device == "cpu" ? "group.kind" : "device", "", 0, e.what());
+    }
+  }
+  // A channels-last request the device's backend cannot honour: the model's device move
+  // would refuse it too, but later (after the run directory is made) and as a runtime error,
+  // while it is the config's key that is wrong.
+  if (model_of(c, c.run.worker).memory_format == "nhwc" && !kernels::backend_for(s.device).supports_channels_last())
+    throw ConfigError("model.memory_format", "", 0,
+                      fmt::format("nhwc: the {} backend has no channels-last image ops (use auto or nchw)",
+                                  kernels::backend_for(s.device).name()));
+  // A precision the device's backend cannot compute in: refused here, naming the key, rather
+  // than by to_device (later, and whose other refusals are not about precision).
+  for (const auto& [key, compute] : {std::pair{"train.precision", student_compute(c)},
+                                     std::pair{"codistill.teacher_precision", teacher_compute(c)}}) {
+    const kernels::Backend& backend = kernels::backend_for(s.device);
+    if (!backend.supports_compute(compute))
+      throw ConfigError(key, "", 0,
+                        fmt::format("the {} backend cannot compute GEMMs in {}", backend.name(),
+                                    kernels::compute_name(compute)));
+  }
+  s.lead = group.rank() == 0;
+}
+
+void make_logger(Trainer::State& s) {
+  const Config& c = s.cfg;
+  // The console first; train.log joins once the run directory is known to be ours. Ranks
+  // other than 0 say only what goes wrong, on stderr.
+  std::vector<spdlog::sink_ptr> sinks;
+  if (s.lead && s.opts.console) sinks.push_back(std::make_shared<spdlog::sinks::stdout_sink_mt>());
+  if (!s.lead) sinks.push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  s.log = std::make_shared<spdlog::logger>(fmt::format("worker-{}", c.run.worker), sinks.begin(), sinks.end());
+  s.log->set_pattern(s.lead ? fmt::format("[%H:%M:%S] [w{}] %v", c.run.worker)
+                            : fmt::format("[%H:%M:%S] [w{} rank {}] %v", c.run.worker, s.group->rank()));
+  if (!s.lead) s.log->set_level(spdlog::level::warn);
+  s.log->flush_on(spdlog::level::info);
+}
+
+void load_data_and_model(Trainer::State& s, Pending& p) {
+  const Config& c = s.cfg;
+  const auto t0 = Clock::now();
+  p.is_text = c.data.kind == "text";
+  p.mc = model_of(c, c.run.worker);
+  if (p.is_text) {
+    // A language model reads [B, T] token ids and predicts the vocabulary at every position.
+    s.text = load_text_data(c.data);
+    check_text_model(p.mc, s.text->vocab, c.data.context, model_section(c, ""));
+    p.mc.input_shape = {c.data.context};
+    p.mc.classes = s.text->vocab;
+    if (p.mc.vocab_size == 0) p.mc.vocab_size = s.text->vocab;  // recorded in checkpoints' model attribute
+    s.eval_windows = std::make_unique<data::text::EvalWindows>(*s.text->valid, c.data.context);
+  } else {
+    s.data = data::load_dataset(c.data);
+    p.mc.input_shape = s.data.train.example_shape();
+    p.mc.classes = s.data.train.classes;
+  }
+  p.load_s = seconds_since(t0);
+  Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
+  s.model = s.opts.model_factory ? s.opts.model_factory(p.mc, init_rng) : build_model(p.mc, init_rng);
+}
+
+void find_resume_point(Trainer::State& s, Pending& p) {
+  const Config& c = s.cfg;
+  auto& resume_from = p.resume_from;
+  // Rank 0 picks the checkpoint to resume from (cleaning up dead writers' temp files); the
+  // others read that very file, so every rank starts from the same state.
+  if (s.lead) {
+    s.checkpoints = std::make_unique<CheckpointManager>(c, s.log, s.opts.checkpoint_faults);
+    resume_from = s.checkpoints->find_resume_point(s.opts.resume, s.model.fingerprint());
+  }
+  std::vector<std::int64_t> resume_step = {resume_from ? resume_from->data.meta.step : -1};
+  broadcast_values(*s.group, resume_step);
+  if (!s.lead && resume_step[0] >= 0) {
+    checkpoint::ReadOptions read_options;
+    read_options.expected_fingerprint = s.model.fingerprint();
+    checkpoint::LoadedCheckpoint loaded;
+    loaded.file.path = checkpoint::RunStore(c.run.dir).checkpoint_path(c.run.worker, resume_step[0]);
+    loaded.file.step = resume_step[0];
+    loaded.data = checkpoint::read(loaded.file.path, read_options);
+    resume_from = std::move(loaded);
+  }
+  // Checked before the run directory is prepared or any log line written: nothing changes
+  // (a different run in the directory is refused first, as prepare_run_dir would).
+  if (resume_from && s.lead) check_same_run(c);
+  if (resume_from && resume_from->data.meta.step >= c.train.steps)
+    throw WorkerFinished("worker " + std::to_string(c.run.worker) + " of " + c.run.dir +
+                         " has finished: its checkpoint " + resume_from->file.path + " is at step " +
+                         std::to_string(resume_from->data.meta.step) + " of train.steps " +
+                         std::to_string(c.train.steps) + "; nothing to do");
+  // A group's batch is R x data.batch_size, so another rank count would silently continue
+  // another run: the checkpoint's examples_seen (step x B x R when it was written) says R.
+  const int ranks = s.group->size();
+  if (resume_from && resume_from->data.meta.step > 0) {
+    const std::int64_t per_step_rank = resume_from->data.meta.step * c.data.batch_size;
+    const std::int64_t seen = resume_from->data.meta.examples_seen;
+    if (seen % per_step_rank == 0 && seen / per_step_rank != ranks)
+      throw RunDirError(fmt::format("worker {}'s checkpoint {} was written by a group of {} rank(s) ({} examples in {} "
+                                    "steps of {} per rank); this one has {}: resume with -np {}",
+                                    c.run.worker, resume_from->file.path, seen / per_step_rank, seen,
+                                    resume_from->data.meta.step, c.data.batch_size, ranks, seen / per_step_rank));
+  }
+}
+
+void apply_init_from(Trainer::State& s, Pending& p) {
+  // Fine-tuning: loaded before anything is written, so a bad model.init_from (exit 2)
+  // leaves no trace. A resumed run's own checkpoint wins.
+  if (!p.mc.init_from.empty() && !p.resume_from)
+    p.init_source =
+        init_model_from(s.model, p.mc, p.mc.init_from, s.cfg.run.worker, model_section(s.cfg, ".init_from"));
+  // A directory init_from names may gain a checkpoint between the ranks' reads: rank 0's
+  // parameters and buffers are the group's.
+  if (p.init_source && s.group->size() > 1) {
+    ParamArena& arena = s.model.arena();
+    auto send = [&](kernels::Tensor& block) {
+      if (block.defined() && block.numel() > 0)
+        s.group->broadcast(std::span<float>(block.data<float>(), static_cast<std::size_t>(block.numel())), 0);
+    };
+    send(arena.values());
+    send(arena.buffers());
+  }
+}
+
+void claim_run_dir(Trainer::State& s, const Pending& p) {
+  const Config& c = s.cfg;
+  if (!s.lead) {
+    s.paths = run_paths(c);
+    s.metrics = std::make_unique<MetricsWriter>();  // disabled: rank 0 writes the worker's metrics
+    return;
+  }
+  const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
+  // One process per worker: claimed before anything in its folder is written.
+  {
+    boost::system::error_code ec;
+    boost::filesystem::create_directories(run_paths(c).worker_dir, ec);
+    if (ec) throw RunDirError("cannot create " + run_paths(c).worker_dir + ": " + ec.message());
+    s.owner = std::make_unique<WorkerOwner>(run_paths(c).worker_dir);
+  }
+  s.paths = prepare_run_dir(c, s.opts.resume);
+  s.log->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));
+  // A log line that cannot be written (a full disk) is lost from train.log but still reaches
+  // the console; say so once instead of once per line. Training goes on: metrics.jsonl, whose
+  // write failures stop the worker, is the run's record.
+  s.log->set_error_handler([path = s.paths.log](const std::string& msg) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      std::fprintf(stderr, "codistill-train: %s cannot be written (%s): log lines go to the "
+                   "console only\n", path.c_str(), msg.c_str());
+    });
+  });
+  s.metrics = std::make_unique<MetricsWriter>(s.paths.metrics);
+  s.checkpoints->set_metrics(s.metrics.get());
+  if (!p.resume_from && had_metrics)
+    s.log->warn("{} holds an earlier start of this worker but no checkpoint: starting from step 0, "
+                "appending to its metrics.jsonl", s.paths.worker_dir);
+}
+
+void log_start(Trainer::State& s, Pending& p) {
+  const Config& c = s.cfg;
+  if (p.is_text) {
+    p.unigram = unigram_cross_entropy(*s.text->train);
+    s.log->info("data: text from {}: {} training tokens in {} documents, {} held-out windows of {} tokens, "
+                "vocabulary {}, opened in {:.1f} s",
+                c.data.path, s.text->train->tokens(), s.text->train->documents(), s.eval_windows->count(),
+                c.data.context, s.text->vocab, p.load_s);
+    s.log->info("unigram baseline: {:.4f} nats per token (perplexity {:.1f}): the loss of predicting token "
+                "frequencies without context; a model that learns goes below it",
+                p.unigram, std::exp(p.unigram));
+  } else {
+    s.log->info("data: {} train / {} test examples of shape {}, {} classes, normalization {} "
+                "(shift {:.4f}, scale {:.4f}), loaded in {:.1f} s",
+                s.data.train.size(), s.data.test.size(), kernels::shape_str(s.data.train.example_shape()),
+                s.data.train.classes, s.data.train.normalization.kind, s.data.train.normalization.shift,
+                s.data.train.normalization.scale, p.load_s);
+  }
+  s.log->info("model {} ({} parameters, fingerprint {}):\n{}", p.mc.kind, s.model.num_params(),
+              s.model.fingerprint(), s.model.summary());
+  if (p.init_source)
+    s.log->info("model initialized from {} (worker {}, step {}): parameters and buffers only; the optimizer, step "
+                "count and data order start fresh",
+                p.init_source->path, p.init_source->worker, p.init_source->step);
+  else if (!p.mc.init_from.empty())
+    s.log->info("model.init_from ({}) ignored: resuming from this worker's own checkpoint", p.mc.init_from);
+  const int ranks = s.group->size();
+  if (ranks > 1)
+    s.log->info("worker group: {} ranks ({} process group), {} examples per rank and step, {} per step in all",
+                ranks, s.group->kind(), c.data.batch_size, ranks * c.data.batch_size);
+}
+
+void make_batch_source(Trainer::State& s, Pending& p) {
+  const Config& c = s.cfg;
+  const int rank = s.group->rank(), ranks = s.group->size();
+  Trainer::State* st = &s;  // the evaluations outlive this call; the state does not move
+  // Phase 1's source (data/feed/batch_source.hpp). Every rank draws the group's whole batch
+  // and trains on its own slice of it.
+  if (p.is_text) {
+    data::text::WindowOptions wo;
+    wo.batch_size = c.data.batch_size;
+    wo.context = c.data.context;
+    wo.mode = data::parse_shard_mode(c.data.shard);
+    wo.seed = c.run.seed;
+    wo.worker = c.run.worker;
+    wo.workers = c.run.workers;
+    p.source = std::make_unique<TextBatchSource>(*s.text->train, wo, RankSlice{rank, ranks});
+    const std::int64_t eval_batch = eval_windows_per_batch(c.train.eval_batch_size, c.data.context);
+    const std::int64_t limit = c.data.test_limit;
+    s.evaluate = [st, eval_batch, limit](Model& m, std::vector<std::int32_t>* predictions) {
+      return evaluate_text(m, *st->eval_windows, eval_batch, limit, predictions);
+    };
+  } else {
+    data::SamplerOptions sampler_opts = data::sampler_options(c);
+    sampler_opts.batch_size *= ranks;
+    s.sampler = std::make_unique<data::BatchSampler>(s.data.train, sampler_opts);
+    StepInput input;
+    input.augment = data::augment_options(c, s.data.train.normalization);
+    input.prefetch = p.prefetch = prefetch_batches(c.data.prefetch, s.device, kernels::cpu::num_threads());
+    s.log->info("batch prefetch: {}{}", input.prefetch ? "on" : "off",
+                c.data.prefetch == "auto" ? " (data.prefetch: auto)" : "");
+    input.slice = {rank, ranks};
+    if (input.augment.enabled())
+      s.log->info("augmentation of training batches: random crop with padding {} (fill {:.4f}, raw 0), flip {}",
+                  input.augment.crop_padding, input.augment.fill, input.augment.flip ? "on" : "off");
+    p.source = std::make_unique<ImageBatchSource>(s.data.train, *s.sampler, input.augment, input.prefetch, input.slice);
+    const std::int64_t eval_batch = c.train.eval_batch_size;
+    s.evaluate = [st, eval_batch](Model& m, std::vector<std::int32_t>* predictions) {
+      return codistill::evaluate(m, st->data.test, eval_batch, predictions);
+    };
+  }
+  s.log->info("data shard: {}", p.source->describe());
+}
+
+void restore_and_place(Trainer::State& s, Pending& p) {
+  const Config& c = s.cfg;
+  WorkerState& w = s.worker;
+  w.model = &s.model;
+  w.optimizer = s.optimizer.get();
+  w.source = p.source.get();
+  w.normalization = s.data.train.normalization;
+  w.worker = c.run.worker;
+  w.model_yaml = model_yaml(p.mc);
+  w.config_yaml = to_yaml(c);
+  if (p.resume_from) {
+    restore_state(w, p.resume_from->data);
+    s.log->info("resuming from {} at step {}", p.resume_from->file.path, w.step);
+  }
+  // Built, initialized and restored on the host (bit for bit a CPU run's start), then
+  // moved (a no-op on the CPU); optimizer slots follow the parameters on their next use.
+  kernels::QueueOptions queue_options;
+  queue_options.allow_tf32 = c.train.allow_tf32;
+  queue_options.compute = student_compute(c);
+  s.model.to_device(s.device, queue_options);
+  s.log->info("device {} ({} backend{}{})", s.device.str(), s.model.queue().backend().name(),
+              c.train.allow_tf32 ? ", TF32 allowed" : "",
+              queue_options.compute == kernels::Compute::bf16 ? ", bf16 mixed precision" : "");
+  s.log->info("OpenMP: {} threads, {}", kernels::cpu::num_threads(), openmp_spin_summary());
+  const int ranks = s.group->size();
+  if (c.group.sync_batchnorm && ranks > 1) {  // one process: its statistics are the group's already
+    try {
+      const int layers = synchronize_batchnorm(*s.group, s.model);
+      s.log->info("synchronized BatchNorm over the {} ranks: {} layer(s)", ranks, layers);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError("group.sync_batchnorm", "", 0, e.what());
+    }
+  }
+}
+
+void make_step(Trainer::State& s, Pending& p) {
+  const Config& c = s.cfg;
+  kernels::DistillLossParams loss_params;
+  loss_params.temperature = c.codistill.temperature;
+  loss_params.weight = c.codistill.weight;
+  const bool distills = c.codistill.enabled || !c.codistill.fixed_teachers.empty();
+  loss_params.hard_weight = distills ? c.codistill.hard_weight : 1.0;
+  s.step = std::make_unique<TrainStep>(s.model, std::move(p.source), c.data.batch_size, loss_params,
+                                       c.train.micro_batches, /*double_buffer=*/p.prefetch);
+  s.step->set_teacher_compute(teacher_compute(c));
+  if (c.train.fused_head) {
+    try {
+      s.step->set_fused_head(true);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError("train.fused_head", "", 0, e.what());
+    }
+  }
+  if (p.is_text)  // the run's first event: what "learning" means for this data
+    s.metrics->emit("data", s.worker.step,
+                    {{"kind", "text"}, {"vocab_size", s.text->vocab}, {"context", c.data.context},
+                     {"train_tokens", s.text->train->tokens()}, {"eval_windows", s.eval_windows->count()},
+                     {"unigram_ce", p.unigram}});
+}
+
+void start_teachers(Trainer::State& s, const Pending& p) {
+  const Config& c = s.cfg;
+  WorkerState& w = s.worker;
+  if (s.checkpoints) s.checkpoints->prepare(w);
+  if (c.codistill.enabled || !c.codistill.fixed_teachers.empty())
+    s.teachers = std::make_unique<TeacherPool>(s.cfg, p.mc, s.log, /*follower=*/!s.lead, s.opts.model_factory);
+  if (!c.codistill.fixed_teachers.empty()) {
+    // Chosen once per worker (recorded beside its checkpoints); a resumed worker takes the
+    // recorded files again, even where a teacher run has published newer ones since. In a
+    // group rank 0 chooses and records them; the others take the record.
+    const std::string record = s.paths.worker_dir + "/fixed_teachers.json";
+    std::vector<FixedTeacherFile> files;
+    if (s.lead) {
+      files = p.resume_from ? read_fixed_record(record) : std::vector<FixedTeacherFile>{};
+      if (files.empty()) {
+        files = resolve_fixed_teachers(c.codistill.fixed_teachers);
+        write_fixed_record(record, files);
+      }
+    }
+    if (s.group->size() > 1) s.group->barrier();  // the record is written
+    if (!s.lead) files = read_fixed_record(record);
+    s.teachers->load_fixed(files, s.data.train.normalization, s.metrics.get(), w.step);
+  }
+  if (c.codistill.enabled && s.lead) s.teachers->resume(w.teacher_steps, s.metrics.get(), w.step);
+}
+
+}  // namespace codistill::setup

@@ -1,0 +1,125 @@
+// One process per worker (codistill/persist/worker_owner.hpp): claim and release, a live
+// holder refused with its host and pid, stale holders taken over (this host: a dead pid;
+// another host: an old heartbeat), and a fresh holder on another host refused.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "codistill/persist/run_dir.hpp"
+#include "codistill/persist/worker_owner.hpp"
+#include "support/process.hpp"
+
+using codistill::RunDirError;
+using codistill::WorkerOwner;
+using namespace codistill::test;
+
+namespace {
+
+void write_owner(const std::filesystem::path& file, const std::string& host, long pid,
+                 double age_s) {
+  std::ofstream(file) << "{\"host\":\"" << host << "\",\"pid\":" << pid
+                      << ",\"started_unix\":" << std::time(nullptr) - 1000 << "}\n";
+  struct timespec times[2];
+  times[0].tv_sec = times[1].tv_sec = std::time(nullptr) - static_cast<time_t>(age_s);
+  times[0].tv_nsec = times[1].tv_nsec = 0;
+  REQUIRE(::utimensat(AT_FDCWD, file.c_str(), times, 0) == 0);
+}
+
+std::string this_host() {
+  char buf[256] = "";
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+TEST_CASE("a worker is claimed once and released when its owner goes", "[owner]") {
+  TempDir dir;
+  const auto owner_file = dir.path() / "owner";
+  {
+    WorkerOwner first(dir.str(""));
+    REQUIRE(std::filesystem::exists(owner_file));
+    REQUIRE_THROWS_WITH(WorkerOwner(dir.str("")),
+                        Catch::Contains("is held by host " + this_host() + " pid " +
+                                        std::to_string(::getpid())) &&
+                            Catch::Contains("already training"));
+  }
+  CHECK_FALSE(std::filesystem::exists(owner_file));
+  WorkerOwner again(dir.str(""));  // free again
+}
+
+TEST_CASE("stale owners are taken over, fresh ones on other hosts are not", "[owner]") {
+  TempDir dir;
+  const auto owner_file = dir.path() / "owner";
+  SECTION("this host, a pid that no longer runs (after kill -9)") {
+    pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    int status = 0;
+    ::waitpid(child, &status, 0);  // child is gone: its pid is free
+    write_owner(owner_file, this_host(), child, 1);
+    WorkerOwner taken(dir.str(""));
+    CHECK(read_text(owner_file).find("\"pid\":" + std::to_string(::getpid())) != std::string::npos);
+  }
+  SECTION("another host whose heartbeat stopped long ago") {
+    write_owner(owner_file, "node-that-died", 4242, WorkerOwner::kStaleSeconds + 60);
+    WorkerOwner taken(dir.str(""));
+    CHECK(read_text(owner_file).find(this_host()) != std::string::npos);
+  }
+  SECTION("another host with a fresh heartbeat: refused, file untouched") {
+    write_owner(owner_file, "node-still-busy", 4242, 5);
+    const std::string before = read_text(owner_file);
+    REQUIRE_THROWS_WITH(WorkerOwner(dir.str("")),
+                        Catch::Contains("held by host node-still-busy pid 4242"));
+    CHECK(read_text(owner_file) == before);
+  }
+  SECTION("a takeover lock left by a crashed takeover is cleared once stale") {
+    write_owner(owner_file, "node-that-died", 4242, WorkerOwner::kStaleSeconds + 60);
+    write_owner(dir.path() / "owner.takeover", "node-that-died", 4242, WorkerOwner::kStaleSeconds + 60);
+    WorkerOwner taken(dir.str(""));
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "owner.takeover"));
+  }
+}
+
+// kill -9 can land anywhere in a claim; the next process started as the worker must not be
+// locked out by what the killed one left (the chaos test's restarts hit this under load).
+TEST_CASE("a claim killed part-way does not lock the worker out", "[owner]") {
+  TempDir dir;
+  const auto owner_file = dir.path() / "owner";
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);  // a pid that no longer runs
+  SECTION("a fresh takeover lock of a dead process on this host is cleared at once") {
+    write_owner(owner_file, this_host(), child, 1);
+    write_owner(dir.path() / "owner.takeover", this_host(), child, 1);
+    WorkerOwner taken(dir.str(""));
+    CHECK(read_text(owner_file).find("\"pid\":" + std::to_string(::getpid())) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "owner.takeover"));
+  }
+  SECTION("a fresh takeover lock of a live process is respected") {
+    write_owner(owner_file, this_host(), child, 1);
+    write_owner(dir.path() / "owner.takeover", "node-still-busy", 4242, 1);
+    CHECK_THROWS_WITH(WorkerOwner(dir.str("")), Catch::Contains("keep claiming"));
+    CHECK(std::filesystem::exists(dir.path() / "owner.takeover"));
+  }
+  SECTION("drafts of dead processes are removed, and the owner file is whole from the start") {
+    const auto draft = dir.path() / ("owner." + this_host() + "." + std::to_string(child) + ".claim");
+    const auto lock_draft = dir.path() / ("owner.takeover." + this_host() + "." + std::to_string(child) + ".claim");
+    std::ofstream(draft) << "{\"host\":";  // torn: the process died while writing it
+    std::ofstream(lock_draft) << "";
+    WorkerOwner taken(dir.str(""));
+    CHECK_FALSE(std::filesystem::exists(draft));
+    CHECK_FALSE(std::filesystem::exists(lock_draft));
+    CHECK(nlohmann::json::accept(read_text(owner_file)));
+    int entries = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+    CHECK(entries == 1);  // the owner file alone: our own draft went after the link
+  }
+}
