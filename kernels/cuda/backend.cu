@@ -75,29 +75,16 @@ void wait_for_device(int device) {
 
 // ---- events ------------------------------------------------------------------------------
 
+// The event is destroyed with the object (handle.cuh): safe while work before it is
+// pending, the driver releases it once reached.
 CudaEvent::CudaEvent(int device) : device_(device) {
   CODISTILL_CUDA_CHECK(cudaSetDevice(device));
-  // No timing: cheaper to record and to wait on.
-  CODISTILL_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  event_ = make_timing_free_event();
 }
 
-CudaEvent::~CudaEvent() {
-  // Safe while work before it is pending: the driver releases it once reached. Errors (the
-  // runtime shutting down at exit) cannot be reported here.
-  if (event_) cudaEventDestroy(event_);
-}
+void CudaEvent::synchronize() { CODISTILL_CUDA_CHECK(cudaEventSynchronize(event_.get())); }
 
-void CudaEvent::synchronize() { CODISTILL_CUDA_CHECK(cudaEventSynchronize(event_)); }
-
-bool CudaEvent::ready() {
-  const cudaError_t err = cudaEventQuery(event_);
-  if (err == cudaSuccess) return true;
-  if (err == cudaErrorNotReady) {
-    cudaGetLastError();  // "not ready" is an answer, not an error: leave none behind
-    return false;
-  }
-  throw_cuda_error(err, "cudaEventQuery(event)", __FILE__, __LINE__);
-}
+bool CudaEvent::ready() { return event_reached(event_.get()); }
 
 // ---- queues ------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/cuda/backend.hpp"
 #include "kernels/cuda/context.hpp"
+#include "kernels/cuda/handle.cuh"
 #include "kernels/cuda/resources.cuh"
 
 namespace codistill::kernels::cuda {
@@ -20,18 +21,15 @@ namespace codistill::kernels::cuda {
 class CudaEvent final : public kernels::Event {
  public:
   explicit CudaEvent(int device);
-  ~CudaEvent() override;
-  CudaEvent(const CudaEvent&) = delete;
-  CudaEvent& operator=(const CudaEvent&) = delete;
 
   void synchronize() override;
   bool ready() override;
   int device() const { return device_; }
-  cudaEvent_t handle() const { return event_; }
+  cudaEvent_t handle() const { return event_.get(); }
 
  private:
   int device_;
-  cudaEvent_t event_ = nullptr;
+  EventHandle event_;
 };
 
 // A stream on one device with everything its ops need (StreamResources), all freed with

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/context.hpp"
+#include "kernels/cuda/handle.cuh"
 #include "kernels/cuda/resources.cuh"
 
 namespace codistill::kernels::cuda {
@@ -35,45 +36,41 @@ void Stream::synchronize() const {
 
 struct Event::Impl {
   int device = 0;
-  cudaEvent_t event = nullptr;
+  EventHandle event;
 };
 
 Event::Event(int device) : impl_(std::make_unique<Impl>()) {
   impl_->device = device;
   CODISTILL_CUDA_CHECK(cudaSetDevice(device));
-  // No timing: such events are cheaper to record and to wait on.
-  CODISTILL_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->event, cudaEventDisableTiming));
+  impl_->event = make_timing_free_event();
 }
 
 Event::~Event() {
   if (!impl_ || !impl_->event) return;
-  if (cudaSetDevice(impl_->device) == cudaSuccess) cudaEventDestroy(impl_->event);
+  // Impl destroys the event after this, with its own device current; without a runtime
+  // (cudaSetDevice fails at exit) it is left alone.
+  if (cudaSetDevice(impl_->device) != cudaSuccess) impl_->event.release();
 }
 
 void Event::record(void* stream) {
   CODISTILL_CUDA_CHECK(cudaSetDevice(impl_->device));
-  CODISTILL_CUDA_CHECK(cudaEventRecord(impl_->event, static_cast<cudaStream_t>(stream)));
+  CODISTILL_CUDA_CHECK(cudaEventRecord(impl_->event.get(), static_cast<cudaStream_t>(stream)));
 }
 
 void Event::wait(void* stream) const {
   // The waiting stream may live on another device: no cudaSetDevice needed for the wait.
-  CODISTILL_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), impl_->event, 0));
+  CODISTILL_CUDA_CHECK(
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), impl_->event.get(), 0));
 }
 
 bool Event::ready() const {
   CODISTILL_CUDA_CHECK(cudaSetDevice(impl_->device));
-  const cudaError_t err = cudaEventQuery(impl_->event);
-  if (err == cudaSuccess) return true;
-  if (err == cudaErrorNotReady) {
-    cudaGetLastError();  // "not ready" is an answer, not an error: leave none behind
-    return false;
-  }
-  throw_cuda_error(err, "cudaEventQuery(event)", __FILE__, __LINE__);
+  return event_reached(impl_->event.get());
 }
 
 void Event::synchronize() const {
   CODISTILL_CUDA_CHECK(cudaSetDevice(impl_->device));
-  CODISTILL_CUDA_CHECK(cudaEventSynchronize(impl_->event));
+  CODISTILL_CUDA_CHECK(cudaEventSynchronize(impl_->event.get()));
 }
 
 void stream_synchronize(const Context& ctx) {

@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/context.hpp"
+#include "kernels/cuda/handle.cuh"
 
 namespace codistill::kernels::cuda {
 
@@ -49,9 +50,9 @@ class StreamResources {
   StreamResources& operator=(const StreamResources&) = delete;
 
   int device() const { return device_; }
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return stream_.get(); }
   bool allow_tf32() const { return allow_tf32_; }
-  Context context() { return {device_, stream_, allow_tf32_, this, bf16_gemm_}; }
+  Context context() { return {device_, stream_.get(), allow_tf32_, this, bf16_gemm_}; }
 
   // Bound to the stream; cuBLAS's workspace is a buffer of this stream's own (so that
   // concurrent streams never share one), atomics off (reproducible results).
@@ -75,10 +76,10 @@ class StreamResources {
   int device_;
   bool allow_tf32_;
   bool bf16_gemm_;
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
+  StreamHandle stream_;
+  CublasHandle cublas_;
   void* cublas_workspace_ = nullptr;
-  cudnnHandle_t cudnn_ = nullptr;
+  CudnnHandle cudnn_;
   std::unique_ptr<CudnnPlans, CudnnPlansDeleter> cudnn_plans_;
   std::unique_ptr<OptimizerTables, OptimizerTablesDeleter> optimizer_tables_;
   void* scratch_ = nullptr;
