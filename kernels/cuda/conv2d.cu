@@ -112,7 +112,7 @@ namespace {
 
 using namespace cudnn_plan;
 
-ConvPlan& conv_plan(const cpu::Conv2dShape& s, const Context& ctx) {
+ConvPlan& conv_plan(const Conv2dShape& s, const Context& ctx) {
   const ConvKey key{ctx.allow_tf32,
                     {s.batch, s.in_channels, s.height, s.width, s.out_channels, s.kernel_h,
                      s.kernel_w, s.stride_h, s.stride_w, s.pad_h, s.pad_w}};
@@ -221,7 +221,7 @@ const float kOne = 1.0f, kZero = 0.0f;
 }  // namespace
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
-                    const cpu::Conv2dShape& s, const Context& ctx) {
+                    const Conv2dShape& s, const Context& ctx) {
   s.validate();
   cudnnHandle_t h = handle_for(ctx);
   ConvPlan& p = conv_plan(s, ctx);
@@ -235,7 +235,7 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
 }
 
 void conv2d_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
-                     float* db, const cpu::Conv2dShape& s, bool accumulate, const Context& ctx) {
+                     float* db, const Conv2dShape& s, bool accumulate, const Context& ctx) {
   s.validate();
   cudnnHandle_t h = handle_for(ctx);
   ConvPlan& p = conv_plan(s, ctx);

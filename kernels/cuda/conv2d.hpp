@@ -1,7 +1,7 @@
 #pragma once
 // Convolution (through cuDNN) and max pooling (pool.cu) on CUDA, float32 NCHW, with the
-// shapes and semantics of kernels/cpu/conv2d.hpp and kernels/cpu/pool.hpp (the tests'
-// references). Convolution descriptors and the chosen algorithms are cached per shape by
+// shapes of kernels/ops.hpp and the semantics of kernels/cpu/conv2d.hpp and
+// kernels/cpu/pool.hpp (the tests' references). Convolution descriptors and the chosen algorithms are cached per shape by
 // the queue (ctx.resources); workspace is the queue's scratch. TF32
 // (CUDNN_TENSOR_OP_MATH) only when ctx.allow_tf32.
 //   conv2d_forward:  y = conv(x, w) (+ b)
@@ -11,19 +11,18 @@
 //   maxpool2d_backward: dx = dy routed to the maxima, overwritten; the maxima are found
 //                       again from x (y is not needed), so no argmax is kept
 // Errors throw std::runtime_error with file, line and cuDNN's message.
-#include "kernels/cpu/conv2d.hpp"
-#include "kernels/cpu/pool.hpp"
 #include "kernels/cuda/context.hpp"
+#include "kernels/ops.hpp"
 
 namespace codistill::kernels::cuda {
 
 void conv2d_forward(const float* x, const float* w, const float* b, float* y,
-                    const cpu::Conv2dShape& s, const Context& ctx);
+                    const Conv2dShape& s, const Context& ctx);
 void conv2d_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
-                     float* db, const cpu::Conv2dShape& s, bool accumulate, const Context& ctx);
+                     float* db, const Conv2dShape& s, bool accumulate, const Context& ctx);
 
-void maxpool2d_forward(const float* x, float* y, const cpu::Pool2dShape& s, const Context& ctx);
+void maxpool2d_forward(const float* x, float* y, const Pool2dShape& s, const Context& ctx);
 void maxpool2d_backward(const float* x, const float* y, const float* dy, float* dx,
-                        const cpu::Pool2dShape& s, const Context& ctx);
+                        const Pool2dShape& s, const Context& ctx);
 
 }  // namespace codistill::kernels::cuda

@@ -31,7 +31,7 @@ constexpr const char* kOp = "linear_distill_head (cuda)";
 
 [[noreturn]] void fail(const std::string& why) { throw std::invalid_argument(std::string(kOp) + ": " + why); }
 
-void check_args(const HeadOperands& a, const HeadTeacherOperands* teachers, int K, const cpu::DistillHeadParams& p) {
+void check_args(const HeadOperands& a, const HeadTeacherOperands* teachers, int K, const DistillHeadParams& p) {
   if (a.N <= 0 || a.H <= 0 || a.V <= 0 || a.N > INT_MAX || a.H > INT_MAX || a.V > INT_MAX)
     fail("need 0 < N, H, V < 2^31, got N=" + std::to_string(a.N) + " H=" + std::to_string(a.H) +
          " V=" + std::to_string(a.V));
@@ -58,8 +58,8 @@ struct DeviceBlock {
 
 }  // namespace
 
-cpu::DistillLossResult linear_distill_head(const HeadOperands& a, const HeadTeacherOperands* teachers, int K,
-                                           const cpu::DistillHeadParams& p, const Context& ctx) {
+DistillLossResult linear_distill_head(const HeadOperands& a, const HeadTeacherOperands* teachers, int K,
+                                      const DistillHeadParams& p, const Context& ctx) {
   check_args(a, teachers, K, p);
   auto& res = resources_of(ctx, "linear_distill_head");
   detail::use_device(ctx);
@@ -148,7 +148,7 @@ cpu::DistillLossResult linear_distill_head(const HeadOperands& a, const HeadTeac
   CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream));
   double s[2];
   std::memcpy(s, host + download, sizeof s);
-  cpu::DistillLossResult out;
+  DistillLossResult out;
   out.rows = rows;
   out.ce = s[0] / static_cast<double>(rows);
   out.distill = s[1] / static_cast<double>(rows);

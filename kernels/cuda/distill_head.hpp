@@ -6,8 +6,8 @@
 // pointers, the stream and its resources in a Context made by a queue.
 #include <cstdint>
 
-#include "kernels/cpu/distill_head.hpp"
 #include "kernels/cuda/context.hpp"
+#include "kernels/ops.hpp"
 
 namespace codistill::kernels::cuda {
 
@@ -36,7 +36,7 @@ struct HeadTeacherOperands {
 // std::out_of_range naming the row and the label, before anything is written) and at the
 // end (the result is on the host). The chunk's logits, (K + 1) x chunk x V floats, come
 // from the caching allocator for the call (plus 8 N bytes of per-row loss terms).
-cpu::DistillLossResult linear_distill_head(const HeadOperands& a, const HeadTeacherOperands* teachers, int K,
-                                           const cpu::DistillHeadParams& p, const Context& ctx);
+DistillLossResult linear_distill_head(const HeadOperands& a, const HeadTeacherOperands* teachers, int K,
+                                      const DistillHeadParams& p, const Context& ctx);
 
 }  // namespace codistill::kernels::cuda

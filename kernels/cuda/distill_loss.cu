@@ -31,7 +31,7 @@ using device::kLog2e;
 
 template <class T>
 void check_args(const T* student, const T* const* teachers, int K, const std::int32_t* labels,
-                std::int64_t N, std::int64_t V, const cpu::DistillLossParams& p) {
+                std::int64_t N, std::int64_t V, const DistillLossParams& p) {
   if (N <= 0 || V <= 0 || N > INT32_MAX || V > INT32_MAX)
     throw std::invalid_argument("distill_loss (cuda): need 0 < N, V < 2^31, got N=" +
                                 std::to_string(N) + " V=" + std::to_string(V));
@@ -69,7 +69,7 @@ void queue_sum_rows_t(const float* terms, std::int64_t N, double* sums, cudaStre
 template <class T>
 void launch_loss(const T* student, const T* const* teachers, const T* const* ptrs, int K,
                  const std::int32_t* labels, T* grad, std::int64_t N, std::int64_t V,
-                 const cpu::DistillLossParams& p, const unsigned long long* header, float* terms,
+                 const DistillLossParams& p, const unsigned long long* header, float* terms,
                  const Context& ctx, cudaStream_t stream) {
   const bool shared = K == 0 || p.temperature == 1.0;
   Args<T> args{student, ptrs, K, labels, grad, static_cast<int>(N), static_cast<int>(V), shared,
@@ -99,9 +99,9 @@ void launch_loss(const T* student, const T* const* teachers, const T* const* ptr
 constexpr std::size_t kSums = 16, kPtrs = 32;
 
 template <class T>
-cpu::DistillLossResult run(const T* student, const T* const* teachers, int K,
-                           const std::int32_t* labels, T* grad, std::int64_t N, std::int64_t V,
-                           const cpu::DistillLossParams& p, const Context& ctx) {
+DistillLossResult run(const T* student, const T* const* teachers, int K,
+                      const std::int32_t* labels, T* grad, std::int64_t N, std::int64_t V,
+                      const DistillLossParams& p, const Context& ctx) {
   check_args(student, teachers, K, labels, N, V, p);
   auto& res = resources_of(ctx, "distill_loss");
   detail::use_device(ctx);
@@ -139,7 +139,7 @@ cpu::DistillLossResult run(const T* student, const T* const* teachers, int K,
                             std::to_string(bad) + ", expected -1 (ignore) or a class in [0, " +
                             std::to_string(V) + ")");
   }
-  cpu::DistillLossResult out;
+  DistillLossResult out;
   const auto rows = static_cast<std::int64_t>(got[0]);
   if (rows == 0) return out;  // every row ignored: zero gradient, no terms
   const double scale = 1.0 / static_cast<double>(rows);
@@ -162,7 +162,7 @@ void queue_check_labels(const std::int32_t* labels, std::int64_t N, std::int64_t
 void queue_distill_rows(const float* student, const float* const* teachers_host,
                         const float* const* teachers_dev, int K, const std::int32_t* labels,
                         float* grad, std::int64_t N, std::int64_t V,
-                        const cpu::DistillLossParams& p, const unsigned long long* header,
+                        const DistillLossParams& p, const unsigned long long* header,
                         float* row_terms, const Context& ctx) {
   check_args(student, teachers_host, K, labels, N, V, p);
   launch_loss<float>(student, teachers_host, teachers_dev, K, labels, grad, N, V, p, header,
@@ -175,18 +175,18 @@ void queue_sum_rows(const float* row_terms, std::int64_t N, double* sums, const 
 
 }  // namespace detail
 
-cpu::DistillLossResult distill_loss(const float* student, const float* const* teachers, int K,
-                                    const std::int32_t* labels, float* grad, std::int64_t N,
-                                    std::int64_t V, const cpu::DistillLossParams& p,
-                                    const Context& ctx) {
+DistillLossResult distill_loss(const float* student, const float* const* teachers, int K,
+                               const std::int32_t* labels, float* grad, std::int64_t N,
+                               std::int64_t V, const DistillLossParams& p,
+                               const Context& ctx) {
   return run<float>(student, teachers, K, labels, grad, N, V, p, ctx);
 }
 
-cpu::DistillLossResult distill_loss_bf16(const std::uint16_t* student,
-                                         const std::uint16_t* const* teachers, int K,
-                                         const std::int32_t* labels, std::uint16_t* grad,
-                                         std::int64_t N, std::int64_t V,
-                                         const cpu::DistillLossParams& p, const Context& ctx) {
+DistillLossResult distill_loss_bf16(const std::uint16_t* student,
+                                    const std::uint16_t* const* teachers, int K,
+                                    const std::int32_t* labels, std::uint16_t* grad,
+                                    std::int64_t N, std::int64_t V,
+                                    const DistillLossParams& p, const Context& ctx) {
   // Raw bf16 bits and __nv_bfloat16 have the same size and layout.
   static_assert(sizeof(bf16) == sizeof(std::uint16_t));
   return run<bf16>(reinterpret_cast<const bf16*>(student),

@@ -7,8 +7,8 @@
 // scratch (device and pinned host) there, allocated once per queue, not per call.
 #include <cstdint>
 
-#include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cuda/context.hpp"
+#include "kernels/ops.hpp"
 
 namespace codistill::kernels::cuda {
 
@@ -18,18 +18,17 @@ namespace codistill::kernels::cuda {
 // Throws std::out_of_range for a label outside [-1, V) (naming the row and the label,
 // before anything is written), std::invalid_argument for bad sizes or temperature, and
 // std::runtime_error for CUDA failures or in a build without CUDA ("built without CUDA").
-cpu::DistillLossResult distill_loss(const float* student, const float* const* teachers, int K,
-                                    const std::int32_t* labels, float* grad, std::int64_t N,
-                                    std::int64_t V, const cpu::DistillLossParams& p,
-                                    const Context& ctx);
+DistillLossResult distill_loss(const float* student, const float* const* teachers, int K,
+                               const std::int32_t* labels, float* grad, std::int64_t N,
+                               std::int64_t V, const DistillLossParams& p, const Context& ctx);
 
 // The same on bfloat16 logits (raw bf16 bits, as kernels::DType::bf16 stores them), read
 // and converted to float32 in registers; every sum is float32 (the row totals double).
 // grad (bf16, may alias student, may be null) is rounded to nearest even once at the end.
-cpu::DistillLossResult distill_loss_bf16(const std::uint16_t* student,
-                                         const std::uint16_t* const* teachers, int K,
-                                         const std::int32_t* labels, std::uint16_t* grad,
-                                         std::int64_t N, std::int64_t V,
-                                         const cpu::DistillLossParams& p, const Context& ctx);
+DistillLossResult distill_loss_bf16(const std::uint16_t* student,
+                                    const std::uint16_t* const* teachers, int K,
+                                    const std::int32_t* labels, std::uint16_t* grad,
+                                    std::int64_t N, std::int64_t V, const DistillLossParams& p,
+                                    const Context& ctx);
 
 }  // namespace codistill::kernels::cuda

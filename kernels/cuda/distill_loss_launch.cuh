@@ -6,8 +6,8 @@
 // same three for a whole batch. Internal to kernels/cuda/ (.cu files only).
 #include <cstdint>
 
-#include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cuda/context.hpp"
+#include "kernels/ops.hpp"
 
 namespace codistill::kernels::cuda::detail {
 
@@ -25,7 +25,7 @@ void queue_check_labels(const std::int32_t* labels, std::int64_t N, std::int64_t
 void queue_distill_rows(const float* student, const float* const* teachers_host,
                         const float* const* teachers_dev, int K, const std::int32_t* labels,
                         float* grad, std::int64_t N, std::int64_t V,
-                        const cpu::DistillLossParams& p, const unsigned long long* header,
+                        const DistillLossParams& p, const unsigned long long* header,
                         float* row_terms, const Context& ctx);
 
 // sums[0], sums[1] (device doubles) = the sums of row_terms' two columns over N rows.

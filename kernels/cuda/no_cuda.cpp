@@ -82,12 +82,12 @@ void multiply(const float*, const float*, float*, std::int64_t, const Context&) 
 void add(const float*, const float*, float*, std::int64_t, const Context&) { no_cuda(); }
 
 // conv2d.hpp
-void conv2d_forward(const float*, const float*, const float*, float*, const cpu::Conv2dShape&,
+void conv2d_forward(const float*, const float*, const float*, float*, const Conv2dShape&,
                     const Context&) { no_cuda(); }
 void conv2d_backward(const float*, const float*, const float*, float*, float*, float*,
-                     const cpu::Conv2dShape&, bool, const Context&) { no_cuda(); }
-void maxpool2d_forward(const float*, float*, const cpu::Pool2dShape&, const Context&) { no_cuda(); }
-void maxpool2d_backward(const float*, const float*, const float*, float*, const cpu::Pool2dShape&,
+                     const Conv2dShape&, bool, const Context&) { no_cuda(); }
+void maxpool2d_forward(const float*, float*, const Pool2dShape&, const Context&) { no_cuda(); }
+void maxpool2d_backward(const float*, const float*, const float*, float*, const Pool2dShape&,
                         const Context&) { no_cuda(); }
 
 // avgpool.hpp
@@ -111,20 +111,20 @@ void sgd_step(const std::vector<ParamSlice>&, const SgdScalars&, const Context&)
 void adamw_step(const std::vector<ParamSlice>&, const AdamWScalars&, const Context&) { no_cuda(); }
 
 // distill_loss.hpp
-cpu::DistillLossResult distill_loss(const float*, const float* const*, int, const std::int32_t*,
-                                    float*, std::int64_t, std::int64_t,
-                                    const cpu::DistillLossParams&, int, void*) {
+DistillLossResult distill_loss(const float*, const float* const*, int, const std::int32_t*,
+                               float*, std::int64_t, std::int64_t,
+                               const DistillLossParams&, int, void*) {
   no_cuda();
 }
-cpu::DistillLossResult distill_loss_bf16(const std::uint16_t*, const std::uint16_t* const*, int,
-                                         const std::int32_t*, std::uint16_t*, std::int64_t,
-                                         std::int64_t, const cpu::DistillLossParams&, int, void*) {
+DistillLossResult distill_loss_bf16(const std::uint16_t*, const std::uint16_t* const*, int,
+                                    const std::int32_t*, std::uint16_t*, std::int64_t,
+                                    std::int64_t, const DistillLossParams&, int, void*) {
   no_cuda();
 }
 
 // distill_head.hpp
-cpu::DistillLossResult linear_distill_head(const HeadOperands&, const HeadTeacherOperands*, int,
-                                           const cpu::DistillHeadParams&, const Context&) {
+DistillLossResult linear_distill_head(const HeadOperands&, const HeadTeacherOperands*, int,
+                                      const DistillHeadParams&, const Context&) {
   no_cuda();
 }
 

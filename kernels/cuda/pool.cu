@@ -15,13 +15,13 @@ namespace {
 
 using device::PoolDims;
 
-PoolDims dims_of(const cpu::Pool2dShape& s) {
+PoolDims dims_of(const Pool2dShape& s) {
   return {s.height, s.width, s.kernel, s.stride, s.out_height(), s.out_width()};
 }
 
 }  // namespace
 
-void maxpool2d_forward(const float* x, float* y, const cpu::Pool2dShape& s, const Context& ctx) {
+void maxpool2d_forward(const float* x, float* y, const Pool2dShape& s, const Context& ctx) {
   s.validate();
   const std::int64_t total = s.batch * s.channels * s.out_height() * s.out_width();
   if (total == 0) return;
@@ -33,7 +33,7 @@ void maxpool2d_forward(const float* x, float* y, const cpu::Pool2dShape& s, cons
 }
 
 void maxpool2d_backward(const float* x, const float* /*y*/, const float* dy,
-                        float* dx, const cpu::Pool2dShape& s, const Context& ctx) {
+                        float* dx, const Pool2dShape& s, const Context& ctx) {
   s.validate();
   const std::int64_t total = s.batch * s.channels * s.height * s.width;
   if (total == 0) return;
