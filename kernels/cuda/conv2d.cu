@@ -3,8 +3,9 @@
 //
 // Per queue (its cuDNN handle and plan cache, kernels/cuda/resources.cuh: never shared
 // between threads or streams) and per shape, a plan holds the descriptors and the chosen
-// algorithms, so the heuristics run once per shape. Algorithms come from cuDNN's
-// heuristics (cudnnGet*Algorithm_v7, no benchmarking runs), and only deterministic ones,
+// algorithms, so the heuristics run once per shape. One picker serves the three passes
+// (algorithm<P> below, choosing through plans::choose_conv_algorithm). Algorithms come from
+// cuDNN's heuristics (cudnnGet*Algorithm_v7, no benchmarking runs), and only deterministic ones,
 // within a 1 GiB workspace, so a run is reproducible (cuDNN's backward-data algo 0 and
 // backward-filter algos 0 and 3 accumulate with atomics); when none fits, the call throws
 // rather than silently lose bit-exact resume (plans/cudnn_plan.hpp). The descriptors come
@@ -17,14 +18,15 @@
 
 #include <array>
 #include <map>
-#include <vector>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv2d.hpp"
+#include "kernels/cuda/handle.cuh"
 #include "kernels/cuda/plans/cudnn_plan.hpp"
 #include "kernels/cuda/resources.cuh"
 
@@ -44,39 +46,6 @@ cudnnHandle_t handle_for(const Context& ctx) {
 // in resources.cuh) holds them.
 namespace cudnn_plan {
 
-// ---- descriptors (RAII) -----------------------------------------------------------------
-
-struct TensorDesc {
-  cudnnTensorDescriptor_t d = nullptr;
-  TensorDesc() { CODISTILL_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d)); }
-  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
-  TensorDesc(const TensorDesc&) = delete;
-  TensorDesc& operator=(const TensorDesc&) = delete;
-  void set(const plans::TensorDesc4d& t) {
-    CODISTILL_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(
-        d, CUDNN_DATA_FLOAT, t.dims[0], t.dims[1], t.dims[2], t.dims[3], t.strides[0],
-        t.strides[1], t.strides[2], t.strides[3]));
-  }
-};
-
-struct FilterDesc {
-  cudnnFilterDescriptor_t d = nullptr;
-  FilterDesc() { CODISTILL_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d)); }
-  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
-  FilterDesc(const FilterDesc&) = delete;
-  FilterDesc& operator=(const FilterDesc&) = delete;
-};
-
-struct ConvDesc {
-  cudnnConvolutionDescriptor_t d = nullptr;
-  ConvDesc() { CODISTILL_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d)); }
-  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
-  ConvDesc(const ConvDesc&) = delete;
-  ConvDesc& operator=(const ConvDesc&) = delete;
-};
-
-// ---- convolution plans --------------------------------------------------------------------
-
 template <class AlgoT>
 struct Algo {
   AlgoT algo{};
@@ -85,11 +54,12 @@ struct Algo {
   bool chosen = false;
 };
 
+// The descriptors are owned by handle.cuh's wrappers, destroyed with the plan.
 struct ConvPlan {
   std::string shape;  // for messages
-  TensorDesc x, y;
-  FilterDesc w;
-  ConvDesc conv;
+  CudnnTensorDesc x, y;
+  CudnnFilterDesc w;
+  CudnnConvDesc conv;
   bool tf32 = false;
   Algo<cudnnConvolutionFwdAlgo_t> fwd;
   Algo<cudnnConvolutionBwdDataAlgo_t> bwd_data;
@@ -111,6 +81,28 @@ void CudnnPlansDeleter::operator()(CudnnPlans* p) const noexcept { delete p; }
 namespace {
 
 using namespace cudnn_plan;
+using plans::ConvPass;
+
+void set_tensor(cudnnTensorDescriptor_t d, const plans::TensorDesc4d& t) {
+  CODISTILL_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(d, CUDNN_DATA_FLOAT, t.dims[0], t.dims[1],
+                                                     t.dims[2], t.dims[3], t.strides[0],
+                                                     t.strides[1], t.strides[2], t.strides[3]));
+}
+
+// The descriptors of desc (plans/cudnn_plan.hpp), passed verbatim.
+void set_descriptors(ConvPlan& p, const plans::ConvDescriptors& desc) {
+  set_tensor(p.x.get(), desc.x);
+  set_tensor(p.y.get(), desc.y);
+  CODISTILL_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                   desc.w.dims[0], desc.w.dims[1],
+                                                   desc.w.dims[2], desc.w.dims[3]));
+  CODISTILL_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+      p.conv.get(), desc.conv.pad_h, desc.conv.pad_w, desc.conv.stride_h, desc.conv.stride_w,
+      desc.conv.dilation_h, desc.conv.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  // The heuristics only offer what the descriptor's math type permits.
+  CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(
+      p.conv.get(), p.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+}
 
 ConvPlan& conv_plan(const Conv2dShape& s, const Context& ctx) {
   const ConvKey key{ctx.allow_tf32,
@@ -119,101 +111,109 @@ ConvPlan& conv_plan(const Conv2dShape& s, const Context& ctx) {
   auto& slot = resources_of(ctx, "conv2d").cudnn_plans().conv[key];
   if (slot) return *slot;
   auto p = std::make_unique<ConvPlan>();
-  const plans::ConvDescriptors desc = plans::conv_descriptors(s);  // passed verbatim
+  CODISTILL_CUDNN_CHECK(cudnnCreateTensorDescriptor(p->x.put()));
+  CODISTILL_CUDNN_CHECK(cudnnCreateTensorDescriptor(p->y.put()));
+  CODISTILL_CUDNN_CHECK(cudnnCreateFilterDescriptor(p->w.put()));
+  CODISTILL_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(p->conv.put()));
+  const plans::ConvDescriptors desc = plans::conv_descriptors(s);
   p->shape = plans::shape_string(s);
   p->tf32 = ctx.allow_tf32;
-  p->x.set(desc.x);
-  p->y.set(desc.y);
-  CODISTILL_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w.d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                   desc.w.dims[0], desc.w.dims[1],
-                                                   desc.w.dims[2], desc.w.dims[3]));
-  CODISTILL_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-      p->conv.d, desc.conv.pad_h, desc.conv.pad_w, desc.conv.stride_h, desc.conv.stride_w,
-      desc.conv.dilation_h, desc.conv.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  // The heuristics below only offer what the descriptor's math type permits.
-  CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      p->conv.d, ctx.allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  set_descriptors(*p, desc);
   int n = 0, c = 0, h = 0, w = 0;
-  CODISTILL_CUDNN_CHECK(
-      cudnnGetConvolution2dForwardOutputDim(p->conv.d, p->x.d, p->w.d, &n, &c, &h, &w));
+  CODISTILL_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv.get(), p->x.get(),
+                                                              p->w.get(), &n, &c, &h, &w));
   if (n != desc.y.dims[0] || c != desc.y.dims[1] || h != desc.y.dims[2] || w != desc.y.dims[3])
     throw std::logic_error("conv2d (cuda): cuDNN's output shape differs from Conv2dShape's");
   return *(slot = std::move(p));
 }
 
-// cuDNN's ranked list as plain candidates (status, determinism, the workspace for the math
-// type that would run: FMA unless TF32 is allowed), then plans::choose_algorithm: the first
-// deterministic one within the cap, and never a nondeterministic one (bit-exact resume and
-// sync mode depend on it). size_of(algo, math, &bytes) sets the descriptor's math type and
-// asks cuDNN for the workspace, which also rejects combinations cuDNN cannot run.
-template <class Perf, class AlgoT, class SizeOf>
-Algo<AlgoT> choose(const ConvPlan& plan, const char* what, const Perf* perf, int count,
-                   SizeOf&& size_of) {
+// What differs between the passes: cuDNN's ranked list (its _v7 heuristics, no benchmarking
+// runs), the workspace size query and the plan's slot for the choice. Everything else is the
+// one picker below.
+template <ConvPass P>
+struct PassApi;
+
+template <>
+struct PassApi<ConvPass::forward> {
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr int kCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  static auto& slot(ConvPlan& p) { return p.fwd; }
+  static void ranked(ConvPlan& p, cudnnHandle_t h, Perf* perf, int& count) {
+    CODISTILL_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+        h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(), kCount, &count, perf));
+  }
+  static cudnnStatus_t workspace(ConvPlan& p, cudnnHandle_t h, cudnnConvolutionFwdAlgo_t a,
+                                 std::size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, p.x.get(), p.w.get(), p.conv.get(),
+                                                   p.y.get(), a, bytes);
+  }
+};
+
+template <>
+struct PassApi<ConvPass::backward_data> {
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr int kCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  static auto& slot(ConvPlan& p) { return p.bwd_data; }
+  static void ranked(ConvPlan& p, cudnnHandle_t h, Perf* perf, int& count) {
+    CODISTILL_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(), kCount, &count, perf));
+  }
+  static cudnnStatus_t workspace(ConvPlan& p, cudnnHandle_t h, cudnnConvolutionBwdDataAlgo_t a,
+                                 std::size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.get(), p.y.get(), p.conv.get(),
+                                                        p.x.get(), a, bytes);
+  }
+};
+
+template <>
+struct PassApi<ConvPass::backward_filter> {
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  static constexpr int kCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  static auto& slot(ConvPlan& p) { return p.bwd_filter; }
+  static void ranked(ConvPlan& p, cudnnHandle_t h, Perf* perf, int& count) {
+    CODISTILL_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(), kCount, &count, perf));
+  }
+  static cudnnStatus_t workspace(ConvPlan& p, cudnnHandle_t h, cudnnConvolutionBwdFilterAlgo_t a,
+                                 std::size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.get(), p.y.get(), p.conv.get(),
+                                                          p.w.get(), a, bytes);
+  }
+};
+
+// The algorithm of pass P for the plan, chosen on first use and kept. cuDNN's ranked list
+// becomes plain candidates (status, determinism, the workspace for the math type that would
+// run: FMA unless TF32 is allowed; a failed size query, which also rejects combinations
+// cuDNN cannot run, makes one unusable), then plans::choose_conv_algorithm picks: the first
+// deterministic one within the cap, never a nondeterministic one (bit-exact resume and sync
+// mode depend on it).
+template <ConvPass P>
+const auto& algorithm(ConvPlan& p, cudnnHandle_t h) {
+  using Api = PassApi<P>;
+  auto& chosen = Api::slot(p);
+  if (chosen.chosen) return chosen;
+  typename Api::Perf perf[Api::kCount];
+  int count = 0;
+  CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(
+      p.conv.get(), p.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  Api::ranked(p, h, perf, count);
   std::vector<plans::AlgoCandidate> ranked;
   std::vector<cudnnMathType_t> maths;
   for (int i = 0; i < count; ++i) {
-    const Perf& p = perf[i];
+    const auto& q = perf[i];
     plans::AlgoCandidate c;
-    c.algo = static_cast<int>(p.algo);
-    c.ok = p.status == CUDNN_STATUS_SUCCESS;
-    c.deterministic = p.determinism == CUDNN_DETERMINISTIC;
-    const cudnnMathType_t math = plan.tf32 ? p.mathType : CUDNN_FMA_MATH;
-    c.usable = c.ok && size_of(p.algo, math, &c.workspace);
+    c.algo = static_cast<int>(q.algo);
+    c.ok = q.status == CUDNN_STATUS_SUCCESS;
+    c.deterministic = q.determinism == CUDNN_DETERMINISTIC;
+    const cudnnMathType_t math = p.tf32 ? q.mathType : CUDNN_FMA_MATH;
+    c.usable = c.ok && cudnnSetConvolutionMathType(p.conv.get(), math) == CUDNN_STATUS_SUCCESS &&
+               Api::workspace(p, h, q.algo, &c.workspace) == CUDNN_STATUS_SUCCESS;
     ranked.push_back(c);
     maths.push_back(math);
   }
-  const auto choice = plans::choose_algorithm(ranked, plans::kConvWorkspaceCap, true,
-                                              std::string("conv2d ") + what + " " + plan.shape);
-  const auto& c = ranked[choice.index];
-  return {perf[choice.index].algo, maths[choice.index], c.workspace, true};
-}
-
-void choose_forward(ConvPlan& p, cudnnHandle_t h) {
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int count = 0;
-  CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      p.conv.d, p.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-  CODISTILL_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-      h, p.x.d, p.w.d, p.conv.d, p.y.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
-  p.fwd = choose<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
-      p, "forward", perf, count,
-      [&](cudnnConvolutionFwdAlgo_t a, cudnnMathType_t m, std::size_t* bytes) {
-        return cudnnSetConvolutionMathType(p.conv.d, m) == CUDNN_STATUS_SUCCESS &&
-               cudnnGetConvolutionForwardWorkspaceSize(h, p.x.d, p.w.d, p.conv.d, p.y.d, a,
-                                                       bytes) == CUDNN_STATUS_SUCCESS;
-      });
-}
-
-void choose_backward_data(ConvPlan& p, cudnnHandle_t h) {
-  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  int count = 0;
-  CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      p.conv.d, p.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-  CODISTILL_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-      h, p.w.d, p.y.d, p.conv.d, p.x.d, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
-  p.bwd_data = choose<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
-      p, "backward-data", perf, count,
-      [&](cudnnConvolutionBwdDataAlgo_t a, cudnnMathType_t m, std::size_t* bytes) {
-        return cudnnSetConvolutionMathType(p.conv.d, m) == CUDNN_STATUS_SUCCESS &&
-               cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.d, p.y.d, p.conv.d, p.x.d, a,
-                                                            bytes) == CUDNN_STATUS_SUCCESS;
-      });
-}
-
-void choose_backward_filter(ConvPlan& p, cudnnHandle_t h) {
-  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  int count = 0;
-  CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      p.conv.d, p.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-  CODISTILL_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-      h, p.x.d, p.y.d, p.conv.d, p.w.d, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
-  p.bwd_filter = choose<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
-      p, "backward-filter", perf, count,
-      [&](cudnnConvolutionBwdFilterAlgo_t a, cudnnMathType_t m, std::size_t* bytes) {
-        return cudnnSetConvolutionMathType(p.conv.d, m) == CUDNN_STATUS_SUCCESS &&
-               cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.d, p.y.d, p.conv.d, p.w.d,
-                                                              a, bytes) == CUDNN_STATUS_SUCCESS;
-      });
+  const auto choice = plans::choose_conv_algorithm(P, ranked, p.shape);
+  chosen = {perf[choice.index].algo, maths[choice.index], ranked[choice.index].workspace, true};
+  return chosen;
 }
 
 const float kOne = 1.0f, kZero = 0.0f;
@@ -225,12 +225,12 @@ void conv2d_forward(const float* x, const float* w, const float* b, float* y,
   s.validate();
   cudnnHandle_t h = handle_for(ctx);
   ConvPlan& p = conv_plan(s, ctx);
-  if (!p.fwd.chosen) choose_forward(p, h);
-  CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.d, p.fwd.math));
-  void* ws = detail::stream_workspace(ctx, p.fwd.workspace);
-  CODISTILL_CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, p.x.d, x, p.w.d, w, p.conv.d,
-                                                p.fwd.algo, ws, p.fwd.workspace, &kZero,
-                                                p.y.d, y));
+  const auto& a = algorithm<ConvPass::forward>(p, h);
+  CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), a.math));
+  void* ws = detail::stream_workspace(ctx, a.workspace);
+  CODISTILL_CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, p.x.get(), x, p.w.get(), w,
+                                                p.conv.get(), a.algo, ws, a.workspace, &kZero,
+                                                p.y.get(), y));
   if (b) bias_add_channels(y, b, s.batch, s.out_channels, s.out_height() * s.out_width(), ctx);
 }
 
@@ -240,20 +240,20 @@ void conv2d_backward(const float* x, const float* w, const float* dy, float* dx,
   cudnnHandle_t h = handle_for(ctx);
   ConvPlan& p = conv_plan(s, ctx);
   if (dx) {
-    if (!p.bwd_data.chosen) choose_backward_data(p, h);
-    CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.d, p.bwd_data.math));
-    void* ws = detail::stream_workspace(ctx, p.bwd_data.workspace);
-    CODISTILL_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &kOne, p.w.d, w, p.y.d, dy, p.conv.d,
-                                                       p.bwd_data.algo, ws, p.bwd_data.workspace,
-                                                       &kZero, p.x.d, dx));
+    const auto& a = algorithm<ConvPass::backward_data>(p, h);
+    CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), a.math));
+    void* ws = detail::stream_workspace(ctx, a.workspace);
+    CODISTILL_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &kOne, p.w.get(), w, p.y.get(), dy,
+                                                       p.conv.get(), a.algo, ws, a.workspace,
+                                                       &kZero, p.x.get(), dx));
   }
-  if (!p.bwd_filter.chosen) choose_backward_filter(p, h);
-  CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.d, p.bwd_filter.math));
+  const auto& a = algorithm<ConvPass::backward_filter>(p, h);
+  CODISTILL_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), a.math));
   // Fetched after the data pass: a larger request may have replaced the buffer.
-  void* ws = detail::stream_workspace(ctx, p.bwd_filter.workspace);
+  void* ws = detail::stream_workspace(ctx, a.workspace);
   CODISTILL_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      h, &kOne, p.x.d, x, p.y.d, dy, p.conv.d, p.bwd_filter.algo, ws, p.bwd_filter.workspace,
-      accumulate ? &kOne : &kZero, p.w.d, dw));
+      h, &kOne, p.x.get(), x, p.y.get(), dy, p.conv.get(), a.algo, ws, a.workspace,
+      accumulate ? &kOne : &kZero, p.w.get(), dw));
   if (db)
     bias_grad_channels(dy, db, s.batch, s.out_channels, s.out_height() * s.out_width(),
                        accumulate, ctx);

@@ -66,4 +66,21 @@ AlgoChoice choose_algorithm(const std::vector<AlgoCandidate>& ranked, std::size_
                            std::to_string(cap >> 20) + " MiB of workspace");
 }
 
+const char* conv_pass_name(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::forward: return "forward";
+    case ConvPass::backward_data: return "backward-data";
+    case ConvPass::backward_filter: return "backward-filter";
+  }
+  throw std::invalid_argument("conv_pass_name: not a ConvPass (" +
+                              std::to_string(static_cast<int>(pass)) + ")");
+}
+
+AlgoChoice choose_conv_algorithm(ConvPass pass, const std::vector<AlgoCandidate>& ranked,
+                                 const std::string& shape) {
+  // Bit-exact resume and sync mode depend on it: never a nondeterministic algorithm.
+  return choose_algorithm(ranked, kConvWorkspaceCap, /*require_deterministic=*/true,
+                          std::string("conv2d ") + conv_pass_name(pass) + " " + shape);
+}
+
 }  // namespace codistill::kernels::cuda::plans

@@ -58,6 +58,18 @@ AlgoChoice choose_algorithm(const std::vector<AlgoCandidate>& ranked, std::size_
 // The workspace cap per convolution call (1 GiB).
 inline constexpr std::size_t kConvWorkspaceCap = std::size_t{1} << 30;
 
+// The three passes of a convolution, each with its own list of cuDNN algorithms.
+enum class ConvPass : std::uint8_t { forward, backward_data, backward_filter };
+inline constexpr ConvPass kConvPasses[] = {ConvPass::forward, ConvPass::backward_data,
+                                           ConvPass::backward_filter};
+const char* conv_pass_name(ConvPass pass);  // "forward", "backward-data", "backward-filter"
+
+// The one picker of conv2d.cu, for each pass: choose_algorithm over cuDNN's ranked list for
+// `pass`, deterministic only, within kConvWorkspaceCap; an error names "conv2d <pass>
+// <shape>" (shape: shape_string of the convolution).
+AlgoChoice choose_conv_algorithm(ConvPass pass, const std::vector<AlgoCandidate>& ranked,
+                                 const std::string& shape);
+
 std::string shape_string(const kernels::Conv2dShape& s);
 
 }  // namespace codistill::kernels::cuda::plans
