@@ -5,7 +5,6 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -13,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+
+#include "kernels/cpu/dnnl_context.hpp"
 
 namespace codistill::kernels::cpu {
 namespace {
@@ -43,8 +44,7 @@ class Scratch {
   std::size_t size_ = 0;
 };
 
-// What selects a primitive: the shape, the bias, and the thread count (oneDNN partitions
-// the work for the threads it sees when the primitive is created).
+// What selects a primitive: the shape, the bias, and the thread count (dnnl_context.hpp).
 struct Key {
   std::array<std::int64_t, 11> shape;
   bool channels_last;
@@ -86,19 +86,17 @@ struct Entry {
 }  // namespace
 
 struct DnnlConv::State {
-  // The shared default CPU queue may be reached from more than one thread: calls take turns
-  // (they share the scratch), uncontended in the trainer, where one thread runs the ops.
-  std::mutex mu;
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-  std::map<Key, Entry> entries;
+  // Calls take turns under ctx.mu (they share the scratch), uncontended in the trainer,
+  // where one thread runs the ops.
+  DnnlContext ctx;
+  DnnlCache<Key, Entry> entries;
   // 0: scratchpad; 1-3: blocked copies of one call's operands; 4: the bias gradient.
   std::array<Scratch, 5> scratch;
 
   // Input port: plain -> want reorder when they differ.
   Port in_port(const memory::desc& plain, const memory::desc& want) {
     Port p{plain, want, std::nullopt};
-    if (plain != want) p.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine, plain, engine, want));
+    if (plain != want) p.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, plain, ctx.engine, want));
     return p;
   }
   // Output port: want -> plain; `accumulate` adds into the plain tensor (sum post-op).
@@ -111,7 +109,7 @@ struct DnnlConv::State {
         po.append_sum(1.0f);
         attr.set_post_ops(po);
       }
-      p.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine, want, engine, plain, attr));
+      p.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, want, ctx.engine, plain, attr));
     }
     return p;
   }
@@ -153,13 +151,13 @@ struct DnnlConv::State {
                                                  y_any, strides, pad, pad)
                : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_any, w_any, y_any,
                                                  strides, pad, pad);
-      const dnnl::convolution_forward::primitive_desc fpd(fwd_desc, attr, engine);
+      const dnnl::convolution_forward::primitive_desc fpd(fwd_desc, attr, ctx.engine);
       const dnnl::convolution_backward_data::primitive_desc dpd(
-          dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, pad, pad), attr, engine, fpd);
+          dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, pad, pad), attr, ctx.engine, fpd);
       const auto wdesc = bias ? dnnl::convolution_backward_weights::desc(algo, xw_any, w_any, e.bias_md, yw_any,
                                                                          strides, pad, pad)
                               : dnnl::convolution_backward_weights::desc(algo, xw_any, w_any, yw_any, strides, pad, pad);
-      const dnnl::convolution_backward_weights::primitive_desc wpd(wdesc, attr, engine, fpd);
+      const dnnl::convolution_backward_weights::primitive_desc wpd(wdesc, attr, ctx.engine, fpd);
       // The blocked description is only worth it with a jitted kernel (not on a CPU whose
       // vectors are not 16 floats wide, where oneDNN answers with its reference one).
       if (blocked16 && (is_reference(fpd.impl_info_str()) || is_reference(dpd.impl_info_str()))) return {};
@@ -195,13 +193,10 @@ struct DnnlConv::State {
   }
 
   Entry& entry(const Conv2dShape& s, bool bias) {
-    const Key k = key_of(s, bias);
-    auto it = entries.find(k);
-    if (it == entries.end()) it = entries.emplace(k, build(s, bias)).first;
-    return it->second;
+    return entries.get(key_of(s, bias), [&] { return build(s, bias); });
   }
 
-  memory mem(const memory::desc& d, const void* p) { return memory(d, engine, const_cast<void*>(p)); }
+  memory mem(const memory::desc& d, const void* p) const { return ctx.wrap(d, p); }
   memory scratchpad(const Entry& e) {
     return mem(memory::desc({static_cast<memory::dim>(e.scratchpad)}, memory::data_type::u8, Tag::x),
                scratch[0].get(std::max<std::size_t>(e.scratchpad, 64)));
@@ -211,7 +206,7 @@ struct DnnlConv::State {
     memory plain = mem(p.plain, data);
     if (!p.reorder) return plain;
     memory want = mem(p.want, scratch[slot].get(p.want.get_size()));
-    p.reorder->execute(stream, plain, want);
+    p.reorder->execute(ctx.stream, plain, want);
     return want;
   }
   // An output's memory in the primitive's layout (scratch[slot] when it must be reordered).
@@ -220,7 +215,7 @@ struct DnnlConv::State {
   }
   void finish(const Port& p, memory out, void* data) {
     memory plain = mem(p.plain, data);
-    if (p.reorder) p.reorder->execute(stream, out, plain);
+    if (p.reorder) p.reorder->execute(ctx.stream, out, plain);
   }
 };
 
@@ -228,13 +223,13 @@ DnnlConv::DnnlConv() : st_(std::make_unique<State>()) {}
 DnnlConv::~DnnlConv() = default;
 
 bool DnnlConv::supports(const Conv2dShape& s, bool bias) {
-  std::lock_guard lock(st_->mu);
+  std::lock_guard lock(st_->ctx.mu);
   return st_->entry(s, bias).ok;
 }
 
 void DnnlConv::forward(const float* x, const float* w, const float* b, float* y, const Conv2dShape& s) {
   State& st = *st_;
-  std::lock_guard lock(st.mu);
+  std::lock_guard lock(st.ctx.mu);
   Entry& e = st.entry(s, b != nullptr);
   if (!e.ok) throw std::logic_error("DnnlConv::forward: no oneDNN primitive for this shape (ask supports first)");
   std::unordered_map<int, memory> args;
@@ -244,15 +239,15 @@ void DnnlConv::forward(const float* x, const float* w, const float* b, float* y,
   const memory out = st.output(e.fdst, y, 3);
   args[DNNL_ARG_DST] = out;
   args[DNNL_ARG_SCRATCHPAD] = st.scratchpad(e);
-  e.fwd.execute(st.stream, args);
+  e.fwd.execute(st.ctx.stream, args);
   st.finish(e.fdst, out, y);
-  st.stream.wait();
+  st.ctx.stream.wait();
 }
 
 void DnnlConv::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                         const Conv2dShape& s) {
   State& st = *st_;
-  std::lock_guard lock(st.mu);
+  std::lock_guard lock(st.ctx.mu);
   Entry& e = st.entry(s, db != nullptr);
   if (!e.ok) throw std::logic_error("DnnlConv::backward: no oneDNN primitive for this shape (ask supports first)");
   const memory pad = st.scratchpad(e);
@@ -266,7 +261,7 @@ void DnnlConv::backward(const float* x, const float* w, const float* dy, float* 
     const memory out = st.output(e.dsrc, dx, 3);
     args[DNNL_ARG_DIFF_SRC] = out;
     args[DNNL_ARG_SCRATCHPAD] = pad;
-    e.bwd_data.execute(st.stream, args);
+    e.bwd_data.execute(st.ctx.stream, args);
     st.finish(e.dsrc, out, dx);
   }
   std::unordered_map<int, memory> args;
@@ -281,9 +276,9 @@ void DnnlConv::backward(const float* x, const float* w, const float* dy, float* 
     args[DNNL_ARG_DIFF_BIAS] = st.mem(e.bias_md, gb);
   }
   args[DNNL_ARG_SCRATCHPAD] = pad;
-  e.bwd_weights.execute(st.stream, args);
+  e.bwd_weights.execute(st.ctx.stream, args);
   st.finish(e.wdiff, gw, dw);
-  st.stream.wait();
+  st.ctx.stream.wait();
   if (db)
     for (std::int64_t o = 0; o < s.out_channels; ++o) db[o] += gb[o];
 }

@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <array>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -11,6 +10,8 @@
 #include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "kernels/cpu/dnnl_context.hpp"
 
 namespace codistill::kernels::cpu {
 namespace {
@@ -34,10 +35,8 @@ struct Entry {
 }  // namespace
 
 struct DnnlMatmul::State {
-  std::mutex mu;
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-  std::map<Key, Entry> entries;
+  DnnlContext ctx;  // calls take turns under ctx.mu
+  DnnlCache<Key, Entry> entries;
 
   Entry build(std::int64_t M, std::int64_t N, std::int64_t K, bool bias, bool relu) {
     const auto f32 = memory::data_type::f32;
@@ -56,7 +55,7 @@ struct DnnlMatmul::State {
       po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
       attr.set_post_ops(po);
     }
-    const dnnl::matmul::primitive_desc pd(d, attr, engine);
+    const dnnl::matmul::primitive_desc pd(d, attr, ctx.engine);
     // oneDNN answers every shape, with its slow reference kernel where no JIT one applies
     // (a CPU without AVX2, odd strides): gemm.cpp is faster there.
     if (std::string(pd.impl_info_str()).find("ref") == std::string::npos) e.prim.emplace(pd);
@@ -76,18 +75,16 @@ bool DnnlMatmul::linear_forward(const float* x, const float* w, const float* b, 
   // run only the calling thread's share of it: the caller's gemm path takes those calls.
   if (omp_in_parallel()) return false;
   State& st = *st_;
-  std::lock_guard lock(st.mu);
+  DnnlContext& dc = st.ctx;
+  std::lock_guard lock(dc.mu);
   const Key k{{M, N, K}, b != nullptr, relu, omp_get_max_threads()};
-  auto it = st.entries.find(k);
-  if (it == st.entries.end()) it = st.entries.emplace(k, st.build(M, N, K, b != nullptr, relu)).first;
-  Entry& e = it->second;
+  Entry& e = st.entries.get(k, [&] { return st.build(M, N, K, b != nullptr, relu); });
   if (!e.prim) return false;
-  auto mem = [&](const memory::desc& d, const float* p) { return memory(d, st.engine, const_cast<float*>(p)); };
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, mem(e.x, x)}, {DNNL_ARG_WEIGHTS, mem(e.w, w)}, {DNNL_ARG_DST, mem(e.y, y)}};
-  if (b) args[DNNL_ARG_BIAS] = mem(e.b, b);
-  e.prim->execute(st.stream, args);
-  st.stream.wait();
+      {DNNL_ARG_SRC, dc.wrap(e.x, x)}, {DNNL_ARG_WEIGHTS, dc.wrap(e.w, w)}, {DNNL_ARG_DST, dc.wrap(e.y, y)}};
+  if (b) args[DNNL_ARG_BIAS] = dc.wrap(e.b, b);
+  e.prim->execute(dc.stream, args);
+  dc.stream.wait();
   return true;
 }
 
