@@ -46,7 +46,7 @@ TEST_CASE("a handle is destroyed once, by its last owner", "[handles]") {
   CHECK(destroyed == std::vector<Fake*>{&b, &a});
 }
 
-TEST_CASE("put and reset destroy the handle held; release gives it up", "[handles]") {
+TEST_CASE("put and reset destroy the handle held, release gives it up", "[handles]") {
   destroyed.clear();
   Fake a, b, c;
   FakeHandle h(&a);
