@@ -133,6 +133,10 @@ class Backend {
   // global_avgpool with channels > 1 (batch norm needs nothing: an NHWC map is the [rows,
   // channels] case of BatchNormShape, batch = B*H*W, spatial = 1).
   virtual bool supports_channels_last() const { return false; }
+  // The host threads its work runs on (the CPU backend: the OpenMP team of its fast paths,
+  // with OpenBLAS kept to one thread); a backend that computes elsewhere has none to set.
+  virtual void set_threads(int n) { (void)n; }
+  virtual int threads() const { return 1; }
 
   // ---- memory (Tensor allocates through these) ----
   virtual std::shared_ptr<std::byte> allocate(std::size_t bytes, int device) = 0;

@@ -22,7 +22,7 @@
 #include "codistill/persist/worker_state.hpp"
 #include "codistill/inspect/format.hpp"
 #include "codistill/inspect/inspect.hpp"
-#include "kernels/cpu/impl.hpp"
+#include "kernels/backend.hpp"
 
 namespace codistill::inspect {
 
@@ -104,7 +104,7 @@ EvalData load_data(const std::string& first_path, const checkpoint::CheckpointMe
     ed.warnings.push_back(std::string("embedded config does not load (") + e.what() + "): default batch and threads");
   }
   ed.batch = opt.batch > 0 ? opt.batch : ed.config ? ed.config->train.eval_batch_size : 1000;
-  kernels::cpu::set_num_threads(opt.threads > 0 ? opt.threads : ed.config ? ed.config->run.threads : 1);
+  kernels::backend_for(kernels::DeviceKind::cpu).set_threads(opt.threads > 0 ? opt.threads : ed.config ? ed.config->run.threads : 1);
   if (spec.kind == "idx") {
     const ModelConfig mc = model_from_yaml(first.model, "model attribute of " + first_path);
     ed.raw = data::read_idx_dataset(spec.images, spec.labels, mc.classes, opt.data);

@@ -18,10 +18,11 @@
 #include "codistill/nn/arena.hpp"
 #include "codistill/nn/module.hpp"
 #include "codistill/nn/sequential.hpp"
+#include "codistill/nn/trainable.hpp"
 
 namespace codistill {
 
-class Model {
+class Model : public Trainable {
  public:
   Model();
   ~Model();
@@ -30,7 +31,7 @@ class Model {
 
   // Appends a module to the root (before the arena is built: finalize()).
   void add(std::string name, ModulePtr module);
-  Sequential& root() { return *root_; }
+  Sequential& root() override { return *root_; }
   // Lays the parameters out in the arena (build_model calls it; first use does otherwise).
   void finalize();
 
@@ -81,7 +82,7 @@ class Model {
 
   std::vector<NamedParam> params();
   std::vector<NamedBuffer> buffers();
-  ParamArena& arena();
+  ParamArena& arena() override;
   std::int64_t num_params();
   // Hash (FNV-1a, hex) of the ordered parameter paths and shapes: two models with equal
   // fingerprints can exchange checkpoints. With fingerprint_modules set (model kind
@@ -105,9 +106,9 @@ class Model {
   // A forward-only model (a teacher): releases the gradient block; backward then throws.
   void drop_grads();
   kernels::Device device() const;
-  kernels::Queue& queue() const;
+  kernels::Queue& queue() const override;
   // Host waits for everything queued on the model's queue.
-  void synchronize() const;
+  void synchronize() const override;
   std::string summary();  // one line per module, indented by depth: name, kind, output shape, params
 
   // How image maps lie in memory between the layers (codistill/nn/channels_last.hpp):

@@ -5,7 +5,7 @@
 
 namespace codistill {
 
-AdamW::AdamW(Model& model, double beta1, double beta2, double eps, double weight_decay)
+AdamW::AdamW(Trainable& model, double beta1, double beta2, double eps, double weight_decay)
     : Optimizer(model), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
   if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0))
     throw std::invalid_argument("adamw: beta1 and beta2 must be in [0, 1), got " +

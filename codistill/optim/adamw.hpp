@@ -15,7 +15,7 @@ namespace codistill {
 
 class AdamW : public Optimizer {
  public:
-  AdamW(Model& model, double beta1, double beta2, double eps, double weight_decay);
+  AdamW(Trainable& model, double beta1, double beta2, double eps, double weight_decay);
 
   std::string kind() const override { return "adamw"; }
 

@@ -96,7 +96,7 @@ OptimizerBlocks Optimizer::step_into(double lr, OptimizerBlocks into) {
 
 std::vector<std::string> optimizer_kinds() { return {"adamw", "sgd"}; }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Model& model) {
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Trainable& model) {
   if (cfg.kind == "sgd") return std::make_unique<SGD>(model, cfg.momentum, cfg.nesterov, cfg.weight_decay);
   if (cfg.kind == "adamw") return std::make_unique<AdamW>(model, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay);
   std::string valid;

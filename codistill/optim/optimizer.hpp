@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "codistill/config/config.hpp"
-#include "codistill/models/model.hpp"
+#include "codistill/nn/trainable.hpp"
 
 namespace codistill {
 
@@ -24,7 +24,7 @@ struct OptimizerBlocks {
 
 class Optimizer {
  public:
-  explicit Optimizer(Model& model) : model_(&model) {}
+  explicit Optimizer(Trainable& model) : model_(&model) {}
   virtual ~Optimizer() = default;
   virtual std::string kind() const = 0;
   // One update of every parameter with its grad, at learning rate lr.
@@ -56,7 +56,7 @@ class Optimizer {
   // The flat slot block `name`, created or moved to follow the arena's dtype and device.
   kernels::Tensor& slot(const std::string& name);
 
-  Model* model_;
+  Trainable* model_;
   std::int64_t t_ = 0;
 
  private:
@@ -67,7 +67,7 @@ class Optimizer {
 
 // sgd (momentum, nesterov, L2 weight decay as in PyTorch SGD) | adamw (decoupled weight
 // decay as in PyTorch AdamW). Unknown kinds throw listing the valid ones.
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Model& model);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Trainable& model);
 std::vector<std::string> optimizer_kinds();  // sorted: adamw, sgd
 
 // Learning rate at step (0-based): linear warm-up over warmup_steps, then (counting steps

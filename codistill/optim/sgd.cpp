@@ -5,7 +5,7 @@
 
 namespace codistill {
 
-SGD::SGD(Model& model, double momentum, bool nesterov, double weight_decay)
+SGD::SGD(Trainable& model, double momentum, bool nesterov, double weight_decay)
     : Optimizer(model), momentum_(momentum), weight_decay_(weight_decay), nesterov_(nesterov) {
   if (!(momentum >= 0.0 && momentum < 1.0))
     throw std::invalid_argument("sgd: momentum must be in [0, 1), got " + std::to_string(momentum));

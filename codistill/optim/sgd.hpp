@@ -14,7 +14,7 @@ namespace codistill {
 
 class SGD : public Optimizer {
  public:
-  SGD(Model& model, double momentum, bool nesterov, double weight_decay);
+  SGD(Trainable& model, double momentum, bool nesterov, double weight_decay);
 
   std::string kind() const override { return "sgd"; }
 

@@ -18,6 +18,7 @@
 #include "kernels/cpu/distill_head.hpp"
 #include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/impl.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/optimizer.hpp"
 #include "kernels/cpu/pool.hpp"
@@ -51,6 +52,8 @@ class CpuBackend final : public Backend {
   }
   bool supports_compute(Compute /*c*/) const override { return true; }
   bool supports_channels_last() const override { return true; }
+  void set_threads(int n) override { cpu::set_num_threads(n); }
+  int threads() const override { return cpu::num_threads(); }
 
   std::shared_ptr<std::byte> allocate(std::size_t bytes, int /*device*/) override {
     // 64-byte alignment: whole cache lines and aligned AVX-512 loads.

@@ -95,7 +95,7 @@ DistillLossResult CudaBackend::linear_distill_head(const Tensor& hidden, const T
 // Out of place (UpdateSource), the state is first copied into the written tensors on the
 // queue and then updated in place: one device copy more than the CPU loops, which read one
 // array and write the other. No caller updates a device arena out of place today (its
-// checkpoints copy the state to the host at the step, engine/worker_state.hpp); the copy
+// checkpoints copy the state to the host at the step, persist/worker_state.hpp); the copy
 // keeps the kernels, and their SIMT tests, as they are.
 static void copy_update_source(Tensor& value, Tensor* m, Tensor* v, const UpdateSource& from, kernels::Queue& q) {
   if (from.value) q.copy(value, *from.value);
