@@ -51,179 +51,207 @@ struct Window {
   void reset() { *this = Window{}; }
 };
 
-}  // namespace
-
-TrainSummary Trainer::run() {
-  auto& s = *s_;
-  const Config& c = s.cfg;
-  // B: the examples of one step, over all the group's ranks.
-  const std::int64_t B = c.data.batch_size * s.group->size(), last = c.train.steps;
-  Progress progress(last, s.worker.step, s.opts.interactive && s.lead);
-  // Log lines clear the in-place progress line first, so the two never interleave.
-  auto info = [&]<class... A>(fmt::format_string<A...> format, A&&... args) {
-    progress.clear();
-    s.log->info(format, std::forward<A>(args)...);
-  };
-  const std::int64_t K = c.train.micro_batches;
-  info("training {} steps of batch {}{} on {} ({} threads), shard {} as worker {}/{}", last, B,
-       K > 1 ? fmt::format(" (gradients summed over {} micro-batches of {})", K, c.data.batch_size / K) : "", c.device,
-       c.run.threads, c.data.shard, c.run.worker, c.run.workers);
-
-  const bool text = c.data.kind == "text";
-  Window window;
-  double rate = 0, eval_s = 0, lr = 0;  // eval time is kept out of the training throughput
-  EvalResult last_eval;
-  bool evaluated_last = false;
-
-  auto run_eval = [&](std::int64_t step) {
-    auto t = Clock::now();
-    std::vector<std::int32_t> mine, theirs;
-    EvalResult r = s.evaluate(s.model, &mine);
-    // Churn against every teacher in use: the fraction of test examples whose predicted
-    // class differs (DESIGN.md section 7).
-    nlohmann::json churn = nlohmann::json::object();
-    auto add_churn = [&](Teacher& teacher) {
-      s.evaluate(teacher.model, &theirs);
-      std::int64_t differ = 0;
-      for (std::size_t i = 0; i < mine.size(); ++i) differ += mine[i] != theirs[i];
-      churn[teacher.label()] = static_cast<double>(differ) / static_cast<double>(mine.size());
+// One run of the loop: the step's hooks, the every-N events and their reports, the
+// group's agreement after each step, and the end of the run.
+class RunLoop {
+ public:
+  RunLoop(Trainer::State& s, std::function<void(std::int64_t)> share_teachers)
+      : s_(s), c_(s.cfg), share_teachers_(std::move(share_teachers)),
+        B_(c_.data.batch_size * s.group->size()), last_(c_.train.steps),
+        progress_(last_, s.worker.step, s.opts.interactive && s.lead) {
+    after_step_ = {
+        {c_.train.log_every, /*at_last=*/true, [this](std::int64_t step) { report_train(step); }},
+        {c_.checkpoint.every, /*at_last=*/false,
+         [this](std::int64_t) {
+           progress_.clear();
+           s_.checkpoints->save(s_.worker);
+         }},
+        {1, /*at_last=*/true, [this](std::int64_t) { s_.checkpoints->poll(); }},
+        {c_.train.eval_every, /*at_last=*/false,
+         [this](std::int64_t step) {
+           last_eval_ = evaluate(step);
+           evaluated_last_ = true;
+           window_.start = Clock::now();  // keep eval time out of the training rate
+         }},
     };
-    if (s.teachers) {
-      for (const auto& teacher : s.teachers->teachers()) add_churn(*teacher);
-      for (const auto& teacher : s.teachers->fixed()) add_churn(*teacher);
-    }
-    nlohmann::json fields = {{"split", "test"}, {"loss", r.loss}, {"accuracy", r.accuracy}, {"churn", churn}};
-    if (text) {  // per token: the loss is nats per token, accuracy and churn per predicted token
-      fields["perplexity"] = std::exp(r.loss);
-      fields["tokens"] = r.examples;
-    }
-    s.metrics->emit("eval", step, fields);
-    if (text)
-      info("eval  step {:>7}  held-out loss {:.4f} nats/token  perplexity {:.2f}  next-token accuracy {:.2f}%  "
-           "({:.1f} s)", step, r.loss, std::exp(r.loss), 100 * r.accuracy, seconds_since(t));
-    else
-      info("eval  step {:>7}  test loss {:.4f}  accuracy {:.2f}%  ({:.1f} s)", step, r.loss, 100 * r.accuracy,
-           seconds_since(t));
-    eval_s += seconds_since(t);
-    return r;
-  };
-
-  const std::vector<Periodic> after_step = {
-      {c.train.log_every, /*at_last=*/true,
-       [&](std::int64_t step) {
-         const double secs = seconds_since(window.start);
-         rate = secs > 0 ? static_cast<double>(window.steps * B) / secs : 0;
-         const double n = static_cast<double>(window.steps);
-         nlohmann::json staleness = nullptr;
-         if (s.teachers && window.teachers > 0)
-           if (auto st = s.teachers->staleness(step)) staleness = *st;
-         nlohmann::json fields = {{"loss", window.loss / n}, {"ce", window.ce / n}, {"distill", window.distill / n},
-                                  {"lr", lr}, {"examples_per_s", rate}, {"teachers", window.teachers},
-                                  {"staleness", staleness}};
-         if (text) fields["tokens_per_s"] = rate * static_cast<double>(c.data.context);  // examples are windows
-         s.metrics->emit("train", step, fields);
-         if (!s.opts.interactive)
-           info("train step {:>7}/{}  loss {:.4f}  distill {:.4f}  teachers {}  lr {:.4g}  {:.0f} ex/s", step, last,
-                window.loss / n, window.distill / n, window.teachers, lr, rate);
-         window.reset();
-       }},
-      {c.checkpoint.every, /*at_last=*/false,
-       [&](std::int64_t) {
-         progress.clear();
-         s.checkpoints->save(s.worker);
-       }},
-      {1, /*at_last=*/true, [&](std::int64_t) { s.checkpoints->poll(); }},
-      {c.train.eval_every, /*at_last=*/false,
-       [&](std::int64_t step) {
-         last_eval = run_eval(step);
-         evaluated_last = true;
-         window.start = Clock::now();  // keep eval time out of the training rate
-       }},
-  };
-
-  StepHooks hooks;
-  if (s.lead) {  // a checkpoint's state kept by an out-of-place update, or copied behind the passes
-    hooks.before_update = [&] { return s.checkpoints->before_update(*s.optimizer); };
-    hooks.after_update = [&](std::optional<OptimizerBlocks> before, double update_s) {
-      s.checkpoints->after_update(std::move(before), update_s);
-    };
+    make_hooks();
   }
-  std::optional<GradientReducer> reducer;  // phase 6, overlapped with phase 5 where it can be
-  if (s.group->size() > 1) {
-    reducer.emplace(*s.group, s.model.arena().grads(), s.model.queue());
-    hooks.gradients_ready = [&](std::int64_t first) { reducer->ready(first); };
-    hooks.reduce_gradients = [&](kernels::Tensor&, kernels::Queue&) { reducer->finish(); };
+
+  std::int64_t last() const { return last_; }
+
+  void announce() {
+    const std::int64_t K = c_.train.micro_batches;
+    info("training {} steps of batch {}{} on {} ({} threads), shard {} as worker {}/{}", last_, B_,
+         K > 1 ? fmt::format(" (gradients summed over {} micro-batches of {})", K, c_.data.batch_size / K) : "",
+         c_.device, c_.run.threads, c_.data.shard, c_.run.worker, c_.run.workers);
   }
-  bool group_stop = false;  // agreed by all ranks after the last step
-  std::vector<Teacher*> step_teachers;
-  const auto started = Clock::now();
-  bool interrupted = false;
-  while (s.worker.step < last) {
-    if (s.group->size() > 1 ? group_stop : stop_requested()) {
-      interrupted = true;
-      break;
-    }
-    step_teachers.clear();
-    if (s.teachers) {
-      if (s.lead) s.teachers->at_step(s.worker.step, s.metrics.get());  // every reload_every steps
-      if (c.codistill.enabled) share_teachers(s.worker.step);             // a group's other ranks follow
-      s.worker.teacher_steps.clear();
-      for (const auto& t : s.teachers->teachers()) s.worker.teacher_steps.push_back({t->peer, t->step});
-      // Fixed teachers teach from the first step; peers (forward only, on the same batch)
-      // join after burn-in, since they start as untrained as this worker.
-      for (const auto& t : s.teachers->fixed()) step_teachers.push_back(t.get());
-      if (s.worker.step >= c.codistill.burn_in)
-        for (const auto& t : s.teachers->teachers()) step_teachers.push_back(t.get());
-    }
-    lr = learning_rate(c.optimizer, s.worker.step, last);
-    StepResult r = s.step->run(s.worker.step + 1, step_teachers, *s.optimizer, lr, hooks);
-    ++s.worker.step;
-    s.worker.examples_seen += B;
-    evaluated_last = false;
-    if (s.group->size() > 1) {
-      const StepAgreement a = agree_after_step(*s.group, stop_requested(), r.loss.loss, r.loss.ce, r.loss.distill);
-      group_stop = a.stop;
+
+  // A stop requested (on a group: agreed by every rank after the last step).
+  bool stopping() const { return s_.group->size() > 1 ? group_stop_ : stop_requested(); }
+
+  // One step and the events after it.
+  void step() {
+    const std::vector<Teacher*>& teachers = teachers_for_step();
+    lr_ = learning_rate(c_.optimizer, s_.worker.step, last_);
+    StepResult r = s_.step->run(s_.worker.step + 1, teachers, *s_.optimizer, lr_, hooks_);
+    ++s_.worker.step;
+    s_.worker.examples_seen += B_;
+    evaluated_last_ = false;
+    if (s_.group->size() > 1) {
+      const StepAgreement a = agree_after_step(*s_.group, stop_requested(), r.loss.loss, r.loss.ce, r.loss.distill);
+      group_stop_ = a.stop;
       r.loss.loss = a.loss;
       r.loss.ce = a.ce;
       r.loss.distill = a.distill;
     }
-    window.add(r);
-    if (s.lead)
-      for (const Periodic& e : after_step)
-        if (e.due(s.worker.step, last)) e.fire(s.worker.step);
-    progress.update(s.worker.step, r.loss.loss, rate);
+    window_.add(r);
+    if (s_.lead)
+      for (const Periodic& e : after_step_)
+        if (e.due(s_.worker.step, last_)) e.fire(s_.worker.step);
+    progress_.update(s_.worker.step, r.loss.loss, rate_);
   }
-  progress.finish();
 
-  TrainSummary sum;
-  sum.steps = s.worker.step;
-  sum.interrupted = interrupted;
-  if (reducer && s.worker.step > 0)
-    info("gradient all-reduce: {} bucket(s) of at most {} floats, {} started while backward still ran (last step)",
-         reducer->buckets(), s.group->options().bucket_bytes / sizeof(float), reducer->started_early());
-  if (interrupted) info("stop requested: finished step {}, publishing a checkpoint and stopping", s.worker.step);
-  if (!s.lead) return sum;  // rank 0 publishes, evaluates and reports for the group
-  s.checkpoints->save(s.worker, /*overlap=*/false);  // the final state (no-op if published already)
-  s.checkpoints->finish();
-  if (!evaluated_last) last_eval = run_eval(s.worker.step);
-  sum.wall_s = s.metrics->elapsed_s();  // the whole run, data loading included
-  sum.test_loss = last_eval.loss;
-  sum.test_accuracy = last_eval.accuracy;
-  const double train_s = seconds_since(started) - eval_s;
-  sum.examples_per_s = train_s > 0 ? static_cast<double>(s.worker.step * B) / train_s : 0;
-  nlohmann::json done = {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy}, {"loss", sum.test_loss},
-                         {"train_examples_per_s", sum.examples_per_s}, {"interrupted", interrupted}};
-  if (text) done["perplexity"] = std::exp(sum.test_loss);
-  s.metrics->emit("done", s.worker.step, done);
-  if (text)
-    info("done: {} steps in {} ({:.0f} training windows/s), held-out loss {:.4f} nats/token, perplexity {:.2f}, "
-         "next-token accuracy {:.2f}%",
-         s.worker.step, format_duration(sum.wall_s), sum.examples_per_s, sum.test_loss, std::exp(sum.test_loss),
-         100 * sum.test_accuracy);
-  else
-    info("done: {} steps in {} ({:.0f} training ex/s), test accuracy {:.2f}%, test loss {:.4f}", s.worker.step,
-         format_duration(sum.wall_s), sum.examples_per_s, 100 * sum.test_accuracy, sum.test_loss);
-  return sum;
+  // The end of the run, finished or interrupted: rank 0 publishes the final checkpoint,
+  // evaluates where the last step did not, and writes `done`.
+  TrainSummary finish(bool interrupted, Clock::time_point started) {
+    progress_.finish();
+    TrainSummary sum;
+    sum.steps = s_.worker.step;
+    sum.interrupted = interrupted;
+    if (reducer_ && s_.worker.step > 0)
+      info("gradient all-reduce: {} bucket(s) of at most {} floats, {} started while backward still ran (last step)",
+           reducer_->buckets(), s_.group->options().bucket_bytes / sizeof(float), reducer_->started_early());
+    if (interrupted) info("stop requested: finished step {}, publishing a checkpoint and stopping", s_.worker.step);
+    if (!s_.lead) return sum;  // rank 0 publishes, evaluates and reports for the group
+    s_.checkpoints->save(s_.worker, /*overlap=*/false);  // the final state (no-op if published already)
+    s_.checkpoints->finish();
+    if (!evaluated_last_) last_eval_ = evaluate(s_.worker.step);
+    sum.wall_s = s_.metrics->elapsed_s();  // the whole run, data loading included
+    sum.test_loss = last_eval_.loss;
+    sum.test_accuracy = last_eval_.accuracy;
+    const double train_s = seconds_since(started) - eval_s_;
+    sum.examples_per_s = train_s > 0 ? static_cast<double>(s_.worker.step * B_) / train_s : 0;
+    nlohmann::json done = {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy}, {"loss", sum.test_loss},
+                           {"train_examples_per_s", sum.examples_per_s}, {"interrupted", interrupted}};
+    s_.modality->add_done_fields(done, sum.test_loss);
+    s_.metrics->emit("done", s_.worker.step, done);
+    info("{}", s_.modality->done_line(s_.worker.step, format_duration(sum.wall_s), sum.examples_per_s, last_eval_));
+    return sum;
+  }
+
+ private:
+  // Log lines clear the in-place progress line first, so the two never interleave.
+  template <class... A>
+  void info(fmt::format_string<A...> format, A&&... args) {
+    progress_.clear();
+    s_.log->info(format, std::forward<A>(args)...);
+  }
+
+  void make_hooks() {
+    if (s_.lead) {  // a checkpoint's state kept by an out-of-place update, or copied behind the passes
+      hooks_.before_update = [this] { return s_.checkpoints->before_update(*s_.optimizer); };
+      hooks_.after_update = [this](std::optional<OptimizerBlocks> before, double update_s) {
+        s_.checkpoints->after_update(std::move(before), update_s);
+      };
+    }
+    if (s_.group->size() > 1) {  // phase 6, overlapped with phase 5 where it can be
+      reducer_.emplace(*s_.group, s_.model.arena().grads(), s_.model.queue());
+      hooks_.gradients_ready = [this](std::int64_t first) { reducer_->ready(first); };
+      hooks_.reduce_gradients = [this](kernels::Tensor&, kernels::Queue&) { reducer_->finish(); };
+    }
+  }
+
+  // The teachers of the coming step, after the reload due at it (codistill.reload_every).
+  const std::vector<Teacher*>& teachers_for_step() {
+    step_teachers_.clear();
+    if (!s_.teachers) return step_teachers_;
+    if (s_.lead) s_.teachers->at_step(s_.worker.step, s_.metrics.get());  // every reload_every steps
+    if (c_.codistill.enabled) share_teachers_(s_.worker.step);            // a group's other ranks follow
+    s_.worker.teacher_steps.clear();
+    for (const auto& t : s_.teachers->teachers()) s_.worker.teacher_steps.push_back({t->peer, t->step});
+    // Fixed teachers teach from the first step; peers (forward only, on the same batch)
+    // join after burn-in, since they start as untrained as this worker.
+    for (const auto& t : s_.teachers->fixed()) step_teachers_.push_back(t.get());
+    if (s_.worker.step >= c_.codistill.burn_in)
+      for (const auto& t : s_.teachers->teachers()) step_teachers_.push_back(t.get());
+    return step_teachers_;
+  }
+
+  void report_train(std::int64_t step) {
+    const double secs = seconds_since(window_.start);
+    rate_ = secs > 0 ? static_cast<double>(window_.steps * B_) / secs : 0;
+    const double n = static_cast<double>(window_.steps);
+    nlohmann::json staleness = nullptr;
+    if (s_.teachers && window_.teachers > 0)
+      if (auto st = s_.teachers->staleness(step)) staleness = *st;
+    nlohmann::json fields = {{"loss", window_.loss / n}, {"ce", window_.ce / n}, {"distill", window_.distill / n},
+                             {"lr", lr_}, {"examples_per_s", rate_}, {"teachers", window_.teachers},
+                             {"staleness", staleness}};
+    s_.modality->add_train_fields(fields, rate_);
+    s_.metrics->emit("train", step, fields);
+    if (!s_.opts.interactive)
+      info("train step {:>7}/{}  loss {:.4f}  distill {:.4f}  teachers {}  lr {:.4g}  {:.0f} ex/s", step, last_,
+           window_.loss / n, window_.distill / n, window_.teachers, lr_, rate_);
+    window_.reset();
+  }
+
+  // The student's measure, and churn against every teacher in use: the fraction of test
+  // examples (tokens for text) whose predicted class differs (DESIGN.md section 7).
+  EvalResult evaluate(std::int64_t step) {
+    const auto t = Clock::now();
+    std::vector<std::int32_t> mine, theirs;
+    EvalResult r = s_.modality->evaluate(s_.model, &mine);
+    nlohmann::json churn = nlohmann::json::object();
+    auto add_churn = [&](Teacher& teacher) {
+      s_.modality->evaluate(teacher.model, &theirs);
+      std::int64_t differ = 0;
+      for (std::size_t i = 0; i < mine.size(); ++i) differ += mine[i] != theirs[i];
+      churn[teacher.label()] = static_cast<double>(differ) / static_cast<double>(mine.size());
+    };
+    if (s_.teachers) {
+      for (const auto& teacher : s_.teachers->teachers()) add_churn(*teacher);
+      for (const auto& teacher : s_.teachers->fixed()) add_churn(*teacher);
+    }
+    nlohmann::json fields = {{"split", "test"}, {"loss", r.loss}, {"accuracy", r.accuracy}, {"churn", churn}};
+    s_.modality->add_eval_fields(fields, r);
+    s_.metrics->emit("eval", step, fields);
+    info("{}", s_.modality->eval_line(step, r, seconds_since(t)));
+    eval_s_ += seconds_since(t);
+    return r;
+  }
+
+  Trainer::State& s_;
+  const Config& c_;
+  std::function<void(std::int64_t)> share_teachers_;
+  const std::int64_t B_;  // the examples of one step, over all the group's ranks
+  const std::int64_t last_;
+  Progress progress_;
+  Window window_;
+  std::vector<Periodic> after_step_;
+  StepHooks hooks_;
+  std::optional<GradientReducer> reducer_;
+  std::vector<Teacher*> step_teachers_;
+  double rate_ = 0, eval_s_ = 0, lr_ = 0;  // eval time is kept out of the training throughput
+  EvalResult last_eval_;
+  bool evaluated_last_ = false;
+  bool group_stop_ = false;  // agreed by all ranks after the last step
+};
+
+}  // namespace
+
+TrainSummary Trainer::run() {
+  RunLoop loop(*s_, [this](std::int64_t step) { share_teachers(step); });
+  loop.announce();
+  const auto started = Clock::now();
+  bool interrupted = false;
+  while (s_->worker.step < loop.last()) {
+    if (loop.stopping()) {
+      interrupted = true;
+      break;
+    }
+    loop.step();
+  }
+  return loop.finish(interrupted, started);
 }
 
 }  // namespace codistill

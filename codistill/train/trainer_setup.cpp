@@ -14,17 +14,14 @@
 #include <spdlog/spdlog.h>
 
 #include "codistill/config/config_loader.hpp"
-#include "codistill/data/augment.hpp"
-#include "codistill/data/sampler.hpp"
 #include "codistill/data/feed/batch_loader.hpp"
 #include "codistill/util/run_errors.hpp"
-#include "codistill/eval/evaluate_text.hpp"
 #include "codistill/teachers/fixed_teachers.hpp"
 #include "codistill/train/group.hpp"
 #include "codistill/teachers/precision.hpp"
 #include "codistill/util/openmp_env.hpp"
 #include "codistill/util/rng.hpp"
-#include "kernels/cpu/impl.hpp"
+#include "kernels/backend.hpp"
 
 namespace codistill::setup {
 namespace {
@@ -62,7 +59,7 @@ std::string model_section(const Config& c, const char* key) {
 void choose_device(Trainer::State& s) {
   const Config& c = s.cfg;
   s.device = usable_device(c.device);  // before anything is written
-  kernels::cpu::set_num_threads(c.run.threads);
+  kernels::backend_for(kernels::DeviceKind::cpu).set_threads(c.run.threads);
   // A worker group's ranks (docs/architecture.md section 5): rank 0 leads (the worker's
   // files, evaluation); the others only train. One process is a "single" group of one.
   if (s.opts.group) {
@@ -125,21 +122,9 @@ void make_logger(Trainer::State& s) {
 void load_data_and_model(Trainer::State& s, Pending& p) {
   const Config& c = s.cfg;
   const auto t0 = Clock::now();
-  p.is_text = c.data.kind == "text";
   p.mc = model_of(c, c.run.worker);
-  if (p.is_text) {
-    // A language model reads [B, T] token ids and predicts the vocabulary at every position.
-    s.text = load_text_data(c.data);
-    check_text_model(p.mc, s.text->vocab, c.data.context, model_section(c, ""));
-    p.mc.input_shape = {c.data.context};
-    p.mc.classes = s.text->vocab;
-    if (p.mc.vocab_size == 0) p.mc.vocab_size = s.text->vocab;  // recorded in checkpoints' model attribute
-    s.eval_windows = std::make_unique<data::text::EvalWindows>(*s.text->valid, c.data.context);
-  } else {
-    s.data = data::load_dataset(c.data);
-    p.mc.input_shape = s.data.train.example_shape();
-    p.mc.classes = s.data.train.classes;
-  }
+  s.modality = make_modality(c);
+  s.modality->load(p.mc, model_section(c, ""));
   p.load_s = seconds_since(t0);
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
   s.model = s.opts.model_factory ? s.opts.model_factory(p.mc, init_rng) : build_model(p.mc, init_rng);
@@ -242,22 +227,7 @@ void claim_run_dir(Trainer::State& s, const Pending& p) {
 
 void log_start(Trainer::State& s, Pending& p) {
   const Config& c = s.cfg;
-  if (p.is_text) {
-    p.unigram = unigram_cross_entropy(*s.text->train);
-    s.log->info("data: text from {}: {} training tokens in {} documents, {} held-out windows of {} tokens, "
-                "vocabulary {}, opened in {:.1f} s",
-                c.data.path, s.text->train->tokens(), s.text->train->documents(), s.eval_windows->count(),
-                c.data.context, s.text->vocab, p.load_s);
-    s.log->info("unigram baseline: {:.4f} nats per token (perplexity {:.1f}): the loss of predicting token "
-                "frequencies without context; a model that learns goes below it",
-                p.unigram, std::exp(p.unigram));
-  } else {
-    s.log->info("data: {} train / {} test examples of shape {}, {} classes, normalization {} "
-                "(shift {:.4f}, scale {:.4f}), loaded in {:.1f} s",
-                s.data.train.size(), s.data.test.size(), kernels::shape_str(s.data.train.example_shape()),
-                s.data.train.classes, s.data.train.normalization.kind, s.data.train.normalization.shift,
-                s.data.train.normalization.scale, p.load_s);
-  }
+  s.modality->log_data(*s.log, p.load_s);
   s.log->info("model {} ({} parameters, fingerprint {}):\n{}", p.mc.kind, s.model.num_params(),
               s.model.fingerprint(), s.model.summary());
   if (p.init_source)
@@ -273,44 +243,9 @@ void log_start(Trainer::State& s, Pending& p) {
 }
 
 void make_batch_source(Trainer::State& s, Pending& p) {
-  const Config& c = s.cfg;
-  const int rank = s.group->rank(), ranks = s.group->size();
-  Trainer::State* st = &s;  // the evaluations outlive this call; the state does not move
   // Phase 1's source (data/feed/batch_source.hpp). Every rank draws the group's whole batch
   // and trains on its own slice of it.
-  if (p.is_text) {
-    data::text::WindowOptions wo;
-    wo.batch_size = c.data.batch_size;
-    wo.context = c.data.context;
-    wo.mode = data::parse_shard_mode(c.data.shard);
-    wo.seed = c.run.seed;
-    wo.worker = c.run.worker;
-    wo.workers = c.run.workers;
-    p.source = std::make_unique<TextBatchSource>(*s.text->train, wo, RankSlice{rank, ranks});
-    const std::int64_t eval_batch = eval_windows_per_batch(c.train.eval_batch_size, c.data.context);
-    const std::int64_t limit = c.data.test_limit;
-    s.evaluate = [st, eval_batch, limit](Model& m, std::vector<std::int32_t>* predictions) {
-      return evaluate_text(m, *st->eval_windows, eval_batch, limit, predictions);
-    };
-  } else {
-    data::SamplerOptions sampler_opts = data::sampler_options(c);
-    sampler_opts.batch_size *= ranks;
-    s.sampler = std::make_unique<data::BatchSampler>(s.data.train, sampler_opts);
-    StepInput input;
-    input.augment = data::augment_options(c, s.data.train.normalization);
-    input.prefetch = p.prefetch = prefetch_batches(c.data.prefetch, s.device, kernels::cpu::num_threads());
-    s.log->info("batch prefetch: {}{}", input.prefetch ? "on" : "off",
-                c.data.prefetch == "auto" ? " (data.prefetch: auto)" : "");
-    input.slice = {rank, ranks};
-    if (input.augment.enabled())
-      s.log->info("augmentation of training batches: random crop with padding {} (fill {:.4f}, raw 0), flip {}",
-                  input.augment.crop_padding, input.augment.fill, input.augment.flip ? "on" : "off");
-    p.source = std::make_unique<ImageBatchSource>(s.data.train, *s.sampler, input.augment, input.prefetch, input.slice);
-    const std::int64_t eval_batch = c.train.eval_batch_size;
-    s.evaluate = [st, eval_batch](Model& m, std::vector<std::int32_t>* predictions) {
-      return codistill::evaluate(m, st->data.test, eval_batch, predictions);
-    };
-  }
+  p.source = s.modality->make_source(RankSlice{s.group->rank(), s.group->size()}, s.device, *s.log, p.prefetch);
   s.log->info("data shard: {}", p.source->describe());
 }
 
@@ -320,7 +255,7 @@ void restore_and_place(Trainer::State& s, Pending& p) {
   w.model = &s.model;
   w.optimizer = s.optimizer.get();
   w.source = p.source.get();
-  w.normalization = s.data.train.normalization;
+  w.normalization = s.modality->normalization();
   w.worker = c.run.worker;
   w.model_yaml = model_yaml(p.mc);
   w.config_yaml = to_yaml(c);
@@ -337,7 +272,8 @@ void restore_and_place(Trainer::State& s, Pending& p) {
   s.log->info("device {} ({} backend{}{})", s.device.str(), s.model.queue().backend().name(),
               c.train.allow_tf32 ? ", TF32 allowed" : "",
               queue_options.compute == kernels::Compute::bf16 ? ", bf16 mixed precision" : "");
-  s.log->info("OpenMP: {} threads, {}", kernels::cpu::num_threads(), openmp_spin_summary());
+  s.log->info("OpenMP: {} threads, {}", kernels::backend_for(kernels::DeviceKind::cpu).threads(),
+              openmp_spin_summary());
   const int ranks = s.group->size();
   if (c.group.sync_batchnorm && ranks > 1) {  // one process: its statistics are the group's already
     try {
@@ -366,11 +302,7 @@ void make_step(Trainer::State& s, Pending& p) {
       throw ConfigError("train.fused_head", "", 0, e.what());
     }
   }
-  if (p.is_text)  // the run's first event: what "learning" means for this data
-    s.metrics->emit("data", s.worker.step,
-                    {{"kind", "text"}, {"vocab_size", s.text->vocab}, {"context", c.data.context},
-                     {"train_tokens", s.text->train->tokens()}, {"eval_windows", s.eval_windows->count()},
-                     {"unigram_ce", p.unigram}});
+  s.modality->emit_first(*s.metrics, s.worker.step);  // what "learning" means for this data, where it says
 }
 
 void start_teachers(Trainer::State& s, const Pending& p) {
@@ -394,7 +326,7 @@ void start_teachers(Trainer::State& s, const Pending& p) {
     }
     if (s.group->size() > 1) s.group->barrier();  // the record is written
     if (!s.lead) files = read_fixed_record(record);
-    s.teachers->load_fixed(files, s.data.train.normalization, s.metrics.get(), w.step);
+    s.teachers->load_fixed(files, s.modality->normalization(), s.metrics.get(), w.step);
   }
   if (c.codistill.enabled && s.lead) s.teachers->resume(w.teacher_steps, s.metrics.get(), w.step);
 }

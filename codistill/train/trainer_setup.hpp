@@ -20,9 +20,7 @@ namespace codistill::setup {
 // What a phase hands the later ones, beyond the Trainer's state.
 struct Pending {
   ModelConfig mc;        // the worker's model, with its data's input shape and classes
-  bool is_text = false;  // data.kind text
   double load_s = 0;     // seconds the data took to open
-  double unigram = 0;    // text: the unigram baseline (nats per token)
   std::optional<checkpoint::LoadedCheckpoint> resume_from;
   std::optional<InitSource> init_source;  // model.init_from, where it applies
   std::unique_ptr<BatchSource> source;    // the step's batch source, until make_step takes it

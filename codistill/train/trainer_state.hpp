@@ -9,11 +9,9 @@
 #include <spdlog/logger.h>
 
 #include "codistill/config/config.hpp"
-#include "codistill/data/dataset.hpp"
-#include "codistill/data/sampler.hpp"
 #include "codistill/persist/checkpointing.hpp"
 #include "codistill/eval/evaluate.hpp"
-#include "codistill/data/feed/text_source.hpp"
+#include "codistill/train/modality.hpp"
 #include "codistill/persist/metrics.hpp"
 #include "codistill/persist/run_dir.hpp"
 #include "codistill/train/step.hpp"
@@ -36,18 +34,12 @@ struct Trainer::State {
   RunPaths paths;
   std::shared_ptr<spdlog::logger> log;
   std::unique_ptr<MetricsWriter> metrics;
-  data::Splits data;  // images (empty for data.kind text)
-  std::optional<TextData> text;  // data.kind text: the prepared folder
-  std::unique_ptr<data::text::EvalWindows> eval_windows;  // data.kind text: the held-out windows
-  // The eval events' measure of a model (the student or a teacher): images or held-out
-  // windows; predictions (for churn) per example or per token.
-  std::function<EvalResult(Model&, std::vector<std::int32_t>*)> evaluate;
+  // The kind of data: its data, batch source, evaluation and metric fields. Declared before
+  // the step: the step's batch source reads the data (and sampler) it holds.
+  std::unique_ptr<Modality> modality;
   kernels::Device device;
   Model model;
   std::unique_ptr<Optimizer> optimizer;
-  // Images: the sampler the step's batch source draws from (declared before the step, so
-  // that it outlives it).
-  std::unique_ptr<data::BatchSampler> sampler;
   // Declared after the model: destroyed first, it waits for the model's queue before the
   // model's device memory is released. It owns the batch source.
   std::unique_ptr<TrainStep> step;

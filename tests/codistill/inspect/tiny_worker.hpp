@@ -15,6 +15,7 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/sampler.hpp"
 #include "codistill/persist/worker_state.hpp"
+#include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/distill_loss.hpp"

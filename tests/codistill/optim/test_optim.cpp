@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "codistill/models/model.hpp"
 #include "codistill/optim/adamw.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/optim/sgd.hpp"

@@ -20,6 +20,7 @@
 #include "codistill/train/training.hpp"
 #include "codistill/persist/worker_state.hpp"
 #include "codistill/inspect/inspect.hpp"
+#include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "text_fixture.hpp"
 

@@ -19,6 +19,7 @@
 #include "codistill/train/step.hpp"
 #include "codistill/data/feed/text_source.hpp"
 #include "codistill/persist/worker_state.hpp"
+#include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "text_fixture.hpp"
 

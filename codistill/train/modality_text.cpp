@@ -1,0 +1,96 @@
+// Text (data.kind text): windows of T + 1 tokens from a prepared folder; every token after
+// a window's first is a prediction, so loss, accuracy and churn are per token, and the loss
+// is read against the unigram baseline (nats per token).
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "codistill/data/feed/text_source.hpp"
+#include "codistill/eval/evaluate_text.hpp"
+#include "codistill/train/modality.hpp"
+
+namespace codistill {
+namespace {
+
+class TextModality final : public Modality {
+ public:
+  explicit TextModality(const Config& cfg) : c_(cfg) {}
+
+  // A language model reads [B, T] token ids and predicts the vocabulary at every position.
+  void load(ModelConfig& mc, const std::string& section) override {
+    text_ = load_text_data(c_.data);
+    check_text_model(mc, text_.vocab, c_.data.context, section);
+    mc.input_shape = {c_.data.context};
+    mc.classes = text_.vocab;
+    if (mc.vocab_size == 0) mc.vocab_size = text_.vocab;  // recorded in checkpoints' model attribute
+    eval_windows_ = std::make_unique<data::text::EvalWindows>(*text_.valid, c_.data.context);
+  }
+
+  void log_data(spdlog::logger& log, double load_s) override {
+    unigram_ = unigram_cross_entropy(*text_.train);
+    log.info("data: text from {}: {} training tokens in {} documents, {} held-out windows of {} tokens, "
+             "vocabulary {}, opened in {:.1f} s",
+             c_.data.path, text_.train->tokens(), text_.train->documents(), eval_windows_->count(), c_.data.context,
+             text_.vocab, load_s);
+    log.info("unigram baseline: {:.4f} nats per token (perplexity {:.1f}): the loss of predicting token "
+             "frequencies without context; a model that learns goes below it",
+             unigram_, std::exp(unigram_));
+  }
+
+  std::unique_ptr<BatchSource> make_source(RankSlice slice, const kernels::Device&, spdlog::logger&,
+                                           bool& prefetch) override {
+    data::text::WindowOptions wo;
+    wo.batch_size = c_.data.batch_size;
+    wo.context = c_.data.context;
+    wo.mode = data::parse_shard_mode(c_.data.shard);
+    wo.seed = c_.run.seed;
+    wo.worker = c_.run.worker;
+    wo.workers = c_.run.workers;
+    prefetch = false;
+    return std::make_unique<TextBatchSource>(*text_.train, wo, slice);
+  }
+
+  EvalResult evaluate(Model& model, std::vector<std::int32_t>* predictions) override {
+    const std::int64_t batch = eval_windows_per_batch(c_.train.eval_batch_size, c_.data.context);
+    return evaluate_text(model, *eval_windows_, batch, c_.data.test_limit, predictions);
+  }
+  data::Normalization normalization() const override { return {}; }
+
+  void emit_first(MetricsWriter& metrics, std::int64_t step) const override {
+    metrics.emit("data", step,
+                 {{"kind", "text"}, {"vocab_size", text_.vocab}, {"context", c_.data.context},
+                  {"train_tokens", text_.train->tokens()}, {"eval_windows", eval_windows_->count()},
+                  {"unigram_ce", unigram_}});
+  }
+  void add_train_fields(nlohmann::json& fields, double examples_per_s) const override {
+    fields["tokens_per_s"] = examples_per_s * static_cast<double>(c_.data.context);  // examples are windows
+  }
+  // The loss is nats per token; accuracy and churn are per predicted token.
+  void add_eval_fields(nlohmann::json& fields, const EvalResult& r) const override {
+    fields["perplexity"] = std::exp(r.loss);
+    fields["tokens"] = r.examples;
+  }
+  void add_done_fields(nlohmann::json& fields, double loss) const override { fields["perplexity"] = std::exp(loss); }
+  std::string eval_line(std::int64_t step, const EvalResult& r, double seconds) const override {
+    return fmt::format("eval  step {:>7}  held-out loss {:.4f} nats/token  perplexity {:.2f}  next-token accuracy "
+                       "{:.2f}%  ({:.1f} s)", step, r.loss, std::exp(r.loss), 100 * r.accuracy, seconds);
+  }
+  std::string done_line(std::int64_t steps, const std::string& wall, double examples_per_s,
+                        const EvalResult& r) const override {
+    return fmt::format("done: {} steps in {} ({:.0f} training windows/s), held-out loss {:.4f} nats/token, "
+                       "perplexity {:.2f}, next-token accuracy {:.2f}%",
+                       steps, wall, examples_per_s, r.loss, std::exp(r.loss), 100 * r.accuracy);
+  }
+
+ private:
+  const Config& c_;
+  TextData text_;
+  std::unique_ptr<data::text::EvalWindows> eval_windows_;
+  double unigram_ = 0;  // nats per token, measured for the start of the log
+};
+
+}  // namespace
+
+std::unique_ptr<Modality> make_text_modality(const Config& cfg) { return std::make_unique<TextModality>(cfg); }
+
+}  // namespace codistill
