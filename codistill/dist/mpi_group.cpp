@@ -10,12 +10,13 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
+
+#include "codistill/dist/call_guard.hpp"
 
 namespace codistill::dist {
 namespace {
@@ -119,20 +120,6 @@ class MpiGroup final : public ProcessGroup {
   [[noreturn]] void abort(int exit_code) override;
 
  private:
-  // Marks one call into the group: refuses a broken group, and a second thread entering
-  // while one is inside (MPI_THREAD_SERIALIZED is a promise the caller keeps; this makes a
-  // broken promise an error instead of memory corruption inside MPI).
-  class Call {
-   public:
-    Call(MpiGroup& group, const char* what);
-    ~Call() { group_.in_call_.store(false); }
-    Call(const Call&) = delete;
-    Call& operator=(const Call&) = delete;
-
-   private:
-    MpiGroup& group_;
-  };
-
   // Polls `requests` until all complete; throws CollectiveTimeout when the deadline passes
   // first. `what` describes the collective for the message.
   void complete(std::vector<MPI_Request>& requests, const std::string& what);
@@ -146,19 +133,12 @@ class MpiGroup final : public ProcessGroup {
   int rank_ = 0, size_ = 1;
   std::vector<MPI_Request> pending_;  // reductions in flight, in the order started
   std::size_t pending_floats_ = 0;
-  std::string broken_;  // why the group is unusable; empty while it is usable
-  std::atomic<bool> in_call_{false};
+  // Every call goes through it (call_guard.hpp): refuses a broken group, and a second
+  // thread entering while one is inside (MPI_THREAD_SERIALIZED is a promise the caller
+  // keeps; this makes a broken promise an error instead of memory corruption inside MPI).
+  CallGate gate_{[this] { return who(); },
+                 "MPI runs at MPI_THREAD_SERIALIZED, so calls into one group must not overlap"};
 };
-
-MpiGroup::Call::Call(MpiGroup& group, const char* what) : group_(group) {
-  if (!group.broken_.empty())
-    throw ProcessGroupError(group.who() + ": " + what + " on a group that an earlier error made unusable (" +
-                            group.broken_ + "); the process must exit");
-  if (group.in_call_.exchange(true))
-    throw ProcessGroupError(group.who() + ": " + what +
-                            " while another thread is inside the group: MPI runs at MPI_THREAD_SERIALIZED, so calls "
-                            "into one group must not overlap");
-}
 
 MpiGroup::MpiGroup(const GroupOptions& options) : ProcessGroup(options) {
   MpiLifetime::get().acquire();
@@ -186,7 +166,7 @@ MpiGroup::~MpiGroup() {
   // Destroyed while an exception unwinds: this rank is failing, and its peers may be
   // waiting for it in a collective, so neither free the communicator nor finalize (both
   // may wait for them); the process exits and the launcher ends the job.
-  bool clean = broken_.empty() && std::uncaught_exceptions() == 0;
+  bool clean = gate_.usable() && std::uncaught_exceptions() == 0;
   if (clean && !pending_.empty()) {
     try {
       wait_all();
@@ -199,7 +179,7 @@ MpiGroup::~MpiGroup() {
 }
 
 void MpiGroup::fail(const std::string& message, bool timeout) {
-  broken_ = message;
+  gate_.mark_broken(message);
   if (timeout) throw CollectiveTimeout(message);
   throw ProcessGroupError(message);
 }
@@ -232,7 +212,7 @@ void MpiGroup::complete(std::vector<MPI_Request>& requests, const std::string& w
 }
 
 void MpiGroup::start_all_reduce_sum(std::span<float> bucket) {
-  Call call(*this, "start_all_reduce_sum");
+  CallGuard call(gate_, "start_all_reduce_sum");
   check_bucket(bucket.size());
   if (bucket.empty()) return;  // every rank passes the same lengths, so every rank skips it
   MPI_Request request = MPI_REQUEST_NULL;
@@ -244,7 +224,7 @@ void MpiGroup::start_all_reduce_sum(std::span<float> bucket) {
 }
 
 bool MpiGroup::poll() {
-  Call call(*this, "poll");
+  CallGuard call(gate_, "poll");
   if (pending_.empty()) return true;
   int done = 0;
   check_rc(MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE),
@@ -257,7 +237,7 @@ bool MpiGroup::poll() {
 }
 
 void MpiGroup::wait_all() {
-  Call call(*this, "wait_all");
+  CallGuard call(gate_, "wait_all");
   if (pending_.empty()) return;
   std::string what = "all_reduce_sum of " + std::to_string(pending_floats_) + " floats in " +
                      std::to_string(pending_.size()) + " bucket(s)";
@@ -266,7 +246,7 @@ void MpiGroup::wait_all() {
 }
 
 void MpiGroup::all_reduce_sum_f64(std::span<double> data) {
-  Call call(*this, "all_reduce_sum_f64");
+  CallGuard call(gate_, "all_reduce_sum_f64");
   check_bucket(data.size());
   if (data.empty()) return;
   std::vector<MPI_Request> requests{MPI_REQUEST_NULL};
@@ -277,7 +257,7 @@ void MpiGroup::all_reduce_sum_f64(std::span<double> data) {
 }
 
 void MpiGroup::broadcast(std::span<std::byte> data, int root) {
-  Call call(*this, "broadcast");
+  CallGuard call(gate_, "broadcast");
   check_root(root, "broadcast");
   // MPI counts are int: a buffer over 2 GiB goes as several broadcasts, all in flight.
   std::vector<MPI_Request> requests;
@@ -291,7 +271,7 @@ void MpiGroup::broadcast(std::span<std::byte> data, int root) {
 }
 
 void MpiGroup::barrier() {
-  Call call(*this, "barrier");
+  CallGuard call(gate_, "barrier");
   std::vector<MPI_Request> requests{MPI_REQUEST_NULL};
   check_rc(MPI_Ibarrier(comm_, &requests.back()), "MPI_Ibarrier");
   complete(requests, "barrier");

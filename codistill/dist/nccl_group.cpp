@@ -19,11 +19,11 @@
 
 #include <array>
 #include <cstdlib>
-#include <atomic>
 #include <cstring>
 #include <exception>
 #include <thread>
 
+#include "codistill/dist/call_guard.hpp"
 #include "codistill/dist/launch.hpp"
 #include "codistill/dist/mpi_group.hpp"
 #include "codistill/dist/nccl_api.hpp"
@@ -90,26 +90,13 @@ class NcclGroup final : public ProcessGroup {
   }
 
  private:
-  // One call into the group: refuses a broken group and overlapping threads (as the mpi
-  // group does; NCCL's non-blocking calls must not interleave either).
-  class Call {
-   public:
-    Call(NcclGroup& group, const char* what);
-    ~Call() { group_.in_call_.store(false); }
-    Call(const Call&) = delete;
-    Call& operator=(const Call&) = delete;
-
-   private:
-    NcclGroup& group_;
-  };
-
   // Runs a host collective of the mpi group; its failure breaks this group too.
   template <class F>
   auto on_host(F&& f) {
     try {
       return f(*host_);
     } catch (const ProcessGroupError& e) {
-      broken_ = e.what();
+      gate_.mark_broken(e.what());
       throw;
     }
   }
@@ -135,18 +122,10 @@ class NcclGroup final : public ProcessGroup {
   void* caller_stream_ = nullptr;  // the stream of the reductions in flight
   bool device_pending_ = false;
   std::size_t pending_floats_ = 0, pending_buckets_ = 0;
-  std::string broken_;
-  std::atomic<bool> in_call_{false};
+  // Every call goes through it (call_guard.hpp): refuses a broken group and overlapping
+  // threads (as the mpi group does; NCCL's non-blocking calls must not interleave either).
+  CallGate gate_{[this] { return who(); }, "calls into one group must not overlap"};
 };
-
-NcclGroup::Call::Call(NcclGroup& group, const char* what) : group_(group) {
-  if (!group.broken_.empty())
-    throw ProcessGroupError(group.who() + ": " + what + " on a group that an earlier error made unusable (" +
-                            group.broken_ + "); the process must exit");
-  if (group.in_call_.exchange(true))
-    throw ProcessGroupError(group.who() + ": " + what +
-                            " while another thread is inside the group: calls into one group must not overlap");
-}
 
 NcclGroup::NcclGroup(const GroupOptions& options) : ProcessGroup(options) {
   const int devices = visible_devices();
@@ -190,7 +169,7 @@ NcclGroup::NcclGroup(const GroupOptions& options) : ProcessGroup(options) {
 }
 
 NcclGroup::~NcclGroup() {
-  bool clean = broken_.empty() && std::uncaught_exceptions() == 0;
+  bool clean = gate_.usable() && std::uncaught_exceptions() == 0;
   if (clean && device_pending_) {
     try {
       wait_all();
@@ -226,7 +205,7 @@ void NcclGroup::abort_comm() {
 }
 
 void NcclGroup::fail(const std::string& message, bool timeout) {
-  broken_ = message;
+  gate_.mark_broken(message);
   abort_comm();
   if (timeout) throw CollectiveTimeout(message);
   throw ProcessGroupError(message);
@@ -284,12 +263,12 @@ void NcclGroup::wait_device(const std::string& what) {
 }
 
 void NcclGroup::start_all_reduce_sum(std::span<float> bucket) {
-  Call call(*this, "start_all_reduce_sum");
+  CallGuard call(gate_, "start_all_reduce_sum");
   on_host([&](ProcessGroup& h) { h.start_all_reduce_sum(bucket); });
 }
 
 void NcclGroup::start_device_all_reduce_sum(std::span<const std::span<float>> buckets, void* stream) {
-  Call call(*this, "start_device_all_reduce_sum");
+  CallGuard call(gate_, "start_device_all_reduce_sum");
   std::size_t floats = 0;
   const std::span<float>* first = nullptr;  // a non-empty bucket, to check where the memory is
   for (const auto& b : buckets) {
@@ -340,7 +319,7 @@ void NcclGroup::start_device_all_reduce_sum(std::span<const std::span<float>> bu
 }
 
 bool NcclGroup::poll() {
-  Call call(*this, "poll");
+  CallGuard call(gate_, "poll");
   const bool host_done = on_host([](ProcessGroup& h) { return h.poll(); });
   if (!device_pending_) return host_done;
   const cudaError_t e = cudaEventQuery(done_);
@@ -352,7 +331,7 @@ bool NcclGroup::poll() {
 }
 
 void NcclGroup::wait_all() {
-  Call call(*this, "wait_all");
+  CallGuard call(gate_, "wait_all");
   on_host([](ProcessGroup& h) { h.wait_all(); });
   if (!device_pending_) return;
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");
@@ -366,17 +345,17 @@ void NcclGroup::wait_all() {
 }
 
 void NcclGroup::all_reduce_sum_f64(std::span<double> data) {
-  Call call(*this, "all_reduce_sum_f64");
+  CallGuard call(gate_, "all_reduce_sum_f64");
   on_host([&](ProcessGroup& h) { h.all_reduce_sum_f64(data); });
 }
 
 void NcclGroup::broadcast(std::span<std::byte> data, int root) {
-  Call call(*this, "broadcast");
+  CallGuard call(gate_, "broadcast");
   on_host([&](ProcessGroup& h) { h.broadcast(data, root); });
 }
 
 void NcclGroup::barrier() {
-  Call call(*this, "barrier");
+  CallGuard call(gate_, "barrier");
   on_host([](ProcessGroup& h) { h.barrier(); });
 }
 
