@@ -3,22 +3,19 @@
 // error (unknown subcommand or option, wrong number of arguments, bad --data spec).
 #include <cstdint>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <boost/program_options.hpp>
 
 #include "codistill/inspect/inspect.hpp"
-#include "codistill/util/crash_report.hpp"
-#include "codistill/util/openmp_env.hpp"
+#include "trainer/cli.hpp"
 
 namespace po = boost::program_options;
 namespace inspect = codistill::inspect;
+using codistill::cli::kExitOk, codistill::cli::kExitRuntime;
 
 namespace {
-
-constexpr int kExitOk = 0, kExitRuntime = 1, kExitUsage = 2;
 
 struct Subcommand {
   const char* name;
@@ -96,8 +93,9 @@ po::options_description options_of(const Subcommand& c, Parsed& p) {
   return o;
 }
 
-// Parses the words after the subcommand. Throws po::error on bad usage.
-Parsed parse(const Subcommand& c, const std::vector<std::string>& words, std::string& help_text) {
+// Parses the words after the subcommand; for --help prints the subcommand's help. Throws
+// po::error on bad usage.
+Parsed parse(const Subcommand& c, const std::vector<std::string>& words) {
   Parsed p;
   po::options_description visible = options_of(c, p);
   po::options_description all;
@@ -112,10 +110,10 @@ Parsed parse(const Subcommand& c, const std::vector<std::string>& words, std::st
   p.no_verify = vm.count("no-verify") > 0;
   p.all = vm.count("all") > 0;
   p.config = vm.count("config") > 0;
-  std::ostringstream os;
-  os << sub_usage(c) << c.summary << "\n\n" << visible;
-  help_text = os.str();
-  if (p.help) return p;
+  if (p.help) {
+    std::cout << sub_usage(c) << c.summary << "\n\n" << visible;
+    return p;
+  }
   const int n = static_cast<int>(p.args.size());
   if (n < c.min_args || (c.max_args >= 0 && n > c.max_args))
     throw po::error(std::string(c.name) + " takes " + c.args + ", got " + std::to_string(n) + " argument(s)");
@@ -135,47 +133,34 @@ inspect::Report dispatch(const std::string& name, const Parsed& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  codistill::reexec_with_bounded_openmp_spin(argv, "codistill-inspect");  // util/openmp_env.hpp: why
-  codistill::install_crash_report("codistill-inspect");  // util/crash_report.hpp
+  codistill::cli::start(argv, "codistill-inspect");
+  const codistill::cli::Command top("codistill-inspect", usage());
   const std::vector<std::string> words(argv + 1, argv + argc);
-  if (words.empty()) {
-    std::cerr << "codistill-inspect: missing subcommand\n" << usage();
-    return kExitUsage;
-  }
+  if (words.empty()) return top.usage_error("missing subcommand");
   const std::string& name = words[0];
   if (name == "--help" || name == "-h" || name == "help") {
-    std::cout << usage();
+    std::cout << top.usage();
     return kExitOk;
   }
   const Subcommand* sub = find_subcommand(name);
-  if (!sub) {
-    std::cerr << "codistill-inspect: unknown subcommand '" << name << "' (valid: " << valid_names() << ")\n"
-              << usage();
-    return kExitUsage;
-  }
+  if (!sub) return top.usage_error("unknown subcommand '" + name + "' (valid: " + valid_names() + ")");
+  const codistill::cli::Command cmd("codistill-inspect " + name, sub_usage(*sub));
   Parsed p;
-  std::string help_text;
-  try {
-    p = parse(*sub, std::vector<std::string>(words.begin() + 1, words.end()), help_text);
-  } catch (const po::error& e) {
-    std::cerr << "codistill-inspect " << name << ": " << e.what() << "\n" << sub_usage(*sub);
-    return kExitUsage;
-  }
-  if (p.help) {
-    std::cout << help_text;
-    return kExitOk;
-  }
+  if (auto done = cmd.parse([&] {
+        p = parse(*sub, std::vector<std::string>(words.begin() + 1, words.end()));
+        return !p.help;
+      }))
+    return *done;
   try {
     inspect::Report r = dispatch(name, p);
     std::cout << (p.json ? r.doc.dump(2) + "\n" : r.text);
     return r.ok ? kExitOk : kExitRuntime;
   } catch (const inspect::UsageError& e) {
-    std::cerr << "codistill-inspect " << name << ": " << e.what() << "\n" << sub_usage(*sub);
-    return kExitUsage;
+    return cmd.usage_error(e.what());
   } catch (const std::exception& e) {
-    std::cerr << "codistill-inspect " << name << ": error: " << e.what() << "\n";
+    const int code = cmd.error(e.what());
     // A script reading --json output still gets one document, saying what went wrong.
     if (p.json) std::cout << inspect::Json{{"command", name}, {"error", e.what()}}.dump(2) << "\n";
-    return kExitRuntime;
+    return code;
   }
 }

@@ -11,20 +11,20 @@
 #include <boost/program_options.hpp>
 
 #include "codistill/data/text/prepare.hpp"
+#include "trainer/cli.hpp"
 
 namespace po = boost::program_options;
 namespace text = codistill::data::text;
+using codistill::cli::kExitOk, codistill::cli::kExitUsage;
 
 namespace {
-
-constexpr int kExitOk = 0, kExitRuntime = 1, kExitUsage = 2;
 
 const char* kUsage =
     "usage: codistill-prepare-text --corpus DIR|FILE [--corpus ...] --out DIR [--vocab-size N]\n"
     "                              [--heldout-fraction F] [--seed S] [--suffix SUFFIX] [--force] [--json]\n";
 
 // Returns false after printing help. Throws po::error on bad usage.
-bool parse_args(int argc, char** argv, text::PrepareOptions& o, bool& json) {
+bool parse_args(const codistill::cli::Command& cmd, int argc, char** argv, text::PrepareOptions& o, bool& json) {
   po::options_description opts("options");
   opts.add_options()
       ("help,h", "show this help")
@@ -42,12 +42,7 @@ bool parse_args(int argc, char** argv, text::PrepareOptions& o, bool& json) {
       ("force", "replace the files of an earlier preparation in --out")
       ("json", "print the summary as one JSON object");
   po::variables_map vm;
-  po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
-  if (vm.count("help")) {
-    std::cout << kUsage << "\n" << opts << "\n";
-    return false;
-  }
-  po::notify(vm);
+  if (!cmd.store_or_help(argc, argv, opts, vm)) return false;
   o.force = vm.count("force") > 0;
   json = vm.count("json") > 0;
   return true;
@@ -68,14 +63,10 @@ void print_summary(const text::PrepareSummary& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const codistill::cli::Command cmd("codistill-prepare-text", kUsage);
   text::PrepareOptions opts;
   bool json = false;
-  try {
-    if (!parse_args(argc, argv, opts, json)) return kExitOk;
-  } catch (const po::error& e) {
-    std::cerr << "codistill-prepare-text: " << e.what() << "\n" << kUsage;
-    return kExitUsage;
-  }
+  if (auto done = cmd.parse([&] { return parse_args(cmd, argc, argv, opts, json); })) return *done;
   try {
     const text::PrepareSummary s = text::prepare_text(opts);
     if (json)
@@ -84,10 +75,8 @@ int main(int argc, char** argv) {
       print_summary(s);
     return kExitOk;
   } catch (const text::PrepareUsageError& e) {
-    std::cerr << "codistill-prepare-text: " << e.what() << "\n";
-    return kExitUsage;
+    return cmd.fail(e.what(), kExitUsage);
   } catch (const std::exception& e) {
-    std::cerr << "codistill-prepare-text: error: " << e.what() << "\n";
-    return kExitRuntime;
+    return cmd.error(e.what());
   }
 }

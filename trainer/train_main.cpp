@@ -19,14 +19,12 @@
 #include "codistill/train/progress.hpp"
 #include "codistill/persist/run_dir.hpp"
 #include "codistill/train/training.hpp"
-#include "codistill/util/crash_report.hpp"
-#include "codistill/util/openmp_env.hpp"
+#include "trainer/cli.hpp"
 
 namespace po = boost::program_options;
+using codistill::cli::kExitOk, codistill::cli::kExitUsage;
 
 namespace {
-
-constexpr int kExitOk = 0, kExitRuntime = 1, kExitUsage = 2;
 
 const char* kUsage =
     "usage: codistill-train --config FILE [--set key.path=value]... [--worker I] [--workers N]\n"
@@ -39,7 +37,7 @@ struct Args {
 };
 
 // Parses argv; returns false after printing help. Throws po::error on bad usage.
-bool parse_args(int argc, char** argv, Args& args) {
+bool parse_args(const codistill::cli::Command& cmd, int argc, char** argv, Args& args) {
   po::options_description opts("options");
   opts.add_options()
       ("help,h", "show this help")
@@ -53,12 +51,7 @@ bool parse_args(int argc, char** argv, Args& args) {
       ("resume", "continue from this worker's latest checkpoint if any (default)")
       ("no-resume", "refuse to start if this worker already has checkpoints");
   po::variables_map vm;
-  po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
-  if (vm.count("help")) {
-    std::cout << kUsage << "\n" << opts << "\n";
-    return false;
-  }
-  po::notify(vm);
+  if (!cmd.store_or_help(argc, argv, opts, vm)) return false;
   if (vm.count("resume") && vm.count("no-resume"))
     throw po::error("--resume and --no-resume exclude each other");
   args.resume = !vm.count("no-resume");
@@ -87,26 +80,20 @@ std::vector<std::int64_t> fault_steps(const char* variable) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  codistill::reexec_with_bounded_openmp_spin(argv, "codistill-train");  // util/openmp_env.hpp: why
-  codistill::install_crash_report("codistill-train");  // util/crash_report.hpp
+  codistill::cli::start(argv, "codistill-train");
+  const codistill::cli::Command cmd("codistill-train", kUsage);
   // Before any thread starts (MPI's, OpenMP's): they inherit SIGINT and SIGTERM blocked
   // (train/training.cpp says why).
   try {
     codistill::install_stop_signal_handlers();
   } catch (const std::exception& e) {
-    std::cerr << "codistill-train: error: " << e.what() << "\n";
-    return kExitRuntime;
+    return cmd.error(e.what());
   }
   Args args;
-  try {
-    if (!parse_args(argc, argv, args)) return kExitOk;
-  } catch (const po::error& e) {
-    std::cerr << "codistill-train: " << e.what() << "\n" << kUsage;
-    return kExitUsage;
-  }
+  if (auto done = cmd.parse([&] { return parse_args(cmd, argc, argv, args); })) return *done;
   // Held here, outside the trainer, so that a failed rank can still end its group.
   std::shared_ptr<codistill::dist::ProcessGroup> group;
-  auto fail = [&](int code) {
+  auto end_group = [&](int code) {
     // The peers may be waiting for this rank in a collective: end them all now rather than
     // leave them to their deadline.
     if (group && group->size() > 1) {
@@ -141,13 +128,10 @@ int main(int argc, char** argv) {
     if (!group || group->rank() == 0) std::cout << "codistill-train: " << e.what() << "\n";
     return kExitOk;  // every rank reads the same checkpoint step: all finish alike
   } catch (const codistill::ConfigError& e) {
-    std::cerr << "codistill-train: configuration error: " << e.what() << "\n";
-    return fail(kExitUsage);
+    return end_group(cmd.fail(std::string("configuration error: ") + e.what(), kExitUsage));
   } catch (const codistill::RunDirError& e) {
-    std::cerr << "codistill-train: " << e.what() << "\n";
-    return fail(kExitUsage);
+    return end_group(cmd.fail(e.what(), kExitUsage));
   } catch (const std::exception& e) {
-    std::cerr << "codistill-train: error: " << e.what() << "\n";
-    return fail(kExitRuntime);
+    return end_group(cmd.error(e.what()));
   }
 }

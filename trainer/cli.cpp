@@ -1,0 +1,47 @@
+#include "trainer/cli.hpp"
+
+#include <iostream>
+
+#include "codistill/util/crash_report.hpp"
+#include "codistill/util/openmp_env.hpp"
+
+namespace po = boost::program_options;
+
+namespace codistill::cli {
+
+void start(char** argv, const char* program) {
+  reexec_with_bounded_openmp_spin(argv, program);
+  install_crash_report(program);
+}
+
+int Command::fail(const std::string& message, int code) const {
+  std::cerr << name_ << ": " << message << "\n";
+  return code;
+}
+
+int Command::usage_error(const std::string& message) const {
+  std::cerr << name_ << ": " << message << "\n" << usage_;
+  return kExitUsage;
+}
+
+std::optional<int> Command::parse(const std::function<bool()>& parse) const {
+  try {
+    if (!parse()) return kExitOk;
+  } catch (const po::error& e) {
+    return usage_error(e.what());
+  }
+  return std::nullopt;
+}
+
+bool Command::store_or_help(int argc, char** argv, const po::options_description& options,
+                            po::variables_map& vm) const {
+  po::store(po::command_line_parser(argc, argv).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << usage_ << "\n" << options << "\n";
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+}  // namespace codistill::cli
