@@ -2,15 +2,30 @@
 
 #include <iostream>
 
+#include "codistill/dist/launch.hpp"
 #include "codistill/util/crash_report.hpp"
 #include "codistill/util/openmp_env.hpp"
 
 namespace po = boost::program_options;
 
 namespace codistill::cli {
+namespace {
+
+// The launch as dist/launch.hpp reads it, for util/openmp_env.hpp, which is below dist and
+// cannot ask: more than one rank, or an unknown count, counts as several.
+LaunchedRanks launched_ranks() {
+  try {
+    const dist::LaunchInfo launch = dist::detect_launch();
+    return {launch.launched() && launch.size != 1, launch.evidence};
+  } catch (const std::exception& e) {
+    return {true, e.what()};  // malformed launcher variables: the trainer reports them later
+  }
+}
+
+}  // namespace
 
 void start(char** argv, const char* program) {
-  reexec_with_bounded_openmp_spin(argv, program);
+  reexec_with_bounded_openmp_spin(argv, program, launched_ranks());
   install_crash_report(program);
 }
 

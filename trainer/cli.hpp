@@ -14,8 +14,9 @@ namespace codistill::cli {
 
 inline constexpr int kExitOk = 0, kExitRuntime = 1, kExitUsage = 2;
 
-// Before anything starts a thread: bounds OpenMP's spin where the machine is shared (which
-// may execute the program again: util/openmp_env.hpp says why) and installs the crash report
+// Before anything starts a thread: bounds OpenMP's spin where the machine is shared or this
+// process is one of several ranks of a launch (dist::detect_launch; this may execute the
+// program again: util/openmp_env.hpp says why) and installs the crash report
 // (util/crash_report.hpp). `program` is a literal: the report keeps it.
 void start(char** argv, const char* program);
 

@@ -14,8 +14,6 @@
 #include <sstream>
 #include <thread>
 
-#include "codistill/dist/launch.hpp"
-
 namespace codistill {
 namespace {
 
@@ -105,19 +103,6 @@ void reexec_bounded(char** argv, const std::string& why) {
   set_note("libgomp's default: executing again failed (" + err + "; " + why + ")");
 }
 
-// Started by a parallel launcher with more than one rank (or an unknown count): ranks
-// started together would each sample a machine their siblings are about to fill.
-bool launched_ranks(std::string& evidence) {
-  try {
-    const auto launch = dist::detect_launch();
-    evidence = launch.evidence;
-    return launch.launched() && launch.size != 1;
-  } catch (const std::exception& e) {
-    evidence = e.what();  // malformed launcher variables: the trainer reports them later
-    return true;
-  }
-}
-
 }  // namespace
 
 std::optional<CpuLoad> sample_cpu_load(int window_ms) {
@@ -140,7 +125,7 @@ std::optional<CpuLoad> sample_cpu_load(int window_ms) {
 
 bool bound_openmp_spin(const std::optional<CpuLoad>& load) { return !load || load->busy >= kSharedBusyCpus; }
 
-void reexec_with_bounded_openmp_spin(char** argv, const char* program) {
+void reexec_with_bounded_openmp_spin(char** argv, const char* program, const LaunchedRanks& launch) {
   const char* mode = std::getenv("CODISTILL_OPENMP_SPIN");
   const std::string m = mode && *mode ? mode : "auto";
   if (m != "auto" && m != "bounded" && m != "default") {
@@ -153,8 +138,7 @@ void reexec_with_bounded_openmp_spin(char** argv, const char* program) {
   if ((spin && *spin) || (policy && *policy)) return;
   if (m == "bounded") return reexec_bounded(argv, "CODISTILL_OPENMP_SPIN=bounded");
   if (m == "default") return set_note("libgomp's default: CODISTILL_OPENMP_SPIN=default");
-  std::string evidence;
-  if (launched_ranks(evidence)) return reexec_bounded(argv, "one of several ranks of a launch (" + evidence + ")");
+  if (launch.several) return reexec_bounded(argv, "one of several ranks of a launch (" + launch.evidence + ")");
   const auto load = sample_cpu_load(100);
   const std::string seen = load ? fixed(load->busy) + " of " + std::to_string(load->cpus) +
                                       " usable CPUs busy with other work at start"

@@ -48,9 +48,20 @@ std::optional<CpuLoad> sample_cpu_load(int window_ms);
 // treated as shared, the safe side): true = bound the spin.
 bool bound_openmp_spin(const std::optional<CpuLoad>& load);
 
+// A parallel launch as the caller found it (util is below dist/launch.hpp, which detects
+// launchers: the executables ask it and pass the answer down).
+struct LaunchedRanks {
+  // One of several ranks started together by a launcher (mpirun, srun), or of an unknown
+  // count, or the launcher's variables could not be read: such ranks would each sample a
+  // machine their siblings are about to fill.
+  bool several = false;
+  // Why, for the note: the launcher's variables, or what was wrong with them.
+  std::string evidence;
+};
+
 // Where neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set: where this process is one of
-// several ranks of a parallel launch (mpirun, srun; dist/launch.hpp), or where the load
-// sampled for 100 ms says the machine is shared (bound_openmp_spin), sets GOMP_SPINCOUNT to
+// several ranks of a parallel launch (`launch`), or where the load sampled for 100 ms says
+// the machine is shared (bound_openmp_spin), sets GOMP_SPINCOUNT to
 // kOpenMpSpinCount and executes /proc/self/exe again with the same arguments (same process
 // id, so launchers such as mpirun and srun keep track of it); a quiet machine keeps
 // libgomp's default. What it decided and why is left in CODISTILL_OPENMP_SPIN_CHOICE (tagged
@@ -60,7 +71,7 @@ bool bound_openmp_spin(const std::optional<CpuLoad>& load);
 // CODISTILL_OPENMP_SPIN=bounded|default skips the measurement (tests, or a user who knows);
 // another value than auto, bounded or default prints "<program>: ..." naming the valid ones
 // and exits with kOpenMpSpinUsageExit. Call it first in main, before anything starts threads.
-void reexec_with_bounded_openmp_spin(char** argv, const char* program);
+void reexec_with_bounded_openmp_spin(char** argv, const char* program, const LaunchedRanks& launch);
 
 // One line for the run's log: the spin in effect and why (the user's GOMP_SPINCOUNT or
 // OMP_WAIT_POLICY, or what decided this process's choice; a note another process left in
