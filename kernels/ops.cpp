@@ -10,26 +10,10 @@ namespace codistill::kernels {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::linear: return "linear";
-    case Op::linear_activation: return "linear+activation";
-    case Op::activation: return "activation";
-    case Op::conv2d: return "conv2d";
-    case Op::maxpool2d: return "maxpool2d";
-    case Op::softmax: return "softmax";
-    case Op::multiply: return "multiply";
-    case Op::add: return "add";
-    case Op::distill_loss: return "distill_loss";
-    case Op::sgd_update: return "sgd_update";
-    case Op::adamw_update: return "adamw_update";
-    case Op::batchnorm: return "batchnorm";
-    case Op::global_avgpool: return "global_avgpool";
-    case Op::layernorm: return "layernorm";
-    case Op::linear_distill_head: return "linear_distill_head";
-    case Op::embedding: return "embedding";
-    case Op::causal_attention: return "causal_attention";
-    case Op::batchnorm_sync: return "batchnorm_sync";
-    case Op::batchnorm_activation: return "batchnorm+activation";
-    case Op::add_activation: return "add+activation";
+#define CODISTILL_OP(id, spelling, cpu, cuda) \
+  case Op::id:                                \
+    return spelling;
+#include "kernels/op_list.def"
   }
   return "?";
 }

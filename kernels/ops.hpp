@@ -7,37 +7,38 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/dtype.hpp"
+
 namespace codistill::kernels {
 
-// Every op a backend may implement; Backend::supports(op, dtype) says which it does.
-enum class Op : std::uint8_t {
-  linear,             // y = x w^T + b and its backward
-  linear_activation,  // linear with a fused bias + activation pass (act != none)
-  activation,         // elementwise relu / gelu
-  conv2d,
-  maxpool2d,
-  softmax,
-  multiply,      // y = x * m (dropout masks)
-  add,           // y = a + b (residual connections)
-  distill_loss,  // the fused loss of DESIGN.md section 6
-  sgd_update,
-  adamw_update,
-  batchnorm,       // per-channel batch normalization, train (batch statistics) and eval
-  global_avgpool,  // the mean of each row of [rows, spatial] ([B*C, H*W]: each plane)
-  layernorm,       // normalization of each row over its last dimension
-  linear_distill_head,  // hidden states -> logits -> the fused loss, in chunks of rows
-  embedding,            // rows of a table gathered by int32 ids; backward scatters them back
-  causal_attention,     // softmax(q k^T / sqrt(d) + causal mask) v per (sequence, head)
-  batchnorm_sync,       // batch normalization in three steps around the caller's all-reduce
-  batchnorm_activation,  // batchnorm with a fused activation (relu) in its passes
-  add_activation,        // y = act(a + b) (relu): a residual sum and the relu after it
+// A set of dtypes: the dtypes one backend runs an op in (a column of kernels/op_list.def).
+class DTypeSet {
+ public:
+  constexpr DTypeSet() = default;
+  // Implicit: a single dtype is the set of it (the table writes `f32`, not `{f32}`).
+  constexpr DTypeSet(DType t) : bits_(static_cast<std::uint8_t>(1u << static_cast<unsigned>(t))) {}
+  constexpr DTypeSet operator|(DTypeSet o) const { return DTypeSet(static_cast<std::uint8_t>(bits_ | o.bits_)); }
+  constexpr bool contains(DType t) const { return (bits_ >> static_cast<unsigned>(t)) & 1u; }
+
+ private:
+  constexpr explicit DTypeSet(std::uint8_t bits) : bits_(bits) {}
+  std::uint8_t bits_ = 0;
 };
-inline constexpr Op kAllOps[] = {Op::linear,       Op::linear_activation, Op::activation,  Op::conv2d,
-                                 Op::maxpool2d,    Op::softmax,           Op::multiply,    Op::add,
-                                 Op::distill_loss, Op::sgd_update,        Op::adamw_update, Op::batchnorm,
-                                 Op::global_avgpool, Op::layernorm, Op::linear_distill_head,
-                                 Op::embedding, Op::causal_attention, Op::batchnorm_sync,
-                                 Op::batchnorm_activation, Op::add_activation};
+// The spellings of the op table's dtype columns (`using namespace op_dtypes` where it is read).
+namespace op_dtypes {
+inline constexpr DTypeSet none{}, f32{DType::f32}, f64{DType::f64}, bf16{DType::bf16};
+}  // namespace op_dtypes
+
+// Every op a backend may implement (one row each in kernels/op_list.def, which says what
+// each is); Backend::supports(op, dtype) says which a backend does.
+enum class Op : std::uint8_t {
+#define CODISTILL_OP(id, spelling, cpu, cuda) id,
+#include "kernels/op_list.def"
+};
+inline constexpr Op kAllOps[] = {
+#define CODISTILL_OP(id, spelling, cpu, cuda) Op::id,
+#include "kernels/op_list.def"
+};
 const char* op_name(Op op);
 
 // The arithmetic of the GEMMs inside an op (QueueOptions::compute for a queue's ops,

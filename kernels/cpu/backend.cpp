@@ -41,13 +41,13 @@ class CpuBackend final : public Backend {
   int device_count() const override { return 1; }
 
   bool supports(Op op, DType dtype) const override {
-    if (op == Op::distill_loss || op == Op::sgd_update || op == Op::adamw_update || op == Op::softmax ||
-        op == Op::linear || op == Op::linear_activation || op == Op::activation || op == Op::conv2d ||
-        op == Op::maxpool2d || op == Op::multiply || op == Op::add || op == Op::batchnorm ||
-        op == Op::global_avgpool || op == Op::layernorm || op == Op::linear_distill_head || op == Op::embedding ||
-        op == Op::causal_attention || op == Op::batchnorm_sync || op == Op::batchnorm_activation ||
-        op == Op::add_activation)
-      return dtype == DType::f32 || dtype == DType::f64;
+    using namespace op_dtypes;  // the table's column spellings
+    switch (op) {
+#define CODISTILL_OP(id, spelling, cpu, cuda) \
+  case Op::id:                                \
+    return (cpu).contains(dtype);
+#include "kernels/op_list.def"
+    }
     return false;
   }
   bool supports_compute(Compute /*c*/) const override { return true; }

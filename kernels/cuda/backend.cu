@@ -161,29 +161,14 @@ std::string CudaBackend::unavailable_reason() const {
   return {};
 }
 
+// The cuda column of kernels/op_list.def.
 bool CudaBackend::supports(Op op, DType dtype) const {
+  using namespace op_dtypes;  // the table's column spellings
   switch (op) {
-    case Op::linear:
-    case Op::linear_activation:
-    case Op::activation:
-    case Op::conv2d:
-    case Op::maxpool2d:
-    case Op::batchnorm:
-    case Op::global_avgpool:
-    case Op::layernorm:
-    case Op::multiply:
-    case Op::add:
-    case Op::batchnorm_activation:  // the batch norm kernels with their relu flag
-    case Op::add_activation:        // the add kernel with relu
-    case Op::sgd_update:
-    case Op::adamw_update:
-    case Op::linear_distill_head:
-    case Op::embedding:
-    case Op::causal_attention: return dtype == DType::f32;
-    case Op::distill_loss: return dtype == DType::f32 || dtype == DType::bf16;
-    case Op::softmax: return false;  // no CUDA kernel (yet)
-    // Not built on CUDA: synchronized batch norm's three steps.
-    case Op::batchnorm_sync: return false;
+#define CODISTILL_OP(id, spelling, cpu, cuda) \
+  case Op::id:                                \
+    return (cuda).contains(dtype);
+#include "kernels/op_list.def"
   }
   return false;
 }
