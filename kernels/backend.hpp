@@ -151,128 +151,13 @@ class Backend {
 
   virtual std::unique_ptr<Queue> make_queue(Device device, QueueOptions options = {}) = 0;
 
-  // ---- ops (see kernels/ops.hpp and kernels/cpu/*.hpp for the semantics) ----
-  // y[M,N] = x[M,K] w[N,K]^T + b, then act (act != none needs Op::linear_activation;
-  // pre receives the pre-activation when the activation's backward needs it: gelu).
-  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
-                              Activation act, Tensor* pre, Queue& q) = 0;
-  // dx = dpre w (dx may be null), dw += dpre^T x, db += colsum(dpre) (db may be null), with
-  // dpre = dy * act'(saved) (saved: y for relu, pre for gelu; dpre is scratch of dy's shape,
-  // unused for act == none). accumulate = false writes dw and db instead of adding to them
-  // (their old contents, NaN included, are never read): a step's first backward into
-  // gradients nobody zeroed (Model::zero_grad_lazily).
-  virtual void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
-                               Tensor& dw, Tensor* db, Activation act, const Tensor* saved,
-                               Tensor* dpre, bool accumulate, Queue& q) = 0;
-  virtual void activation_forward(const Tensor& x, Tensor& y, Activation act, Queue& q) = 0;
-  // saved: y for relu, x for gelu. dx may alias dy.
-  virtual void activation_backward(const Tensor& saved, const Tensor& dy, Tensor& dx,
-                                   Activation act, Queue& q) = 0;
-  virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
-                              const Conv2dShape& s, Queue& q) = 0;
-  virtual void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
-                               Tensor& dw, Tensor* db, const Conv2dShape& s, Queue& q) = 0;
-  // argmax: int32 [B,C,OH,OW] for backends that route the gradient through it (the CPU);
-  // others leave it alone and use x and y in backward. dx is overwritten.
-  virtual void maxpool2d_forward(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2dShape& s,
-                                 Queue& q) = 0;
-  virtual void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& argmax,
-                                  const Tensor& dy, Tensor& dx, const Pool2dShape& s, Queue& q) = 0;
-  // Row softmax of x[M,N] (y may alias x); backward dx = y * (dy - sum(dy * y)).
-  virtual void softmax_forward(const Tensor& x, Tensor& y, Queue& q) = 0;
-  virtual void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Queue& q) = 0;
-  virtual void multiply(const Tensor& x, const Tensor& m, Tensor& y, Queue& q) = 0;
-  virtual void add(const Tensor& a, const Tensor& b, Tensor& y, Queue& q) = 0;  // y may alias a or b
-  // y = act(a + b) (Op::add_activation; act must be relu; y may alias a or b): a residual sum
-  // and the relu after it in one pass. A backend without it inherits this, which throws
-  // naming the backend.
-  virtual void add_activation(const Tensor& a, const Tensor& b, Tensor& y, Activation act, Queue& q);
-  // student, grad: [N,V]; teachers: K tensors [N,V]; labels: int32 [N]. grad may alias the
-  // student or be null (forward only). Returns on the host (waits for the queue).
-  virtual DistillLossResult distill_loss(const Tensor& student, const std::vector<const Tensor*>& teachers,
-                                         const Tensor& labels, Tensor* grad,
-                                         const DistillLossParams& p, Queue& q) = 0;
-  // The fused linear + distillation head (DistillHeadParams in kernels/ops.hpp): hidden
-  // [N, H], weight [V, H], bias [V] (may be null), each teacher's hidden [N, H_k], weight
-  // [V, H_k] and bias [V] (may be null), labels int32 [N]. dhidden [N, H] is overwritten;
-  // dweight [V, H] and dbias [V] accumulate; each may be null, and with all three null only
-  // the loss is computed. Never holds the logits of all N rows. Returns on the host (waits
-  // for the queue). A bad label throws std::out_of_range before anything is written.
-  virtual DistillLossResult linear_distill_head(const Tensor& hidden, const Tensor& weight, const Tensor* bias,
-                                                const std::vector<HeadTeacher>& teachers, const Tensor& labels,
-                                                Tensor* dhidden, Tensor* dweight, Tensor* dbias,
-                                                const DistillHeadParams& p, Queue& q) = 0;
-  // x, y: [batch, channels, spatial...]; gamma, beta, running_mean/var, save_mean/invstd:
-  // [channels] (BatchNormShape in kernels/ops.hpp). Training updates the running
-  // statistics; eval reads them. save_mean/save_invstd are for the backward.
-  virtual void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                                 Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
-                                 bool training, const BatchNormShape& s, Queue& q) = 0;
-  // dx may be null; dgamma and dbeta accumulate. `training` as in the forward.
-  virtual void batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
-                                  const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
-                                  Tensor& dbeta, bool training, const BatchNormShape& s, Queue& q) = 0;
-  // Batch norm with a fused activation (Op::batchnorm_activation; act must be relu): as
-  // batchnorm_forward, y = act(batchnorm(x)); the backward takes y (that output) and dy of
-  // it and does batchnorm_backward of dy * act'(y) in its own passes (kernels/ops.hpp). A
-  // container fuses a BatchNorm -> ReLU pair only where supports() says so; a backend without
-  // it inherits these, which throw naming the backend.
-  virtual void batchnorm_activation_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                            Tensor& running_mean, Tensor& running_var, Tensor& y,
-                                            Tensor& save_mean, Tensor& save_invstd, bool training, Activation act,
-                                            const BatchNormShape& s, Queue& q);
-  virtual void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& gamma,
-                                             const Tensor& save_mean, const Tensor& save_invstd, const Tensor& dy,
-                                             Tensor* dx, Tensor& dgamma, Tensor& dbeta, bool training,
-                                             Activation act, const BatchNormShape& s, Queue& q);
-  // Synchronized batch norm (Op::batchnorm_sync; the three steps and their arithmetic in
-  // kernels/ops.hpp). sums: float64 [2C + 1] on this backend's device. A backend without
-  // it inherits these, which throw naming the backend.
-  virtual void batchnorm_sums(const Tensor& x, const Tensor* dy, const Tensor& center, const Tensor* invstd,
-                              Tensor& sums, const BatchNormShape& s, Queue& q);
-  virtual void batchnorm_forward_synced(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                        Tensor& running_mean, Tensor& running_var, const Tensor& sums, Tensor& y,
-                                        Tensor& save_mean, Tensor& save_invstd, const BatchNormShape& s, Queue& q);
-  virtual void batchnorm_backward_synced(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
-                                         const Tensor& save_invstd, const Tensor& dy, const Tensor& local_sums,
-                                         const Tensor& sums, Tensor* dx, Tensor& dgamma, Tensor& dbeta,
-                                         const BatchNormShape& s, Queue& q);
-  // Global average pooling over x viewed as [rows, spatial, channels]: y[r, c] = the mean of
-  // x[r, :, c] (summed in order of the spatial index); backward dx[r, i, c] = dy[r, c] /
-  // spatial (dx overwritten). NCHW maps: rows = B*C, channels = 1; channels-last (NHWC) maps:
-  // rows = B, channels = C (only where supports_channels_last()).
-  virtual void global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
-                                      std::int64_t channels, Queue& q) = 0;
-  virtual void global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
-                                       std::int64_t channels, Queue& q) = 0;
-  // x, y: [rows, features]; gamma, beta: [features]; save_mean/save_invstd: [rows]
-  // (LayerNormShape in kernels/ops.hpp). dx may be null; dgamma and dbeta accumulate.
-  virtual void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                 Tensor& save_mean, Tensor& save_invstd, const LayerNormShape& s, Queue& q) = 0;
-  virtual void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
-                                  const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
-                                  Tensor& dbeta, const LayerNormShape& s, Queue& q) = 0;
-  // ids int32 [rows], table [vocab, dim], y [rows, dim] (EmbeddingShape in kernels/ops.hpp).
-  // Backward: dtable += scatter of dy by ids, deterministic (no atomics). An id out of range
-  // throws std::out_of_range naming the row and the id.
-  virtual void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y, const EmbeddingShape& s,
-                                 Queue& q) = 0;
-  virtual void embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dtable, const EmbeddingShape& s,
-                                  Queue& q) = 0;
-  // Causal self-attention core (AttentionShape in kernels/ops.hpp): qkv [B*T, 3D] -> y [B*T, D],
-  // probs [B, H, T, T] saved for the backward. Backward: dqkv [B*T, 3D] overwritten;
-  // scratch [B, H, T, T] is the backend's to use.
-  virtual void attention_forward(const Tensor& qkv, Tensor& y, Tensor& probs, const AttentionShape& s,
-                                 Queue& q) = 0;
-  virtual void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, Tensor& dqkv,
-                                  Tensor& scratch, const AttentionShape& s, Queue& q) = 0;
-  // Flat tensors of equal numel; momentum may be null when SgdScalars::momentum == 0. The
-  // update reads `from`'s tensors where they are set (out of place, UpdateSource) and writes
-  // value, momentum, m and v; the tensors of `from` are left as they were.
-  virtual void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s,
-                          const UpdateSource& from, Queue& q) = 0;
-  virtual void adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v,
-                            const AdamWScalars& s, const UpdateSource& from, Queue& q) = 0;
+  // ---- ops: one entry point per CODISTILL_ENTRY of kernels/op_list.def, which says what
+  // each takes and does (kernels/ops.hpp and kernels/cpu/*.hpp: the semantics). An optional
+  // one (CODISTILL_OPTIONAL_ENTRY) has a default that throws naming the backend
+  // (kernels/registry.cpp), for backends without it.
+#define CODISTILL_ENTRY(ret, name, params) virtual ret name params = 0;
+#define CODISTILL_OPTIONAL_ENTRY(ret, name, params, cpu, cuda) virtual ret name params;
+#include "kernels/op_list.def"
 };
 
 // ---- the registry (kernels/registry.cpp): every backend, in one explicit list ----

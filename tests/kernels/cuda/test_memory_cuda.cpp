@@ -3,6 +3,7 @@
 #include <iostream>
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "kernels/cuda/memory.hpp"
 #include "kernels/tensor.hpp"
 
@@ -34,4 +35,15 @@ TEST_CASE("CPU-only builds say why device memory is unavailable", "[cuda]") {
   }
   CHECK(cuda::device_count() == 0);
   CHECK_THROWS_WITH(Tensor::empty({4}, DType::f32, Device::cuda(0)), Catch::Contains("no CUDA backend"));
+  // The backend's op entry points (generated from kernels/op_list.def) say the same; an
+  // optional one refuses as supports() does.
+  Backend& b = backend_for(DeviceKind::cuda);
+  CHECK(b.device_count() == 0);
+  for (Op op : kAllOps) CHECK_FALSE(b.supports(op, DType::f32));
+  Tensor x = Tensor::zeros({4}, DType::f32), y = Tensor::zeros({4}, DType::f32);
+  Queue& q = default_cpu_queue();
+  CHECK_THROWS_WITH(b.activation_forward(x, y, Activation::relu, q), Catch::Contains("no CUDA backend"));
+  CHECK_THROWS_AS(b.add(x, x, y, q), std::runtime_error);
+  CHECK_THROWS_WITH(b.add_activation(x, x, y, Activation::relu, q),
+                    Catch::Contains("add+activation is not supported for float32 on cuda"));
 }
