@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/activation.hpp"
@@ -13,6 +14,15 @@
 #include "kernels/cpu/queue.hpp"
 
 namespace codistill::kernels::cpu::backend_detail {
+
+// The prologue of every op entry point, so that an entry is this call: (op, dtype)
+// supported by b (require_support, naming `what`), then fn.template operator()<T>() with T
+// float or double as dtype says (dispatch_floating); the entry's own checks go first in fn.
+template <class Fn>
+decltype(auto) run_op(const Backend& b, Op op, DType dtype, const char* what, Fn&& fn) {
+  require_support(b, op, dtype, what);
+  return dispatch_floating(dtype, std::forward<Fn>(fn));
+}
 
 // The one activation the fused pairs take (Op::batchnorm_activation, Op::add_activation).
 inline void check_fused_relu(Activation act, const char* what) {

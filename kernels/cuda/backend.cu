@@ -40,6 +40,7 @@
 
 #include "kernels/cuda/allocator.hpp"
 #include "kernels/cuda/backend_impl.cuh"
+#include "kernels/cuda/backend_ops_util.cuh"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/memory.hpp"
 
@@ -237,12 +238,16 @@ std::unique_ptr<kernels::Queue> CudaBackend::make_queue(Device device, QueueOpti
   return std::make_unique<CudaQueue>(*this, device, options);
 }
 
-CudaQueue& CudaBackend::queue_of(kernels::Queue& q, const char* what) const {
+CudaQueue& CudaBackend::enter(kernels::Queue& q, Op op, DType dtype, const char* what,
+                              std::initializer_list<TensorArg> args) const {
   // Only this backend makes queues that name it, and they are all CudaQueues.
   if (&q.backend() != this)
     throw std::invalid_argument(std::string(what) + " (cuda): a queue of the " +
                                 q.backend().name() + " backend");
-  return static_cast<CudaQueue&>(q);
+  auto& cq = static_cast<CudaQueue&>(q);
+  require_support(*this, op, dtype, what);
+  ops::expect(cq.device(), what, args);
+  return cq;
 }
 
 }  // namespace codistill::kernels::cuda

@@ -4,6 +4,8 @@
 // of the code sees only kernels::Backend through cuda_backend() (kernels/cuda/backend.hpp).
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -55,6 +57,19 @@ class CudaQueue final : public kernels::Queue {
   std::unique_ptr<StreamResources> resources_;
 };
 
+// One tensor argument of an op entry point as its kernels use it: `count` elements of
+// `type` (CudaBackend::enter checks it). A null tensor is an optional argument left out.
+struct TensorArg {
+  TensorArg(const Tensor& t, std::int64_t count, const char* what, DType type = DType::f32)
+      : tensor(&t), numel(count), name(what), dtype(type) {}
+  TensorArg(const Tensor* t, std::int64_t count, const char* what, DType type = DType::f32)
+      : tensor(t), numel(count), name(what), dtype(type) {}
+  const Tensor* tensor;
+  std::int64_t numel;
+  const char* name;
+  DType dtype;
+};
+
 class CudaBackend final : public kernels::Backend {
  public:
   const char* name() const override { return "cuda"; }
@@ -77,8 +92,13 @@ class CudaBackend final : public kernels::Backend {
 #include "kernels/op_list.def"
 
  private:
-  // The queue as this backend's own (throws std::invalid_argument for another backend's).
-  CudaQueue& queue_of(kernels::Queue& q, const char* what) const;
+  // The prologue of every op entry point, so that an entry is this call and its launch:
+  // q as this backend's queue (std::invalid_argument naming `what` for another backend's),
+  // (op, dtype) supported (require_support), then each of args on q's device in its dtype
+  // with its element count (ops::expect, backend_ops_util.cuh), in order. An entry that
+  // validates its shape first passes no args and calls ops::expect after its validation.
+  CudaQueue& enter(kernels::Queue& q, Op op, DType dtype, const char* what,
+                   std::initializer_list<TensorArg> args = {}) const;
 };
 
 }  // namespace codistill::kernels::cuda

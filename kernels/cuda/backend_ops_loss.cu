@@ -27,9 +27,8 @@ DistillLossResult CudaBackend::distill_loss(const Tensor& student,
                                             const Tensor& labels, Tensor* grad,
                                             const DistillLossParams& p, kernels::Queue& q) {
   const char* op = "distill_loss";
-  CudaQueue& cq = queue_of(q, op);
   const DType dt = student.dtype();
-  require_support(*this, Op::distill_loss, dt, op);
+  CudaQueue& cq = enter(q, Op::distill_loss, dt, op);
   if (student.ndim() != 2)
     throw std::invalid_argument("distill_loss (cuda): student logits must be [N, V], got " +
                                 shape_str(student.shape()));
@@ -40,8 +39,7 @@ DistillLossResult CudaBackend::distill_loss(const Tensor& student,
     if (!t) throw std::invalid_argument("distill_loss (cuda): a teacher is null");
     expect(*t, dev, dt, N * V, op, "teacher");
   }
-  expect(labels, dev, DType::i32, N, op, "labels");
-  if (grad) expect(*grad, dev, dt, N * V, op, "grad");
+  ops::expect(dev, op, {{labels, N, "labels", DType::i32}, {grad, N * V, "grad", dt}});
   const auto K = static_cast<int>(teachers.size());
   const auto* y = static_cast<const std::int32_t*>(labels.raw());
   const cuda::Context ctx = cq.context();
@@ -67,8 +65,7 @@ DistillLossResult CudaBackend::linear_distill_head(const Tensor& hidden, const T
                                                    Tensor* dhidden, Tensor* dweight, Tensor* dbias,
                                                    const DistillHeadParams& p, kernels::Queue& q) {
   const char* op = "linear_distill_head";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::linear_distill_head, hidden.dtype(), op);
+  CudaQueue& cq = enter(q, Op::linear_distill_head, hidden.dtype(), op);
   check_distill_head(hidden, weight, bias, teachers, labels, dhidden, dweight, dbias, "cuda");
   const Device dev = cq.device();
   auto on_device = [&](const Tensor* t, const char* name) {
@@ -106,12 +103,9 @@ static void copy_update_source(Tensor& value, Tensor* m, Tensor* v, const Update
 void CudaBackend::sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum,
                              const kernels::SgdScalars& s, const UpdateSource& from, kernels::Queue& q) {
   const char* op = "sgd_update";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::sgd_update, value.dtype(), op);
   const std::int64_t n = value.numel();
-  expect(value, cq.device(), DType::f32, n, op, "value");
-  expect(grad, cq.device(), DType::f32, n, op, "grad");
-  if (momentum) expect(*momentum, cq.device(), DType::f32, n, op, "momentum");
+  CudaQueue& cq = enter(q, Op::sgd_update, value.dtype(), op,
+                        {{value, n, "value"}, {grad, n, "grad"}, {momentum, n, "momentum"}});
   check_update_source(from, value, momentum, nullptr, op);
   copy_update_source(value, momentum, nullptr, from, q);
   // The casts of the CPU path's float instantiation (codistill/optim/sgd.cpp).
@@ -131,13 +125,9 @@ void CudaBackend::sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum
 void CudaBackend::adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v,
                                const kernels::AdamWScalars& s, const UpdateSource& from, kernels::Queue& q) {
   const char* op = "adamw_update";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::adamw_update, value.dtype(), op);
   const std::int64_t n = value.numel();
-  expect(value, cq.device(), DType::f32, n, op, "value");
-  expect(grad, cq.device(), DType::f32, n, op, "grad");
-  expect(m, cq.device(), DType::f32, n, op, "m");
-  expect(v, cq.device(), DType::f32, n, op, "v");
+  CudaQueue& cq = enter(q, Op::adamw_update, value.dtype(), op,
+                        {{value, n, "value"}, {grad, n, "grad"}, {m, n, "m"}, {v, n, "v"}});
   check_update_source(from, value, &m, &v, op);
   copy_update_source(value, &m, &v, from, q);
   // The casts of the CPU path's float instantiation (codistill/optim/adamw.cpp).

@@ -19,7 +19,6 @@
 
 namespace codistill::kernels::cuda {
 
-using ops::expect;
 using ops::f32;
 
 namespace {
@@ -31,14 +30,9 @@ void batchnorm_forward_on(CudaQueue& cq, const Tensor& x, const Tensor& gamma, c
                           Tensor& save_invstd, bool training, bool relu, const BatchNormShape& s, const char* op) {
   s.validate(training);
   const std::int64_t n = s.batch * s.channels * s.spatial, C = s.channels;
-  expect(x, cq.device(), DType::f32, n, op, "x");
-  expect(y, cq.device(), DType::f32, n, op, "y");
-  expect(gamma, cq.device(), DType::f32, C, op, "gamma");
-  expect(beta, cq.device(), DType::f32, C, op, "beta");
-  expect(running_mean, cq.device(), DType::f32, C, op, "running_mean");
-  expect(running_var, cq.device(), DType::f32, C, op, "running_var");
-  expect(save_mean, cq.device(), DType::f32, C, op, "save_mean");
-  expect(save_invstd, cq.device(), DType::f32, C, op, "save_invstd");
+  ops::expect(cq.device(), op,
+              {{x, n, "x"}, {y, n, "y"}, {gamma, C, "gamma"}, {beta, C, "beta"}, {running_mean, C, "running_mean"},
+               {running_var, C, "running_var"}, {save_mean, C, "save_mean"}, {save_invstd, C, "save_invstd"}});
   cuda::batchnorm_forward(f32(x), f32(gamma), f32(beta), f32(running_mean), f32(running_var), f32(y),
                           f32(save_mean), f32(save_invstd), training, s, cq.context(), relu);
 }
@@ -49,15 +43,10 @@ void batchnorm_backward_on(CudaQueue& cq, const Tensor& x, const Tensor* relu_y,
                            Tensor& dgamma, Tensor& dbeta, bool training, const BatchNormShape& s, const char* op) {
   s.validate(training);
   const std::int64_t n = s.batch * s.channels * s.spatial, C = s.channels;
-  expect(x, cq.device(), DType::f32, n, op, "x");
-  if (relu_y) expect(*relu_y, cq.device(), DType::f32, n, op, "y");
-  expect(dy, cq.device(), DType::f32, n, op, "dy");
-  if (dx) expect(*dx, cq.device(), DType::f32, n, op, "dx");
-  expect(gamma, cq.device(), DType::f32, C, op, "gamma");
-  expect(save_mean, cq.device(), DType::f32, C, op, "save_mean");
-  expect(save_invstd, cq.device(), DType::f32, C, op, "save_invstd");
-  expect(dgamma, cq.device(), DType::f32, C, op, "dgamma");
-  expect(dbeta, cq.device(), DType::f32, C, op, "dbeta");
+  ops::expect(cq.device(), op,
+              {{x, n, "x"}, {relu_y, n, "y"}, {dy, n, "dy"}, {dx, n, "dx"}, {gamma, C, "gamma"},
+               {save_mean, C, "save_mean"}, {save_invstd, C, "save_invstd"}, {dgamma, C, "dgamma"},
+               {dbeta, C, "dbeta"}});
   cuda::batchnorm_backward(f32(x), f32(gamma), f32(save_mean), f32(save_invstd), f32(dy), f32(dx), f32(dgamma),
                            f32(dbeta), training, s, cq.context(), f32(relu_y));
 }
@@ -68,8 +57,7 @@ void CudaBackend::batchnorm_forward(const Tensor& x, const Tensor& gamma, const 
                                     Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                                     bool training, const BatchNormShape& s, kernels::Queue& q) {
   const char* op = "batchnorm";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::batchnorm, x.dtype(), op);
+  CudaQueue& cq = enter(q, Op::batchnorm, x.dtype(), op);
   batchnorm_forward_on(cq, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, false, s,
                        op);
 }
@@ -78,8 +66,7 @@ void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& gamma, const
                                      const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
                                      Tensor& dbeta, bool training, const BatchNormShape& s, kernels::Queue& q) {
   const char* op = "batchnorm backward";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::batchnorm, dy.dtype(), op);
+  CudaQueue& cq = enter(q, Op::batchnorm, dy.dtype(), op);
   batchnorm_backward_on(cq, x, nullptr, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s, op);
 }
 
@@ -90,8 +77,7 @@ void CudaBackend::batchnorm_activation_forward(const Tensor& x, const Tensor& ga
                                                Tensor& save_mean, Tensor& save_invstd, bool training, Activation act,
                                                const BatchNormShape& s, kernels::Queue& q) {
   const char* op = "batchnorm+activation";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::batchnorm_activation, x.dtype(), op);
+  CudaQueue& cq = enter(q, Op::batchnorm_activation, x.dtype(), op);
   ops::expect_relu(act, op);
   batchnorm_forward_on(cq, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd, training, true, s,
                        op);
@@ -102,8 +88,7 @@ void CudaBackend::batchnorm_activation_backward(const Tensor& x, const Tensor& y
                                                 Tensor* dx, Tensor& dgamma, Tensor& dbeta, bool training,
                                                 Activation act, const BatchNormShape& s, kernels::Queue& q) {
   const char* op = "batchnorm+activation backward";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::batchnorm_activation, dy.dtype(), op);
+  CudaQueue& cq = enter(q, Op::batchnorm_activation, dy.dtype(), op);
   ops::expect_relu(act, op);
   batchnorm_backward_on(cq, x, &y, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, training, s, op);
 }
@@ -123,10 +108,7 @@ void CudaBackend::global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_
                                          std::int64_t channels, kernels::Queue& q) {
   const char* op = "global_avgpool";
   require_planes(channels, op);
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::global_avgpool, x.dtype(), op);
-  expect(x, cq.device(), DType::f32, rows * spatial, op, "x");
-  expect(y, cq.device(), DType::f32, rows, op, "y");
+  CudaQueue& cq = enter(q, Op::global_avgpool, x.dtype(), op, {{x, rows * spatial, "x"}, {y, rows, "y"}});
   cuda::global_avgpool_forward(f32(x), f32(y), rows, spatial, cq.context());
 }
 
@@ -134,10 +116,7 @@ void CudaBackend::global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int
                                           std::int64_t channels, kernels::Queue& q) {
   const char* op = "global_avgpool backward";
   require_planes(channels, op);
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::global_avgpool, dy.dtype(), op);
-  expect(dy, cq.device(), DType::f32, rows, op, "dy");
-  expect(dx, cq.device(), DType::f32, rows * spatial, op, "dx");
+  CudaQueue& cq = enter(q, Op::global_avgpool, dy.dtype(), op, {{dy, rows, "dy"}, {dx, rows * spatial, "dx"}});
   cuda::global_avgpool_backward(f32(dy), f32(dx), rows, spatial, cq.context());
 }
 
@@ -147,15 +126,12 @@ void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& gamma, const 
                                     Tensor& save_mean, Tensor& save_invstd, const LayerNormShape& s,
                                     kernels::Queue& q) {
   const char* op = "layernorm";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::layernorm, x.dtype(), op);
+  CudaQueue& cq = enter(q, Op::layernorm, x.dtype(), op);
   s.validate();
-  expect(x, cq.device(), DType::f32, s.rows * s.features, op, "x");
-  expect(y, cq.device(), DType::f32, s.rows * s.features, op, "y");
-  expect(gamma, cq.device(), DType::f32, s.features, op, "gamma");
-  expect(beta, cq.device(), DType::f32, s.features, op, "beta");
-  expect(save_mean, cq.device(), DType::f32, s.rows, op, "save_mean");
-  expect(save_invstd, cq.device(), DType::f32, s.rows, op, "save_invstd");
+  const std::int64_t n = s.rows * s.features;
+  ops::expect(cq.device(), op,
+              {{x, n, "x"}, {y, n, "y"}, {gamma, s.features, "gamma"}, {beta, s.features, "beta"},
+               {save_mean, s.rows, "save_mean"}, {save_invstd, s.rows, "save_invstd"}});
   cuda::layernorm_forward(f32(x), f32(gamma), f32(beta), f32(y), f32(save_mean), f32(save_invstd), s,
                           cq.context());
 }
@@ -164,17 +140,13 @@ void CudaBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const
                                      const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
                                      Tensor& dbeta, const LayerNormShape& s, kernels::Queue& q) {
   const char* op = "layernorm backward";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::layernorm, dy.dtype(), op);
+  CudaQueue& cq = enter(q, Op::layernorm, dy.dtype(), op);
   s.validate();
-  expect(x, cq.device(), DType::f32, s.rows * s.features, op, "x");
-  expect(dy, cq.device(), DType::f32, s.rows * s.features, op, "dy");
-  if (dx) expect(*dx, cq.device(), DType::f32, s.rows * s.features, op, "dx");
-  expect(gamma, cq.device(), DType::f32, s.features, op, "gamma");
-  expect(save_mean, cq.device(), DType::f32, s.rows, op, "save_mean");
-  expect(save_invstd, cq.device(), DType::f32, s.rows, op, "save_invstd");
-  expect(dgamma, cq.device(), DType::f32, s.features, op, "dgamma");
-  expect(dbeta, cq.device(), DType::f32, s.features, op, "dbeta");
+  const std::int64_t n = s.rows * s.features;
+  ops::expect(cq.device(), op,
+              {{x, n, "x"}, {dy, n, "dy"}, {dx, n, "dx"}, {gamma, s.features, "gamma"},
+               {save_mean, s.rows, "save_mean"}, {save_invstd, s.rows, "save_invstd"},
+               {dgamma, s.features, "dgamma"}, {dbeta, s.features, "dbeta"}});
   cuda::layernorm_backward(f32(x), f32(gamma), f32(save_mean), f32(save_invstd), f32(dy), f32(dx), f32(dgamma),
                            f32(dbeta), s, cq.context());
 }

@@ -17,58 +17,47 @@
 
 namespace codistill::kernels::cuda {
 
-using ops::expect;
 using ops::f32;
 
 void CudaBackend::embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y, const EmbeddingShape& s,
                                     kernels::Queue& q) {
   const char* op = "embedding";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::embedding, table.dtype(), op);
+  CudaQueue& cq = enter(q, Op::embedding, table.dtype(), op);
   s.validate();
-  expect(ids, cq.device(), DType::i32, s.rows, op, "ids");
-  expect(table, cq.device(), DType::f32, s.vocab * s.dim, op, "table");
-  expect(y, cq.device(), DType::f32, s.rows * s.dim, op, "y");
+  ops::expect(cq.device(), op,
+              {{ids, s.rows, "ids", DType::i32}, {table, s.vocab * s.dim, "table"}, {y, s.rows * s.dim, "y"}});
   cuda::embedding_forward(static_cast<const std::int32_t*>(ids.raw()), f32(table), f32(y), s, cq.context());
 }
 
 void CudaBackend::embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dtable, const EmbeddingShape& s,
                                      kernels::Queue& q) {
   const char* op = "embedding backward";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::embedding, dy.dtype(), op);
+  CudaQueue& cq = enter(q, Op::embedding, dy.dtype(), op);
   s.validate();
-  expect(ids, cq.device(), DType::i32, s.rows, op, "ids");
-  expect(dy, cq.device(), DType::f32, s.rows * s.dim, op, "dy");
-  expect(dtable, cq.device(), DType::f32, s.vocab * s.dim, op, "dtable");
+  ops::expect(cq.device(), op,
+              {{ids, s.rows, "ids", DType::i32}, {dy, s.rows * s.dim, "dy"}, {dtable, s.vocab * s.dim, "dtable"}});
   cuda::embedding_backward(static_cast<const std::int32_t*>(ids.raw()), f32(dy), f32(dtable), s, cq.context());
 }
 
 void CudaBackend::attention_forward(const Tensor& qkv, Tensor& y, Tensor& probs, const AttentionShape& s,
                                     kernels::Queue& q) {
   const char* op = "causal_attention";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::causal_attention, qkv.dtype(), op);
+  CudaQueue& cq = enter(q, Op::causal_attention, qkv.dtype(), op);
   s.validate();
   const std::int64_t D = s.d_model(), P = s.batch * s.heads * s.seq * s.seq;
-  expect(qkv, cq.device(), DType::f32, s.rows() * 3 * D, op, "qkv");
-  expect(y, cq.device(), DType::f32, s.rows() * D, op, "y");
-  expect(probs, cq.device(), DType::f32, P, op, "probs");
+  ops::expect(cq.device(), op, {{qkv, s.rows() * 3 * D, "qkv"}, {y, s.rows() * D, "y"}, {probs, P, "probs"}});
   cuda::attention_forward(f32(qkv), f32(y), f32(probs), s, cq.context());
 }
 
 void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, Tensor& dqkv,
                                      Tensor& scratch, const AttentionShape& s, kernels::Queue& q) {
   const char* op = "causal_attention backward";
-  CudaQueue& cq = queue_of(q, op);
-  require_support(*this, Op::causal_attention, dy.dtype(), op);
+  CudaQueue& cq = enter(q, Op::causal_attention, dy.dtype(), op);
   s.validate();
   const std::int64_t D = s.d_model(), P = s.batch * s.heads * s.seq * s.seq;
-  expect(qkv, cq.device(), DType::f32, s.rows() * 3 * D, op, "qkv");
-  expect(probs, cq.device(), DType::f32, P, op, "probs");
-  expect(dy, cq.device(), DType::f32, s.rows() * D, op, "dy");
-  expect(dqkv, cq.device(), DType::f32, s.rows() * 3 * D, op, "dqkv");
-  expect(scratch, cq.device(), DType::f32, P, op, "scratch");
+  ops::expect(cq.device(), op,
+              {{qkv, s.rows() * 3 * D, "qkv"}, {probs, P, "probs"}, {dy, s.rows() * D, "dy"},
+               {dqkv, s.rows() * 3 * D, "dqkv"}, {scratch, P, "scratch"}});
   cuda::attention_backward(f32(qkv), f32(probs), f32(dy), f32(dqkv), f32(scratch), s, cq.context());
 }
 

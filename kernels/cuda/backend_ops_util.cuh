@@ -1,7 +1,9 @@
 #pragma once
 // What the CUDA backend's op entry points (backend_ops*.cu) share: the argument check that
-// keeps a bad call from handing a kernel memory it cannot address, and float32 views.
+// keeps a bad call from handing a kernel memory it cannot address (CudaBackend::enter runs
+// it), and float32 views.
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -19,6 +21,12 @@ inline void expect(const Tensor& t, Device device, DType dtype, std::int64_t num
                               shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " +
                               t.device().str() + ", expected " + std::to_string(numel) + " " +
                               dtype_name(dtype) + " elements on " + device.str());
+}
+
+// Each of args that is set, in order (CudaBackend::enter's last step).
+inline void expect(Device device, const char* op, std::initializer_list<TensorArg> args) {
+  for (const TensorArg& a : args)
+    if (a.tensor) expect(*a.tensor, device, a.dtype, a.numel, op, a.name);
 }
 
 // The one activation the fused pairs take (Op::batchnorm_activation, Op::add_activation), as
