@@ -76,8 +76,9 @@ std::vector<Field> make_model_keys() {
   };
 }
 
-std::vector<Field> make_config_keys() {
-  std::vector<Field> keys = {
+// The keys of the sections before the model: run, group, device, data.
+std::vector<Field> make_run_and_data_keys() {
+  return {
       CODISTILL_KEY(run.name, text()),
       CODISTILL_KEY(run.dir, text()),
       CODISTILL_KEY(run.seed, any()),
@@ -111,11 +112,11 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(data.augment.flip, any()),
       CODISTILL_KEY(data.prefetch, one_of({"auto", "true", "false"})),
   };
-  for (auto& f : make_model_keys()) keys.push_back(f);
-  // Model keys of the config file but not of the architecture (model_fields()).
-  keys.push_back(CODISTILL_KEY(model.init_from, any()));
-  keys.push_back(CODISTILL_KEY(model.memory_format, one_of({"auto", "nchw", "nhwc"})));
-  std::vector<Field> rest = {
+}
+
+// The keys of the sections after the model: optimizer, train, checkpoint, codistill.
+std::vector<Field> make_training_keys() {
+  return {
       CODISTILL_KEY(optimizer.kind, one_of({"sgd", "adamw"})),
       CODISTILL_KEY(optimizer.lr, gt(0)),
       CODISTILL_KEY(optimizer.momentum, in_co(0, 1)),
@@ -159,7 +160,15 @@ std::vector<Field> make_config_keys() {
       CODISTILL_KEY(codistill.fixed_teachers, text()),
       CODISTILL_KEY(codistill.teacher_precision, one_of({"same", "float32", "bf16"})),
   };
-  keys.insert(keys.end(), rest.begin(), rest.end());
+}
+
+std::vector<Field> make_config_keys() {
+  std::vector<Field> keys = make_run_and_data_keys();
+  for (auto& f : make_model_keys()) keys.push_back(f);
+  // Model keys of the config file but not of the architecture (model_fields()).
+  keys.push_back(CODISTILL_KEY(model.init_from, any()));
+  keys.push_back(CODISTILL_KEY(model.memory_format, one_of({"auto", "nchw", "nhwc"})));
+  for (auto& f : make_training_keys()) keys.push_back(f);
   return keys;
 }
 

@@ -152,7 +152,14 @@ const LayerType* find_type(const std::string& name) {
 
 std::vector<LayerSpec> parse_list(const YAML::Node& node, const std::string& where, int line);
 
-LayerSpec parse_entry(const YAML::Node& entry, const std::string& where) {
+// An entry's type (found in the table) and its argument mapping, before the arguments are read.
+struct EntryHead {
+  const LayerType* type = nullptr;
+  YAML::Node args;
+  int line = 0, args_line = 0;
+};
+
+EntryHead read_head(const YAML::Node& entry, const std::string& where) {
   const int line = line_of(entry);
   std::string type_name;
   YAML::Node args;
@@ -180,6 +187,11 @@ LayerSpec parse_entry(const YAML::Node& entry, const std::string& where) {
                          "unknown layer type '" + type_name + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
                              "; valid types: " + join(layer_types()));
   }
+  return {type, args, line, args_line};
+}
+
+LayerSpec parse_entry(const YAML::Node& entry, const std::string& where) {
+  const auto [type, args, line, args_line] = read_head(entry, where);
   const std::string at = where + "." + type->name;
   if (args && !args.IsNull() && !args.IsMap())
     throw LayerListError(at, args_line, "expected a mapping of arguments ({} for none), got " + shown(args));

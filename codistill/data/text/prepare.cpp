@@ -51,16 +51,16 @@ std::string PrepareSummary::json() const {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-PrepareSummary prepare_text(const PrepareOptions& o) {
-  const auto start = Clock::now();
-  check_options(o);
+namespace {
+
+// The corpus's documents that hold text; the empty ones are counted in sum and left out.
+std::vector<CorpusDocument> usable_documents(const PrepareOptions& o, PrepareSummary& sum) {
   std::vector<CorpusDocument> listed;
   try {
     listed = list_corpus(o.corpus, o.suffix);
   } catch (const std::invalid_argument& e) {
     throw PrepareUsageError(e.what());
   }
-  PrepareSummary sum;
   std::vector<CorpusDocument> docs;
   for (auto& d : listed) {
     if (d.bytes == 0) {
@@ -70,6 +70,34 @@ PrepareSummary prepare_text(const PrepareOptions& o) {
       ++sum.documents;
     }
   }
+  return docs;
+}
+
+// The folder's manifest: the summary, the options and which document went to which split.
+void write_manifest(const PrepareOptions& o, const PrepareSummary& sum, const std::vector<CorpusDocument>& docs,
+                    const SplitAssignment& split, const fs::path& dir) {
+  nlohmann::json manifest = nlohmann::json::parse(sum.json());
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const auto& c : o.corpus) inputs.push_back(fs::absolute(c).string());
+  manifest["options"] = {{"corpus", inputs}, {"suffix", o.suffix}, {"vocab_size", o.vocab_size},
+                         {"heldout_fraction", o.heldout_fraction}, {"seed", o.seed}};
+  for (auto [key, which] : {std::pair{"train_documents", &split.train}, std::pair{"valid_documents", &split.valid}}) {
+    nlohmann::json names = nlohmann::json::array();
+    for (std::size_t i : *which) names.push_back(docs[i].name);
+    manifest[key] = names;
+  }
+  // File names need not be UTF-8: such bytes are written as U+FFFD rather than failing.
+  const std::string body = manifest.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  write_file_atomically((dir / kManifestFile).string(), [&](const ByteSink& sink) { sink(body.data(), body.size()); });
+}
+
+}  // namespace
+
+PrepareSummary prepare_text(const PrepareOptions& o) {
+  const auto start = Clock::now();
+  check_options(o);
+  PrepareSummary sum;
+  const std::vector<CorpusDocument> docs = usable_documents(o, sum);
   SplitAssignment split;
   try {
     split = split_heldout(docs, o.heldout_fraction, o.seed);
@@ -124,19 +152,7 @@ PrepareSummary prepare_text(const PrepareOptions& o) {
   sum.write_s = since(t);
   sum.total_s = since(start);
 
-  nlohmann::json manifest = nlohmann::json::parse(sum.json());
-  nlohmann::json inputs = nlohmann::json::array();
-  for (const auto& c : o.corpus) inputs.push_back(fs::absolute(c).string());
-  manifest["options"] = {{"corpus", inputs}, {"suffix", o.suffix}, {"vocab_size", o.vocab_size},
-                         {"heldout_fraction", o.heldout_fraction}, {"seed", o.seed}};
-  for (auto [key, which] : {std::pair{"train_documents", &split.train}, std::pair{"valid_documents", &split.valid}}) {
-    nlohmann::json names = nlohmann::json::array();
-    for (std::size_t i : *which) names.push_back(docs[i].name);
-    manifest[key] = names;
-  }
-  // File names need not be UTF-8: such bytes are written as U+FFFD rather than failing.
-  const std::string body = manifest.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  write_file_atomically((dir / kManifestFile).string(), [&](const ByteSink& sink) { sink(body.data(), body.size()); });
+  write_manifest(o, sum, docs, split, dir);
   return sum;
 }
 
