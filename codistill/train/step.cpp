@@ -133,6 +133,16 @@ void TrainStep::set_fused_head(bool on) {
   fused_head_ = on;
 }
 
+// After a micro-batch's loss: the next micro-batch's teachers may overwrite their logits
+// once this loss has read them; a loss that is not finite stops the run.
+void TrainStep::after_loss(const kernels::DistillLossResult& part, Slot& slot, std::int64_t step) {
+  if (slot.micro.size() > 1) student_.queue().record(*logits_read_);
+  if (!std::isfinite(part.loss))
+    throw TrainingError(fmt::format("non-finite loss ({}) at step {}: training diverged; lower optimizer.lr or "
+                                    "check the data",
+                                    part.loss, step));
+}
+
 kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, std::size_t i, double share,
                                                  const std::vector<Teacher*>& teachers, StepTimes* times) {
   if (fused_head_) return micro_step_fused_head(step, slot, i, share, teachers, times);
@@ -157,11 +167,7 @@ kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, 
   params.hard_weight *= share;
   const kernels::DistillLossResult part =
       q.backend().distill_loss(logits, teacher_logits_, m.labels, &dlogits_, params, q);
-  if (slot.micro.size() > 1) q.record(*logits_read_);
-  if (!std::isfinite(part.loss))
-    throw TrainingError(fmt::format("non-finite loss ({}) at step {}: training diverged; lower optimizer.lr or "
-                                    "check the data",
-                                    part.loss, step));
+  after_loss(part, slot, step);
 
   mark(times, StepTimes::loss);
   // 5. backward, into gradients zeroed once per step (lazily: a model of Linears writes
@@ -210,11 +216,7 @@ kernels::DistillLossResult TrainStep::micro_step_fused_head(std::int64_t step, S
   const kernels::DistillLossResult part = q.backend().linear_distill_head(
       features, *head.weight, head.bias, head_teachers_, m.labels, &dfeatures_, head.weight_grad, head.bias_grad,
       params, q);
-  if (slot.micro.size() > 1) q.record(*logits_read_);
-  if (!std::isfinite(part.loss))
-    throw TrainingError(fmt::format("non-finite loss ({}) at step {}: training diverged; lower optimizer.lr or "
-                                    "check the data",
-                                    part.loss, step));
+  after_loss(part, slot, step);
   mark(times, StepTimes::loss);
   // 5. the rest of the backward, from the features' gradient.
   student_.backward_features(dfeatures_);

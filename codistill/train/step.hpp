@@ -184,6 +184,8 @@ class TrainStep {
   // Phases 3-5 with the head fused into the loss (set_fused_head).
   kernels::DistillLossResult micro_step_fused_head(std::int64_t step, Slot& slot, std::size_t i, double share,
                                                    const std::vector<Teacher*>& teachers, StepTimes* times);
+  // Shared by both variants, after the loss: the logits-read event and the finiteness check.
+  void after_loss(const kernels::DistillLossResult& part, Slot& slot, std::int64_t step);
 
   bool fused_head_ = false;
   kernels::Compute teacher_compute_ = kernels::Compute::f32;
