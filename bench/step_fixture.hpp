@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "codistill/config/feed_options.hpp"
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/augment.hpp"
 #include "codistill/data/dataset.hpp"

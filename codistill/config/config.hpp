@@ -1,13 +1,18 @@
 #pragma once
 // The resolved configuration of a run (DESIGN.md section 8; every key is documented in
-// docs/config.md). Parsing and strict validation live in config_loader.*.
+// docs/config.md). Parsing and strict validation live in config_loader.*. The sections of
+// the layers below config are their own option structs (data/data_options.hpp,
+// models/model_options.hpp, optim/optimizer_options.hpp), so that data, models and optim
+// never see the rest of the config.
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "codistill/config/layer_spec.hpp"
+#include "codistill/data/data_options.hpp"
+#include "codistill/models/model_options.hpp"
+#include "codistill/optim/optimizer_options.hpp"
 
 namespace codistill {
 
@@ -18,97 +23,6 @@ struct RunConfig {
   int worker = 0;
   int workers = 1;
   int threads = 2;  // OpenMP threads for CPU kernels
-};
-
-// Training-time augmentation (codistill/data/augment.hpp): training batches only.
-struct AugmentConfig {
-  std::int64_t crop_padding = 0;  // random crop of the image padded by this many pixels; 0 = off
-  bool flip = false;              // random horizontal flip (label-preserving for clothes, not digits)
-};
-
-struct DataConfig {
-  std::string kind = "fashion-mnist";  // fashion-mnist | idx | synthetic | text
-  // The dataset's folder; kind text: a folder made by codistill-prepare-text
-  // (tokenizer.bpe, train.tokens, valid.tokens; docs/text-data.md).
-  std::string path = "/usr/share/datasets/fashion-mnist";
-  // kind idx: the four files (gzip or raw IDX), relative to path unless absolute.
-  std::string train_images = "train-images-idx3-ubyte.gz";
-  std::string train_labels = "train-labels-idx1-ubyte.gz";
-  std::string test_images = "t10k-images-idx3-ubyte.gz";
-  std::string test_labels = "t10k-labels-idx1-ubyte.gz";
-  int batch_size = 128;
-  std::string shard = "disjoint";  // disjoint | full | same
-  std::string normalize = "standard";  // standard (dataset mean/std) | unit ([0,1]) | none
-  std::int64_t train_limit = 0;  // use only the first N training examples (0 = all)
-  std::int64_t test_limit = 0;   // likewise for the test split (kind text: held-out windows)
-  // kind text: T, the tokens of context of each training and evaluation window (a window
-  // holds T + 1 tokens: T inputs, T next-token targets). model.seq_len for a gpt.
-  std::int64_t context = 128;
-  // kind synthetic: a Gaussian mixture, one component per class.
-  std::int64_t synthetic_train = 8192;
-  std::int64_t synthetic_test = 2048;
-  int synthetic_classes = 10;
-  std::vector<std::int64_t> synthetic_shape = {1, 8, 8};
-  double synthetic_noise = 1.0;  // std of each component around its mean
-  std::uint64_t synthetic_seed = 7;  // the mixture itself, shared by all workers
-  AugmentConfig augment;
-  // Prepare the next training batch (gather + augmentation) on a helper thread while the
-  // current step computes: auto | true | false (auto: on for a device, on the CPU only
-  // when the step's threads leave a core free). The batches are the same either way.
-  std::string prefetch = "auto";
-};
-
-struct ModelConfig {
-  std::string kind = "mlp";  // mlp | cnn | resnet | layers | gpt
-  std::vector<std::int64_t> hidden = {256, 256};  // fully connected widths
-  std::vector<std::int64_t> channels = {32, 64};  // cnn: conv output channels, one per block;
-                                                  // resnet: the width of each stage
-  std::int64_t blocks = 1;                         // resnet: basic blocks per stage; gpt: transformer blocks
-  std::int64_t kernel_size = 5;                    // cnn: square kernel, 'same' padding
-  std::int64_t pool = 2;                           // cnn: max-pool window and stride
-  std::string activation = "relu";                 // relu | gelu
-  double dropout = 0.0;                            // before each hidden linear layer's output
-  std::string init = "kaiming_uniform";            // kaiming_uniform | kaiming_normal | xavier_uniform
-  std::vector<LayerSpec> layers;                   // layers: the whole model, layer by layer
-  // gpt (codistill/models/gpt_model.hpp):
-  std::int64_t vocab_size = 0;      // tokens; 0 = from the data (classes)
-  std::int64_t seq_len = 128;       // T: the model takes int32 [B, T]
-  std::int64_t d_model = 128;       // width of the token rows
-  std::int64_t heads = 4;           // attention heads (divide d_model)
-  std::int64_t mlp_ratio = 4;       // MLP hidden width = mlp_ratio * d_model
-  bool tie_embeddings = false;      // true is refused for now (untied head only)
-  // Fine-tuning: a checkpoint file, or a worker or run directory (its freshest valid
-  // checkpoint), whose parameters and buffers replace the initialization at step 0. Not
-  // part of the architecture: not in model_fields(), so not in a checkpoint's `model`.
-  std::string init_from;  // "" = off
-  // How image maps lie in memory: auto | nchw | nhwc (Model::set_memory_format). Not part of
-  // the architecture either: the parameters and checkpoints are the same in every format.
-  std::string memory_format = "auto";
-  // Filled from the data, not from the config file:
-  std::vector<std::int64_t> input_shape;  // [C, H, W]
-  std::int64_t classes = 0;
-};
-
-struct ScheduleConfig {
-  std::string kind = "constant";  // constant | step | exponential | cosine | cyclical | sgdr
-  std::int64_t warmup_steps = 0;  // linear warm-up from 0 to lr
-  std::int64_t step_size = 1000;  // step, exponential: lr is multiplied by gamma every step_size steps
-  double gamma = 0.1;             // step, exponential: the factor per step_size steps
-  double min_lr = 0.0;            // cosine, exponential, cyclical, sgdr: the floor
-  std::int64_t half_cycle_steps = 1000;   // cyclical: steps from min_lr up to lr (half a cycle)
-  std::string cycle_mode = "triangular";  // cyclical: triangular | triangular2 (height halves each cycle)
-  std::int64_t restart_steps = 1000;      // sgdr: length of the first cosine period (T_0)
-  std::int64_t restart_mult = 1;          // sgdr: each period this many times the one before (T_mult)
-};
-
-struct OptimizerConfig {
-  std::string kind = "sgd";  // sgd | adamw
-  double lr = 0.05;
-  double momentum = 0.9;  // sgd
-  bool nesterov = false;  // sgd
-  double weight_decay = 0.0;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
-  ScheduleConfig schedule;
 };
 
 struct TrainConfig {

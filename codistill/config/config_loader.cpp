@@ -22,13 +22,6 @@ namespace {
 
 using config_detail::Field;
 
-std::string error_text(const std::string& key_path, const std::string& file, int line, const std::string& detail) {
-  std::string out;
-  if (!file.empty()) out += file + (line > 0 ? ":" + std::to_string(line) : "") + ": ";
-  if (!key_path.empty()) out += key_path + ": ";
-  return out + detail;
-}
-
 const char* const kOverrideSource = "--set";
 
 std::string child_path(const std::string& section, const std::string& name) {
@@ -258,13 +251,6 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
 }
 
 }  // namespace
-
-ConfigError::ConfigError(std::string key_path, std::string file, int line, std::string detail)
-    : std::runtime_error(error_text(key_path, file, line, detail)),
-      key_path_(std::move(key_path)),
-      file_(std::move(file)),
-      line_(line),
-      detail_(std::move(detail)) {}
 
 namespace {
 

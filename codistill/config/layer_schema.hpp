@@ -12,7 +12,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "codistill/config/layer_spec.hpp"
+#include "codistill/models/layer_spec.hpp"
 
 namespace codistill {
 

@@ -16,16 +16,6 @@ namespace {
 constexpr std::uint64_t kAugmentPurpose = 0x617567;  // "aug"
 }  // namespace
 
-AugmentOptions augment_options(const Config& cfg, const Normalization& normalization) {
-  AugmentOptions o;
-  o.crop_padding = cfg.data.augment.crop_padding;
-  o.flip = cfg.data.augment.flip;
-  o.fill = static_cast<float>((0.0 - normalization.shift) / normalization.scale);
-  o.seed = cfg.run.seed;
-  o.worker = cfg.run.worker;
-  return o;
-}
-
 AugmentDraw augment_draw(const AugmentOptions& options, std::int64_t step, std::int64_t row) {
   // Two levels: (seed, worker, purpose) gives this worker's key, (key, step, row) the
   // example's own generator. A fixed number of draws in a fixed order per example.

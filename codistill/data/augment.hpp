@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <span>
 
-#include "codistill/config/config.hpp"
+#include "codistill/data/data_options.hpp"
 #include "kernels/tensor.hpp"
 
 namespace codistill::data {
@@ -35,10 +35,6 @@ struct AugmentOptions {
   bool enabled() const { return crop_padding > 0 || flip; }
 };
 
-// From data.augment.*, run.seed and run.worker. Padding is raw value 0 (black, the
-// background of MNIST-like images), so `fill` is 0 mapped through the training split's
-// normalization: (0 - shift) / scale.
-AugmentOptions augment_options(const Config& cfg, const Normalization& normalization);
 
 // One example's draws.
 struct AugmentDraw {

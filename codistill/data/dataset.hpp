@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "codistill/config/config.hpp"
+#include "codistill/data/data_options.hpp"
 #include "kernels/tensor.hpp"
 
 namespace codistill::data {

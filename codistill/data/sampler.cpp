@@ -39,16 +39,6 @@ const char* shard_mode_name(ShardMode mode) {
   return "?";
 }
 
-SamplerOptions sampler_options(const Config& cfg) {
-  SamplerOptions o;
-  o.batch_size = cfg.data.batch_size;
-  o.mode = parse_shard_mode(cfg.data.shard);
-  o.seed = cfg.run.seed;
-  o.worker = cfg.run.worker;
-  o.workers = cfg.run.workers;
-  return o;
-}
-
 BatchSampler::BatchSampler(const Dataset& train, const SamplerOptions& options) : data_(&train), opt_(options) {
   train.validate();
   const std::int64_t n = train.size();

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "codistill/config/config.hpp"
+#include "codistill/data/data_options.hpp"
 #include "codistill/data/dataset.hpp"
 #include "kernels/tensor.hpp"
 
@@ -39,8 +39,6 @@ struct SamplerOptions {
   int workers = 1;
 };
 
-// From data.batch_size, data.shard, run.seed, run.worker and run.workers.
-SamplerOptions sampler_options(const Config& cfg);
 
 // Everything a checkpoint must hold to resume the sampler bit-exactly.
 struct SamplerPosition {

@@ -14,7 +14,7 @@
 // here: nearest mean) reaches about 87% (measured for D = 48, 64 and 784 and several
 // seeds): clearly learnable, not trivial, and a model that has seen little data has
 // room to gain from distillation or ensembling. Noise 2 brings the Bayes rate to ~48%.
-#include "codistill/config/config.hpp"
+#include "codistill/data/data_options.hpp"
 #include "codistill/data/dataset.hpp"
 #include "kernels/tensor.hpp"
 

@@ -16,7 +16,7 @@
 //   head Linear(D, V, no bias)      or, tie_embeddings: true, TiedLinear through wte's weight
 // Initialization (GPT-2): every linear and embedding weight ~ N(0, 0.02^2), biases 0,
 // LayerNorm 1/0, and the residual projections (attn/proj, mlp/fc2) ~ N(0, (0.02/sqrt(2L))^2).
-#include "codistill/config/config.hpp"
+#include "codistill/models/model_options.hpp"
 
 namespace codistill {
 

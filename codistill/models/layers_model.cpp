@@ -6,8 +6,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "codistill/config/config_loader.hpp"
-#include "codistill/config/layer_schema.hpp"
+#include "codistill/util/config_error.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/nn/activation.hpp"
 #include "codistill/nn/avgpool.hpp"

@@ -10,7 +10,7 @@
 // input, ...) is a ConfigError whose key path names the entry, "model.layers[5]", and
 // whose message names its type and input shape. The list must end in [classes]: no
 // classifier is appended, the list is the whole model.
-#include "codistill/config/config.hpp"
+#include "codistill/models/model_options.hpp"
 
 namespace codistill {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "codistill/config/config.hpp"
+#include "codistill/models/model_options.hpp"
 #include "codistill/nn/arena.hpp"
 #include "codistill/nn/module.hpp"
 #include "codistill/nn/sequential.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "codistill/config/config.hpp"
+#include "codistill/optim/optimizer_options.hpp"
 #include "codistill/nn/trainable.hpp"
 
 namespace codistill {

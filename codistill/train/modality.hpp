@@ -60,4 +60,10 @@ std::unique_ptr<Modality> make_modality(const Config& cfg);
 std::unique_ptr<Modality> make_image_modality(const Config& cfg);
 std::unique_ptr<Modality> make_text_modality(const Config& cfg);
 
+
+// Model section `mc` against the data: model.vocab_size (when set) must equal `vocab`, and
+// a gpt's model.seq_len must be data.context (it takes exactly that). Throws ConfigError naming the key
+// (`section` is "model" or "worker_models.N") and both values.
+void check_text_model(const ModelConfig& mc, std::int64_t vocab, std::int64_t context, const std::string& section);
+
 }  // namespace codistill

@@ -2,6 +2,7 @@
 // gathered and augmented on the host; loss and accuracy per example.
 #include <fmt/format.h>
 
+#include "codistill/config/feed_options.hpp"
 #include "codistill/data/augment.hpp"
 #include "codistill/data/sampler.hpp"
 #include "codistill/data/feed/batch_loader.hpp"

@@ -8,8 +8,22 @@
 #include "codistill/data/feed/text_source.hpp"
 #include "codistill/eval/evaluate_text.hpp"
 #include "codistill/train/modality.hpp"
+#include "codistill/util/config_error.hpp"
 
 namespace codistill {
+
+void check_text_model(const ModelConfig& mc, std::int64_t vocab, std::int64_t context, const std::string& section) {
+  if (mc.vocab_size > 0 && mc.vocab_size != vocab)
+    throw ConfigError(section + ".vocab_size", "", 0,
+                      fmt::format("is {} but the token files of data.path have a vocabulary of {} (set {} or 0, "
+                                  "which takes the data's)",
+                                  mc.vocab_size, vocab, vocab));
+  if (mc.kind == "gpt" && context != mc.seq_len)
+    throw ConfigError("data.context", "", 0,
+                      fmt::format("is {} but {}.seq_len is {}: a gpt model takes windows of exactly seq_len tokens",
+                                  context, section, mc.seq_len));
+}
+
 namespace {
 
 class TextModality final : public Modality {

@@ -17,11 +17,12 @@ LADDER = [
     ["kernels"],                                # Tensor, Device, ops, the Backend interface
     ["kernels/cpu", "kernels/cuda"],            # the backends, private to kernels/
     ["checkpoint", "codistill/util"],
-    ["codistill/config", "codistill/dist"],
+    ["codistill/dist"],
     ["codistill/data", "codistill/nn"],
     ["codistill/data/text"],
     ["codistill/data/feed"],
     ["codistill/models", "codistill/optim"],    # optim works on nn's arena, not on models
+    ["codistill/config"],                       # YAML onto the option structs of those below
     ["codistill/eval"],
     ["codistill/persist"],
     ["codistill/teachers"],

@@ -8,7 +8,7 @@
 #include <boost/filesystem/operations.hpp>
 #include <fmt/format.h>
 
-#include "codistill/config/config_loader.hpp"
+#include "codistill/util/config_error.hpp"
 #include "codistill/data/text/tokenizer.hpp"
 
 namespace codistill {
@@ -52,18 +52,6 @@ double unigram_cross_entropy(const text::TokenFile& train) {
   for (std::int64_t c : counts)
     if (c > 0) h -= static_cast<double>(c) / n * std::log(static_cast<double>(c) / n);
   return h;
-}
-
-void check_text_model(const ModelConfig& mc, std::int64_t vocab, std::int64_t context, const std::string& section) {
-  if (mc.vocab_size > 0 && mc.vocab_size != vocab)
-    throw ConfigError(section + ".vocab_size", "", 0,
-                      fmt::format("is {} but the token files of data.path have a vocabulary of {} (set {} or 0, "
-                                  "which takes the data's)",
-                                  mc.vocab_size, vocab, vocab));
-  if (mc.kind == "gpt" && context != mc.seq_len)
-    throw ConfigError("data.context", "", 0,
-                      fmt::format("is {} but {}.seq_len is {}: a gpt model takes windows of exactly seq_len tokens",
-                                  context, section, mc.seq_len));
 }
 
 namespace {

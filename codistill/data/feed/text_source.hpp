@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "codistill/config/config.hpp"
+#include "codistill/data/data_options.hpp"
 #include "codistill/data/text/token_file.hpp"
 #include "codistill/data/text/window_sampler.hpp"
 #include "codistill/data/feed/batch_source.hpp"
@@ -31,11 +31,6 @@ TextData load_text_data(const DataConfig& cfg);
 // loss of a model that ignores the context and predicts token frequencies. Counts the
 // stream the sampler draws from: every token plus one end-of-document token per document.
 double unigram_cross_entropy(const data::text::TokenFile& train);
-
-// Model section `mc` against the data: model.vocab_size (when set) must equal `vocab`, and
-// a gpt's model.seq_len must be data.context (it takes exactly that). Throws ConfigError naming the key
-// (`section` is "model" or "worker_models.N") and both values.
-void check_text_model(const ModelConfig& mc, std::int64_t vocab, std::int64_t context, const std::string& section);
 
 // Phase 1 for text: step s's windows of this worker, a pure function of (seed, worker, s).
 // A rank of a group of R draws the group's R x B windows and keeps rows [rank B, (rank+1) B).

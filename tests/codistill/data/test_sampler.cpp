@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "codistill/config/feed_options.hpp"
 #include "codistill/data/dataset.hpp"
 #include "codistill/data/sampler.hpp"
 #include "support/test_util.hpp"

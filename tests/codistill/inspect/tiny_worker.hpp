@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codistill/config/feed_options.hpp"
 #include "checkpoint/edit.hpp"
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/sampler.hpp"

@@ -17,6 +17,7 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/teachers/teachers.hpp"
 #include "codistill/data/feed/text_source.hpp"
+#include "codistill/train/modality.hpp"
 #include "codistill/train/training.hpp"
 #include "codistill/persist/worker_state.hpp"
 #include "codistill/inspect/inspect.hpp"
