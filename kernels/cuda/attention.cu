@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/backend_impl.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device/attention.cuh"
+#include "kernels/cuda/entry.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 #include "kernels/cuda/plans/attention_plan.hpp"
 #include "kernels/cuda/resources.cuh"
@@ -99,6 +101,33 @@ void attention_backward(const float* qkv, const float* probs, const float* dy, f
   run(p.dq, buf, ctx);
   run(p.dk, buf, ctx);
   run(p.dv, buf, ctx);
+}
+
+// ---- the backend's entry points (kernels/op_list.def): the checks of CudaBackend::enter, then
+// the launches above on the queue's stream ----------------------------------------------------
+
+using ops::f32;
+
+void CudaBackend::attention_forward(const Tensor& qkv, Tensor& y, Tensor& probs, const AttentionShape& s,
+                                    kernels::Queue& q) {
+  const char* op = "causal_attention";
+  CudaQueue& cq = enter(q, Op::causal_attention, qkv.dtype(), op);
+  s.validate();
+  const std::int64_t D = s.d_model(), P = s.batch * s.heads * s.seq * s.seq;
+  ops::expect(cq.device(), op, {{qkv, s.rows() * 3 * D, "qkv"}, {y, s.rows() * D, "y"}, {probs, P, "probs"}});
+  cuda::attention_forward(f32(qkv), f32(y), f32(probs), s, cq.context());
+}
+
+void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, Tensor& dqkv,
+                                     Tensor& scratch, const AttentionShape& s, kernels::Queue& q) {
+  const char* op = "causal_attention backward";
+  CudaQueue& cq = enter(q, Op::causal_attention, dy.dtype(), op);
+  s.validate();
+  const std::int64_t D = s.d_model(), P = s.batch * s.heads * s.seq * s.seq;
+  ops::expect(cq.device(), op,
+              {{qkv, s.rows() * 3 * D, "qkv"}, {probs, P, "probs"}, {dy, s.rows() * D, "dy"},
+               {dqkv, s.rows() * 3 * D, "dqkv"}, {scratch, P, "scratch"}});
+  cuda::attention_backward(f32(qkv), f32(probs), f32(dy), f32(dqkv), f32(scratch), s, cq.context());
 }
 
 }  // namespace codistill::kernels::cuda

@@ -1,5 +1,5 @@
 // The CUDA backend (kernels/backend.hpp): device memory, queues, events and copies here;
-// the op entry points in backend_ops.cu; the classes in backend_impl.cuh.
+// each op's entry points in its kernels/cuda/<op>.cu; the classes in backend_impl.cuh.
 //
 // Ownership
 //   - CudaBackend: one per process (cuda_backend()), with no state of its own. Device
@@ -40,8 +40,8 @@
 
 #include "kernels/cuda/allocator.hpp"
 #include "kernels/cuda/backend_impl.cuh"
-#include "kernels/cuda/backend_ops_util.cuh"
 #include "kernels/cuda/check.cuh"
+#include "kernels/cuda/entry.cuh"
 #include "kernels/cuda/memory.hpp"
 
 namespace codistill::kernels::cuda {
@@ -248,6 +248,19 @@ CudaQueue& CudaBackend::enter(kernels::Queue& q, Op op, DType dtype, const char*
   require_support(*this, op, dtype, what);
   ops::expect(cq.device(), what, args);
   return cq;
+}
+
+// ---- softmax: no CUDA kernel (its cuda column in kernels/op_list.def is none) -----------
+
+void CudaBackend::softmax_forward(const Tensor& x, Tensor& /*y*/, kernels::Queue& /*q*/) {
+  require_support(*this, Op::softmax, x.dtype(), "softmax");  // throws: not supported
+  throw std::logic_error("softmax (cuda): supports() claims a kernel that does not exist");
+}
+
+void CudaBackend::softmax_backward(const Tensor& y, const Tensor& /*dy*/, Tensor& /*dx*/,
+                                   kernels::Queue& /*q*/) {
+  require_support(*this, Op::softmax, y.dtype(), "softmax backward");  // throws
+  throw std::logic_error("softmax backward (cuda): supports() claims a kernel that does not exist");
 }
 
 }  // namespace codistill::kernels::cuda

@@ -1,7 +1,8 @@
 #pragma once
-// The CUDA backend's classes (kernels/cuda/backend.cu: memory, queues, events;
-// kernels/cuda/backend_ops.cu: the op entry points). Internal to kernels/cuda/: the rest
-// of the code sees only kernels::Backend through cuda_backend() (kernels/cuda/backend.hpp).
+// The CUDA backend's classes (kernels/cuda/backend.cu: memory, queues, events; each op's
+// entry points at the end of its launchers' file, kernels/cuda/<op>.cu). Internal to
+// kernels/cuda/: the rest of the code sees only kernels::Backend through cuda_backend()
+// (kernels/cuda/backend.hpp).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -86,7 +87,8 @@ class CudaBackend final : public kernels::Backend {
   void zero_sync(Tensor& t) override;
   std::unique_ptr<kernels::Queue> make_queue(Device device, QueueOptions options) override;
 
-  // The op entry points of kernels/op_list.def (defined in backend_ops*.cu).
+  // The op entry points of kernels/op_list.def, each defined in its op's kernels/cuda/<op>.cu
+  // (softmax's, which refuse, in backend.cu).
 #define CODISTILL_ENTRY(ret, name, params) ret name params override;
 #define CODISTILL_OPTIONAL_ENTRY(ret, name, params, cpu, cuda) CODISTILL_IF_##cuda(ret name params override;)
 #include "kernels/op_list.def"
@@ -95,7 +97,7 @@ class CudaBackend final : public kernels::Backend {
   // The prologue of every op entry point, so that an entry is this call and its launch:
   // q as this backend's queue (std::invalid_argument naming `what` for another backend's),
   // (op, dtype) supported (require_support), then each of args on q's device in its dtype
-  // with its element count (ops::expect, backend_ops_util.cuh), in order. An entry that
+  // with its element count (ops::expect, entry.cuh), in order. An entry that
   // validates its shape first passes no args and calls ops::expect after its validation.
   CudaQueue& enter(kernels::Queue& q, Op op, DType dtype, const char* what,
                    std::initializer_list<TensorArg> args = {}) const;

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/backend_impl.cuh"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device/bias_grad.cuh"
 #include "kernels/cuda/device/elementwise.cuh"
+#include "kernels/cuda/entry.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 
 namespace codistill::kernels::cuda {
@@ -247,6 +249,51 @@ void add(const float* a, const float* b, float* y, std::int64_t n, const Context
 
 void add_relu(const float* a, const float* b, float* y, std::int64_t n, const Context& ctx) {
   add_act<Activation::relu>(a, b, y, n, "add_relu", ctx);
+}
+
+// ---- the backend's entry points (kernels/op_list.def): the checks of CudaBackend::enter, then
+// the launches above on the queue's stream ----------------------------------------------------
+
+using ops::f32;
+
+void CudaBackend::activation_forward(const Tensor& x, Tensor& y, Activation act,
+                                     kernels::Queue& q) {
+  const std::int64_t n = x.numel();
+  CudaQueue& cq = enter(q, Op::activation, x.dtype(), "activation", {{x, n, "x"}, {y, n, "y"}});
+  cuda::activation_forward(f32(x), f32(y), n, act, cq.context());
+}
+
+void CudaBackend::activation_backward(const Tensor& saved, const Tensor& dy, Tensor& dx,
+                                      Activation act, kernels::Queue& q) {
+  // none: dx = dy, nothing saved.
+  const bool uses_saved = act != Activation::none;
+  const std::int64_t n = dy.numel();
+  CudaQueue& cq = enter(q, Op::activation, dy.dtype(), "activation backward",
+                        {{dy, n, "dy"}, {dx, n, "dx"}, {uses_saved ? &saved : nullptr, n, "saved"}});
+  cuda::activation_backward(uses_saved ? f32(saved) : nullptr, f32(dy), f32(dx), n, act,
+                            cq.context());
+}
+
+void CudaBackend::multiply(const Tensor& x, const Tensor& m, Tensor& y, kernels::Queue& q) {
+  const std::int64_t n = x.numel();
+  CudaQueue& cq = enter(q, Op::multiply, x.dtype(), "multiply", {{x, n, "x"}, {m, n, "m"}, {y, n, "y"}});
+  cuda::multiply(f32(x), f32(m), f32(y), n, cq.context());
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& y, kernels::Queue& q) {
+  const std::int64_t n = a.numel();
+  CudaQueue& cq = enter(q, Op::add, a.dtype(), "add", {{a, n, "a"}, {b, n, "b"}, {y, n, "y"}});
+  cuda::add(f32(a), f32(b), f32(y), n, cq.context());
+}
+
+// relu(a + b) in one pass (Op::add_activation); act must be relu; y may alias a or b.
+void CudaBackend::add_activation(const Tensor& a, const Tensor& b, Tensor& y, Activation act, kernels::Queue& q) {
+  const char* op = "add+activation";
+  CudaQueue& cq = enter(q, Op::add_activation, a.dtype(), op);
+  ops::expect_relu(act, op);
+  const std::int64_t n = a.numel();
+  ops::expect(cq.device(), op, {{a, n, "a"}, {b, n, "b"}, {y, n, "y"}});
+  cuda::add_relu(f32(a), f32(b), f32(y), n, cq.context());
 }
 
 }  // namespace codistill::kernels::cuda

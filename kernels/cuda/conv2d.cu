@@ -23,9 +23,11 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/cuda/backend_impl.cuh"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv2d.hpp"
+#include "kernels/cuda/entry.cuh"
 #include "kernels/cuda/handle.cuh"
 #include "kernels/cuda/plans/cudnn_plan.hpp"
 #include "kernels/cuda/resources.cuh"
@@ -257,6 +259,50 @@ void conv2d_backward(const float* x, const float* w, const float* dy, float* dx,
   if (db)
     bias_grad_channels(dy, db, s.batch, s.out_channels, s.out_height() * s.out_width(),
                        accumulate, ctx);
+}
+
+// ---- the backend's entry points (kernels/op_list.def): the checks of CudaBackend::enter, then
+// the launches above on the queue's stream ----------------------------------------------------
+
+using ops::f32;
+
+namespace {
+// Channels-last maps are not built here (supports_channels_last() is false): refused.
+// Channels-last maps are not built here (supports_channels_last() is false): refused.
+void require_nchw(const Conv2dShape& s, const char* op) {
+  if (s.channels_last)
+    throw std::invalid_argument(std::string(op) + " (cuda): channels-last maps are not supported by the cuda backend");
+}
+}  // namespace
+
+void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                                 const Conv2dShape& s, kernels::Queue& q) {
+  const char* op = "conv2d";
+  CudaQueue& cq = enter(q, Op::conv2d, x.dtype(), op);
+  require_nchw(s, op);
+  s.validate();
+  ops::expect(cq.device(), op,
+              {{x, s.batch * s.in_channels * s.height * s.width, "x"},
+               {w, s.out_channels * s.in_channels * s.kernel_h * s.kernel_w, "w"},
+               {b, s.out_channels, "b"},
+               {y, s.batch * s.out_channels * s.out_height() * s.out_width(), "y"}});
+  cuda::conv2d_forward(f32(x), f32(w), f32(b), f32(y), s, cq.context());
+}
+
+void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
+                                  Tensor& dw, Tensor* db, const Conv2dShape& s,
+                                  kernels::Queue& q) {
+  const char* op = "conv2d backward";
+  CudaQueue& cq = enter(q, Op::conv2d, x.dtype(), op);
+  require_nchw(s, op);
+  s.validate();
+  const std::int64_t nx = s.batch * s.in_channels * s.height * s.width;
+  const std::int64_t nw = s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
+  ops::expect(cq.device(), op,
+              {{x, nx, "x"}, {w, nw, "w"}, {dy, s.batch * s.out_channels * s.out_height() * s.out_width(), "dy"},
+               {dx, nx, "dx"}, {dw, nw, "dw"}, {db, s.out_channels, "db"}});
+  cuda::conv2d_backward(f32(x), f32(w), f32(dy), f32(dx), f32(dw), f32(db), s,
+                        /*accumulate=*/true, cq.context());
 }
 
 }  // namespace codistill::kernels::cuda

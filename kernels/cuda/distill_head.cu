@@ -16,10 +16,12 @@
 #include <vector>
 
 #include "kernels/cuda/allocator.hpp"
+#include "kernels/cuda/backend_impl.cuh"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/distill_head.hpp"
 #include "kernels/cuda/distill_loss_launch.cuh"
+#include "kernels/cuda/entry.cuh"
 #include "kernels/cuda/linear.hpp"
 #include "kernels/cuda/plans/distill_head_plan.hpp"
 #include "kernels/cuda/resources.cuh"
@@ -154,6 +156,39 @@ DistillLossResult linear_distill_head(const HeadOperands& a, const HeadTeacherOp
   out.distill = s[1] / static_cast<double>(rows);
   out.loss = p.loss.hard_weight * out.ce + p.loss.weight * out.distill;
   return out;
+}
+
+// ---- the backend's entry points (kernels/op_list.def): the checks of CudaBackend::enter, then
+// the launches above on the queue's stream ----------------------------------------------------
+
+using ops::expect;
+using ops::f32;
+
+DistillLossResult CudaBackend::linear_distill_head(const Tensor& hidden, const Tensor& weight, const Tensor* bias,
+                                                   const std::vector<HeadTeacher>& teachers, const Tensor& labels,
+                                                   Tensor* dhidden, Tensor* dweight, Tensor* dbias,
+                                                   const DistillHeadParams& p, kernels::Queue& q) {
+  const char* op = "linear_distill_head";
+  CudaQueue& cq = enter(q, Op::linear_distill_head, hidden.dtype(), op);
+  check_distill_head(hidden, weight, bias, teachers, labels, dhidden, dweight, dbias, "cuda");
+  const Device dev = cq.device();
+  auto on_device = [&](const Tensor* t, const char* name) {
+    if (t) expect(*t, dev, DType::f32, t->numel(), op, name);
+  };
+  on_device(&hidden, "hidden"), on_device(&weight, "weight"), on_device(bias, "bias");
+  on_device(dhidden, "dhidden"), on_device(dweight, "dweight"), on_device(dbias, "dbias");
+  expect(labels, dev, DType::i32, hidden.dim(0), op, "labels");
+  std::vector<HeadTeacherOperands> ts;
+  for (const HeadTeacher& t : teachers) {
+    on_device(t.hidden, "teacher hidden"), on_device(t.weight, "teacher weight"), on_device(t.bias, "teacher bias");
+    ts.push_back({f32(*t.hidden), f32(*t.weight), f32(t.bias), t.hidden->dim(1)});
+  }
+  HeadOperands a;
+  a.hidden = f32(hidden), a.weight = f32(weight), a.bias = f32(bias);
+  a.N = hidden.dim(0), a.H = hidden.dim(1), a.V = weight.dim(0);
+  a.labels = static_cast<const std::int32_t*>(labels.raw());
+  a.dhidden = f32(dhidden), a.dweight = f32(dweight), a.dbias = f32(dbias);
+  return cuda::linear_distill_head(a, ts.data(), static_cast<int>(ts.size()), p, cq.context());
 }
 
 }  // namespace codistill::kernels::cuda

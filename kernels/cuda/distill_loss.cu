@@ -15,10 +15,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/backend_impl.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device/distill_loss.cuh"
 #include "kernels/cuda/distill_loss.hpp"
 #include "kernels/cuda/distill_loss_launch.cuh"
+#include "kernels/cuda/entry.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 #include "kernels/cuda/resources.cuh"
 
@@ -192,6 +194,48 @@ DistillLossResult distill_loss_bf16(const std::uint16_t* student,
   return run<bf16>(reinterpret_cast<const bf16*>(student),
                    reinterpret_cast<const bf16* const*>(teachers), K, labels,
                    reinterpret_cast<bf16*>(grad), N, V, p, ctx);
+}
+
+// ---- the backend's entry points (kernels/op_list.def): the checks of CudaBackend::enter, then
+// the launches above on the queue's stream ----------------------------------------------------
+
+using ops::expect;
+using ops::f32;
+
+DistillLossResult CudaBackend::distill_loss(const Tensor& student,
+                                            const std::vector<const Tensor*>& teachers,
+                                            const Tensor& labels, Tensor* grad,
+                                            const DistillLossParams& p, kernels::Queue& q) {
+  const char* op = "distill_loss";
+  const DType dt = student.dtype();
+  CudaQueue& cq = enter(q, Op::distill_loss, dt, op);
+  if (student.ndim() != 2)
+    throw std::invalid_argument("distill_loss (cuda): student logits must be [N, V], got " +
+                                shape_str(student.shape()));
+  const Device dev = cq.device();
+  const std::int64_t N = student.dim(0), V = student.dim(1);
+  expect(student, dev, dt, N * V, op, "student");
+  for (const Tensor* t : teachers) {
+    if (!t) throw std::invalid_argument("distill_loss (cuda): a teacher is null");
+    expect(*t, dev, dt, N * V, op, "teacher");
+  }
+  ops::expect(dev, op, {{labels, N, "labels", DType::i32}, {grad, N * V, "grad", dt}});
+  const auto K = static_cast<int>(teachers.size());
+  const auto* y = static_cast<const std::int32_t*>(labels.raw());
+  const cuda::Context ctx = cq.context();
+  // The launcher validates the labels, runs the loss and waits for the result.
+  if (dt == DType::bf16) {
+    std::vector<const std::uint16_t*> ts;
+    ts.reserve(teachers.size());
+    for (const Tensor* t : teachers) ts.push_back(static_cast<const std::uint16_t*>(t->raw()));
+    return cuda::distill_loss_bf16(static_cast<const std::uint16_t*>(student.raw()), ts.data(), K,
+                                   y, grad ? static_cast<std::uint16_t*>(grad->raw()) : nullptr,
+                                   N, V, p, ctx);
+  }
+  std::vector<const float*> ts;
+  ts.reserve(teachers.size());
+  for (const Tensor* t : teachers) ts.push_back(f32(*t));
+  return cuda::distill_loss(f32(student), ts.data(), K, y, f32(grad), N, V, p, ctx);
 }
 
 }  // namespace codistill::kernels::cuda

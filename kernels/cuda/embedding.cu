@@ -8,9 +8,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/backend_impl.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device/embedding.cuh"
 #include "kernels/cuda/embedding.hpp"
+#include "kernels/cuda/entry.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 #include "kernels/cuda/resources.cuh"
 
@@ -71,6 +73,31 @@ void embedding_backward(const std::int32_t* ids, const float* dy, float* dtable,
                                                                                 s.dim, shape.band_width, verdict);
   CODISTILL_CUDA_LAUNCH_CHECK();
   finish(ids, verdict, s, "embedding backward", ctx);
+}
+
+// ---- the backend's entry points (kernels/op_list.def): the checks of CudaBackend::enter, then
+// the launches above on the queue's stream ----------------------------------------------------
+
+using ops::f32;
+
+void CudaBackend::embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y, const EmbeddingShape& s,
+                                    kernels::Queue& q) {
+  const char* op = "embedding";
+  CudaQueue& cq = enter(q, Op::embedding, table.dtype(), op);
+  s.validate();
+  ops::expect(cq.device(), op,
+              {{ids, s.rows, "ids", DType::i32}, {table, s.vocab * s.dim, "table"}, {y, s.rows * s.dim, "y"}});
+  cuda::embedding_forward(static_cast<const std::int32_t*>(ids.raw()), f32(table), f32(y), s, cq.context());
+}
+
+void CudaBackend::embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dtable, const EmbeddingShape& s,
+                                     kernels::Queue& q) {
+  const char* op = "embedding backward";
+  CudaQueue& cq = enter(q, Op::embedding, dy.dtype(), op);
+  s.validate();
+  ops::expect(cq.device(), op,
+              {{ids, s.rows, "ids", DType::i32}, {dy, s.rows * s.dim, "dy"}, {dtable, s.vocab * s.dim, "dtable"}});
+  cuda::embedding_backward(static_cast<const std::int32_t*>(ids.raw()), f32(dy), f32(dtable), s, cq.context());
 }
 
 }  // namespace codistill::kernels::cuda

@@ -1,7 +1,10 @@
 #pragma once
-// What the CUDA backend's op entry points (backend_ops*.cu) share: the argument check that
-// keeps a bad call from handing a kernel memory it cannot address (CudaBackend::enter runs
-// it), and float32 views.
+// What the CUDA backend's op entry points (the end of each kernels/cuda/<op>.cu) share: the
+// argument check that keeps a bad call from handing a kernel memory it cannot address
+// (CudaBackend::enter runs it), and float32 views. Each entry checks the queue is this
+// backend's, every tensor is on the queue's device, in the dtype and with the element count
+// the kernel reads; shapes beyond element counts are the layers' to validate. Gradients
+// accumulate (accumulate = true): zeroing is the caller's Queue::zero.
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>

@@ -1,9 +1,11 @@
 #pragma once
-// The launch shape of every custom kernel (grid, block, dynamic shared memory, template
-// variant) as plain host functions with no CUDA type: the .cu launchers call them, and the
-// tests call the same functions to run the kernels under the SIMT executor with exactly
-// the shapes a GPU gets. What the CUDA runtime would be asked (the device's SM count and
-// L2 size, the occupancy of a kernel) comes in as arguments.
+// Launch shapes (grid, block, dynamic shared memory, template variant) as plain host
+// functions with no CUDA type: the .cu launchers call them, and the tests call the same
+// functions to run the kernels under the SIMT executor with exactly the shapes a GPU gets.
+// What the CUDA runtime would be asked (the device's SM count and L2 size, the occupancy of
+// a kernel) comes in as arguments. Here: what every kernel uses (Launch, the grid-stride
+// elementwise shape) and the fused loss's shapes (its device header is near the size
+// limit); an op's own shapes sit beside its kernels, in kernels/cuda/device/<op>.cuh.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -45,136 +47,6 @@ inline Launch elementwise(std::int64_t n) {
 
 // uint32 indexing when index + grid stride cannot wrap (cheaper division on a GPU).
 inline bool small_index(std::int64_t n) { return n <= (std::int64_t{1} << 31); }
-
-// ---- bias gradients: deterministic column and channel sums -------------------------------
-
-constexpr int kColTile = 32, kRowLanes = 8;
-
-struct ColumnSums {
-  Launch sums;               // colsum_kernel: block (32, 8), grid (column tiles, row chunks)
-  std::int64_t rows = 0;     // rows per chunk
-  std::int64_t chunks = 0;
-  Launch finish;             // colsum_finish_kernel, when chunks > 1
-};
-
-// db[n] = sum_m dy[m, n]: rows per chunk fixed by M alone (determinism), at least 256, few
-// enough chunks for grid.y.
-inline ColumnSums column_sums(std::int64_t M, std::int64_t N) {
-  std::int64_t R = 256;
-  while ((M + R - 1) / R > 65535) R *= 2;
-  const std::int64_t chunks = (M + R - 1) / R;
-  const std::int64_t tiles = (N + kColTile - 1) / kColTile;
-  if (tiles > 0x7fffffff)
-    throw std::invalid_argument("bias gradient (cuda): too many columns: " + std::to_string(N));
-  ColumnSums c;
-  c.sums = {{static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)},
-            {kColTile, kRowLanes}, 0};
-  c.rows = R, c.chunks = chunks;
-  c.finish = elementwise(N);
-  return c;
-}
-
-struct ChannelSums {
-  Launch sums;                // channel_sum_kernel: a block per (channel, chunk of images)
-  std::int64_t images = 0;    // images per chunk
-  std::int64_t chunks = 0;
-  Launch finish;              // colsum_finish_kernel over C, when chunks > 1
-};
-
-// db[c] = sum_{b,s} dy[b, c, s]: about 16K elements per block, fixed by the shape.
-inline ChannelSums channel_sums(std::int64_t B, std::int64_t C, std::int64_t S) {
-  if (C > 0x7fffffff) throw std::invalid_argument("bias_grad_channels (cuda): too many channels");
-  std::int64_t IB = S >= 16384 ? 1 : (16384 + S - 1) / S;
-  while ((B + IB - 1) / IB > 65535) IB *= 2;
-  ChannelSums c;
-  c.images = IB;
-  c.chunks = (B + IB - 1) / IB;
-  c.sums = {{static_cast<unsigned>(C), static_cast<unsigned>(c.chunks)}, {kElementwiseThreads}, 0};
-  c.finish = elementwise(C);
-  return c;
-}
-
-// ---- batch normalization: chunks of a channel, a block each -----------------------------
-
-constexpr std::int64_t kBatchNormChunk = 4096;  // a channel's values per block: 16 per thread
-constexpr std::int64_t kBatchNormMaxChunks = 1024;
-
-struct BatchNormLaunch {
-  std::int64_t chunks = 1, per_chunk = 1;  // blocks per channel, values per block (the last fewer)
-  Launch pass;                             // grid {C, chunks}, whole warps per block
-  std::size_t partial_bytes = 0;           // scratch: 2 doubles per (channel, chunk)
-};
-
-// 256 threads, fewer for a chunk of few values (still whole warps).
-inline BatchNormLaunch batchnorm(std::int64_t C, std::int64_t per_channel) {
-  if (C > 0x7fffffff) throw std::invalid_argument("batchnorm (cuda): too many channels");
-  BatchNormLaunch b;
-  const std::int64_t M = per_channel < 1 ? 1 : per_channel;
-  b.chunks = std::clamp<std::int64_t>((M + kBatchNormChunk - 1) / kBatchNormChunk, 1, kBatchNormMaxChunks);
-  b.per_chunk = (M + b.chunks - 1) / b.chunks;
-  const std::int64_t warps = std::clamp<std::int64_t>((b.per_chunk + kWarp - 1) / kWarp, 1, kElementwiseThreads / kWarp);
-  b.pass = {{static_cast<unsigned>(C < 1 ? 1 : C), static_cast<unsigned>(b.chunks)}, {static_cast<unsigned>(warps * kWarp)}, 0};
-  b.partial_bytes = 2 * static_cast<std::size_t>(C) * static_cast<std::size_t>(b.chunks) * sizeof(double);
-  return b;
-}
-
-// A block per row of `features` values (layer normalization): up to 256 threads.
-inline Launch layernorm_rows(std::int64_t rows, std::int64_t features) {
-  if (rows > 0x7fffffff) throw std::invalid_argument("layernorm (cuda): too many rows");
-  const std::int64_t warps = std::clamp<std::int64_t>((features + kWarp - 1) / kWarp, 1, kElementwiseThreads / kWarp);
-  return {{static_cast<unsigned>(rows < 1 ? 1 : rows)}, {static_cast<unsigned>(warps * kWarp)}, 0};
-}
-
-// ---- embedding (device/embedding.cuh) ---------------------------------------------------
-
-// The id check: a grid-stride loop over the rows, at most 1024 blocks of 256.
-inline Launch embedding_check(std::int64_t rows) {
-  return {{static_cast<unsigned>(std::clamp<std::int64_t>((rows + 255) / 256, 1, 1024))}, {256}, 0};
-}
-
-constexpr int kScatterBandsPerBlock = 8;             // block (32 columns, 8 bands)
-constexpr std::int64_t kScatterTargetThreads = 1 << 17;  // enough warps to fill a large GPU
-
-struct EmbeddingScatter {
-  Launch pass;                 // grid (column tiles, band groups), block (32, 8)
-  std::int64_t band_width = 1; // vocabulary rows per band
-};
-
-// Bands of the vocabulary so that columns x bands make about kScatterTargetThreads threads
-// (each warp walks all rows, so more bands cost more id reads, fewer leave SMs idle). The
-// result does not depend on this choice: every element still sums its rows in order.
-inline EmbeddingScatter embedding_scatter(std::int64_t vocab, std::int64_t dim) {
-  const std::int64_t tiles = (dim + kWarp - 1) / kWarp;
-  if (tiles > 0x7fffffff) throw std::invalid_argument("embedding backward (cuda): too many columns");
-  std::int64_t bands = std::clamp<std::int64_t>(kScatterTargetThreads / (tiles * kWarp), 1, vocab < 1 ? 1 : vocab);
-  EmbeddingScatter e;
-  e.band_width = (vocab + bands - 1) / bands;
-  bands = (vocab + e.band_width - 1) / e.band_width;
-  const std::int64_t groups = (bands + kScatterBandsPerBlock - 1) / kScatterBandsPerBlock;
-  e.pass = {{static_cast<unsigned>(tiles), static_cast<unsigned>(groups < 1 ? 1 : groups)},
-            {kWarp, kScatterBandsPerBlock},
-            0};
-  return e;
-}
-
-// ---- causal attention: a warp per score row (device/attention.cuh) ----------------------
-
-constexpr int kAttentionRowThreads = 256;  // 8 rows per block
-
-inline Launch attention_rows(std::int64_t rows) {
-  return {{grid_for(rows, kAttentionRowThreads / kWarp)}, {kAttentionRowThreads}, 0};
-}
-
-// ---- optimizer updates: a block per chunk of parameters ---------------------------------
-
-constexpr std::int64_t kOptimizerChunk = 4096;  // elements per block: 16 per thread
-constexpr int kOptimizerThreads = 256;
-
-inline Launch optimizer(std::int64_t chunks) {
-  if (chunks > 0x7fffffff)
-    throw std::invalid_argument("optimizer step (cuda): too many parameters for one launch");
-  return {{static_cast<unsigned>(chunks)}, {kOptimizerThreads}, 0};
-}
 
 // ---- the fused distillation loss ---------------------------------------------------------
 

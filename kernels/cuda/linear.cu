@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/backend_impl.cuh"
 #include "kernels/cuda/bf16.hpp"
 #include "kernels/cuda/bias_activation.hpp"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/entry.cuh"
 #include "kernels/cuda/linear.hpp"
 #include "kernels/cuda/plans/gemm_plan.hpp"
 #include "kernels/cuda/resources.cuh"
@@ -135,6 +137,51 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dx,
   gemm(ctx, plans::linear_backward_weight(M, N, K, accumulate), ops);
   if (db)
     bias_activation_backward(dy, nullptr, nullptr, db, M, N, Activation::none, accumulate, ctx);
+}
+
+// ---- the backend's entry points (kernels/op_list.def): the checks of CudaBackend::enter, then
+// the launches above on the queue's stream ----------------------------------------------------
+
+using ops::f32;
+
+void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                                 Activation act, Tensor* pre, kernels::Queue& q) {
+  const char* op = "linear";
+  CudaQueue& cq = enter(q, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), op);
+  const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
+  // Only gelu's backward needs the pre-activation.
+  Tensor* keep = act == Activation::gelu ? pre : nullptr;
+  ops::expect(cq.device(), op, {{x, M * K, "x"}, {w, N * K, "w"}, {b, N, "b"}, {y, M * N, "y"}, {keep, M * N, "pre"}});
+  const Context ctx = cq.context();
+  if (act == Activation::none) {
+    cuda::linear_forward(f32(x), f32(w), f32(b), f32(y), M, N, K, ctx);
+    return;
+  }
+  // The GEMM without bias, then bias + activation in one pass over y.
+  cuda::linear_forward(f32(x), f32(w), nullptr, f32(y), M, N, K, ctx);
+  bias_activation_forward(f32(y), f32(b), f32(keep), M, N, act, ctx);
+}
+
+void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
+                                  Tensor& dw, Tensor* db, Activation act, const Tensor* saved,
+                                  Tensor* dpre, bool accumulate, kernels::Queue& q) {
+  const char* op = "linear backward";
+  CudaQueue& cq = enter(q, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), op);
+  const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
+  ops::expect(cq.device(), op,
+              {{x, M * K, "x"}, {w, N * K, "w"}, {dy, M * N, "dy"}, {dx, M * K, "dx"}, {dw, N * K, "dw"},
+               {db, N, "db"}});
+  const Context ctx = cq.context();
+  if (act == Activation::none) {
+    cuda::linear_backward(f32(x), f32(w), f32(dy), f32(dx), f32(dw), f32(db), M, N, K, accumulate, ctx);
+    return;
+  }
+  if (!saved || !dpre)
+    throw std::invalid_argument("linear backward (cuda): a fused activation needs saved and dpre");
+  ops::expect(cq.device(), op, {{saved, M * N, "saved"}, {dpre, M * N, "dpre"}});
+  // dpre = dy * act'(saved) and db += colsum(dpre) in one pass, then the GEMMs on dpre.
+  bias_activation_backward(f32(dy), f32(*saved), f32(dpre), f32(db), M, N, act, accumulate, ctx);
+  cuda::linear_backward(f32(x), f32(w), f32(*dpre), f32(dx), f32(dw), nullptr, M, N, K, accumulate, ctx);
 }
 
 }  // namespace codistill::kernels::cuda

@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "kernels/cuda/allocator.hpp"
+#include "kernels/cuda/backend_impl.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device/optimizer.cuh"
+#include "kernels/cuda/entry.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 #include "kernels/cuda/optimizer.hpp"
 #include "kernels/cuda/resources.cuh"
@@ -157,6 +159,71 @@ void sgd_step(const std::vector<ParamSlice>& params, const SgdScalars& s, const 
 
 void adamw_step(const std::vector<ParamSlice>& params, const AdamWScalars& s, const Context& ctx) {
   launch(params, true, true, AdamWOp{s}, "adamw_step", ctx);
+}
+
+// ---- the backend's entry points (kernels/op_list.def): the checks of CudaBackend::enter, then
+// the launches above on the queue's stream ----------------------------------------------------
+
+using ops::f32;
+
+namespace {
+// Out of place (UpdateSource), the state is first copied into the written tensors on the
+// queue and then updated in place: one device copy more than the CPU loops, which read one
+// array and write the other. No caller updates a device arena out of place today (its
+// checkpoints copy the state to the host at the step, persist/worker_state.hpp); the copy
+// keeps the kernels, and their SIMT tests, as they are.
+static void copy_update_source(Tensor& value, Tensor* m, Tensor* v, const UpdateSource& from, kernels::Queue& q) {
+  if (from.value) q.copy(value, *from.value);
+  if (from.m) q.copy(*m, *from.m);
+  if (from.v) q.copy(*v, *from.v);
+}
+}  // namespace
+
+void CudaBackend::sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum,
+                             const kernels::SgdScalars& s, const UpdateSource& from, kernels::Queue& q) {
+  const char* op = "sgd_update";
+  const std::int64_t n = value.numel();
+  CudaQueue& cq = enter(q, Op::sgd_update, value.dtype(), op,
+                        {{value, n, "value"}, {grad, n, "grad"}, {momentum, n, "momentum"}});
+  check_update_source(from, value, momentum, nullptr, op);
+  copy_update_source(value, momentum, nullptr, from, q);
+  // The casts of the CPU path's float instantiation (codistill/optim/sgd.cpp).
+  cuda::SgdScalars sc;
+  sc.lr = static_cast<float>(s.lr);
+  sc.weight_decay = static_cast<float>(s.weight_decay);
+  sc.momentum = static_cast<float>(s.momentum);
+  sc.nesterov = s.nesterov;
+  ParamSlice slice;
+  slice.value = f32(value);
+  slice.grad = f32(grad);
+  slice.slot0 = f32(momentum);
+  slice.n = n;
+  sgd_step({slice}, sc, cq.context());
+}
+
+void CudaBackend::adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v,
+                               const kernels::AdamWScalars& s, const UpdateSource& from, kernels::Queue& q) {
+  const char* op = "adamw_update";
+  const std::int64_t n = value.numel();
+  CudaQueue& cq = enter(q, Op::adamw_update, value.dtype(), op,
+                        {{value, n, "value"}, {grad, n, "grad"}, {m, n, "m"}, {v, n, "v"}});
+  check_update_source(from, value, &m, &v, op);
+  copy_update_source(value, &m, &v, from, q);
+  // The casts of the CPU path's float instantiation (codistill/optim/adamw.cpp).
+  cuda::AdamWScalars sc;
+  sc.decay = static_cast<float>(s.decay);
+  sc.beta1 = static_cast<float>(s.beta1);
+  sc.beta2 = static_cast<float>(s.beta2);
+  sc.step_size = static_cast<float>(s.step_size);
+  sc.inv_sqrt_bc2 = static_cast<float>(s.inv_sqrt_bc2);
+  sc.eps = static_cast<float>(s.eps);
+  ParamSlice slice;
+  slice.value = f32(value);
+  slice.grad = f32(grad);
+  slice.slot0 = f32(m);
+  slice.slot1 = f32(v);
+  slice.n = n;
+  adamw_step({slice}, sc, cq.context());
 }
 
 }  // namespace codistill::kernels::cuda

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/backend_impl.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv2d.hpp"
 #include "kernels/cuda/device/pool.cuh"
+#include "kernels/cuda/entry.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 
 namespace codistill::kernels::cuda {
@@ -42,6 +44,35 @@ void maxpool2d_backward(const float* x, const float* /*y*/, const float* dy,
   device::maxpool_backward_kernel<<<shape.grid.x, shape.block.x, 0, detail::stream_of(ctx)>>>(
       x, dy, dx, total, dims_of(s));
   CODISTILL_CUDA_LAUNCH_CHECK();
+}
+
+// ---- the backend's entry points (kernels/op_list.def): the checks of CudaBackend::enter, then
+// the launches above on the queue's stream ----------------------------------------------------
+
+using ops::f32;
+
+void CudaBackend::maxpool2d_forward(const Tensor& x, Tensor& y, Tensor& /*argmax*/,
+                                    const Pool2dShape& s, kernels::Queue& q) {
+  // The argmax is the CPU's: the CUDA backward finds the maxima again from x (pool.cu).
+  const char* op = "maxpool2d";
+  CudaQueue& cq = enter(q, Op::maxpool2d, x.dtype(), op);
+  s.validate();
+  ops::expect(cq.device(), op,
+              {{x, s.batch * s.channels * s.height * s.width, "x"},
+               {y, s.batch * s.channels * s.out_height() * s.out_width(), "y"}});
+  cuda::maxpool2d_forward(f32(x), f32(y), s, cq.context());
+}
+
+void CudaBackend::maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& /*argmax*/,
+                                     const Tensor& dy, Tensor& dx, const Pool2dShape& s,
+                                     kernels::Queue& q) {
+  const char* op = "maxpool2d backward";
+  CudaQueue& cq = enter(q, Op::maxpool2d, dy.dtype(), op);
+  s.validate();
+  const std::int64_t nx = s.batch * s.channels * s.height * s.width;
+  const std::int64_t ny = s.batch * s.channels * s.out_height() * s.out_width();
+  ops::expect(cq.device(), op, {{x, nx, "x"}, {y, ny, "y"}, {dy, ny, "dy"}, {dx, nx, "dx"}});
+  cuda::maxpool2d_backward(f32(x), f32(y), f32(dy), f32(dx), s, cq.context());
 }
 
 }  // namespace codistill::kernels::cuda

@@ -16,6 +16,19 @@
 #include <cstdint>
 
 #include "kernels/cuda/device/reduce.cuh"
+#include "kernels/cuda/launch_shapes.hpp"
+
+// The launch shapes of these kernels (attention.cu launches with them, the SIMT tests too); the
+// shared ones (Launch, elementwise, kWarp) are in launch_shapes.hpp.
+namespace codistill::kernels::cuda::shapes {
+
+constexpr int kAttentionRowThreads = 256;  // 8 rows per block
+
+inline Launch attention_rows(std::int64_t rows) {
+  return {{grid_for(rows, kAttentionRowThreads / kWarp)}, {kAttentionRowThreads}, 0};
+}
+
+}  // namespace codistill::kernels::cuda::shapes
 
 namespace codistill::kernels::cuda::device {
 inline namespace CODISTILL_DEVICE_ABI {

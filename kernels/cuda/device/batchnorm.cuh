@@ -25,10 +25,42 @@
 // fused and plain paths share every sum and every launch shape.
 // Launch: shapes::batchnorm (grid {C, chunks}, whole warps per block, no dynamic smem;
 // partials: 2 * C * chunks doubles).
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 
 #include "kernels/cuda/device/elementwise.cuh"
 #include "kernels/cuda/device/reduce.cuh"
+#include "kernels/cuda/launch_shapes.hpp"
+
+// The launch shapes of these kernels (batchnorm.cu launches with them, the SIMT tests too); the
+// shared ones (Launch, elementwise, kWarp) are in launch_shapes.hpp.
+namespace codistill::kernels::cuda::shapes {
+
+constexpr std::int64_t kBatchNormChunk = 4096;  // a channel's values per block: 16 per thread
+constexpr std::int64_t kBatchNormMaxChunks = 1024;
+
+struct BatchNormLaunch {
+  std::int64_t chunks = 1, per_chunk = 1;  // blocks per channel, values per block (the last fewer)
+  Launch pass;                             // grid {C, chunks}, whole warps per block
+  std::size_t partial_bytes = 0;           // scratch: 2 doubles per (channel, chunk)
+};
+
+// 256 threads, fewer for a chunk of few values (still whole warps).
+inline BatchNormLaunch batchnorm(std::int64_t C, std::int64_t per_channel) {
+  if (C > 0x7fffffff) throw std::invalid_argument("batchnorm (cuda): too many channels");
+  BatchNormLaunch b;
+  const std::int64_t M = per_channel < 1 ? 1 : per_channel;
+  b.chunks = std::clamp<std::int64_t>((M + kBatchNormChunk - 1) / kBatchNormChunk, 1, kBatchNormMaxChunks);
+  b.per_chunk = (M + b.chunks - 1) / b.chunks;
+  const std::int64_t warps = std::clamp<std::int64_t>((b.per_chunk + kWarp - 1) / kWarp, 1, kElementwiseThreads / kWarp);
+  b.pass = {{static_cast<unsigned>(C < 1 ? 1 : C), static_cast<unsigned>(b.chunks)}, {static_cast<unsigned>(warps * kWarp)}, 0};
+  b.partial_bytes = 2 * static_cast<std::size_t>(C) * static_cast<std::size_t>(b.chunks) * sizeof(double);
+  return b;
+}
+
+}  // namespace codistill::kernels::cuda::shapes
 
 namespace codistill::kernels::cuda::device {
 inline namespace CODISTILL_DEVICE_ABI {

@@ -1,17 +1,71 @@
 #pragma once
 // The bias gradients as deterministic reductions: no atomics, double accumulators, and a
 // summation order fixed by the shape alone (not by timing or the device), so a run is
-// reproducible bit for bit (shapes: launch_shapes.hpp column_sums / channel_sums).
+// reproducible bit for bit (launch: shapes::column_sums / channel_sums below).
 //   rows (db[n] = sum_m dy[m,n]):  blocks of 32 columns x 8 row lanes, each block summing a
 //       chunk of rows; lanes combined in order, chunks (if more than one) by
 //       colsum_finish_kernel in order.
 //   channels (db[c] = sum_{b,s} dy[b,c,s]): a block per (channel, chunk of images), a fixed
 //       tree over the block, chunks in order.
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/device/elementwise.cuh"
 #include "kernels/cuda/device/reduce.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
+
+// The launch shapes of these kernels (bias_activation.cu launches with them, the SIMT tests too); the
+// shared ones (Launch, elementwise, kWarp) are in launch_shapes.hpp.
+namespace codistill::kernels::cuda::shapes {
+
+constexpr int kColTile = 32, kRowLanes = 8;
+
+struct ColumnSums {
+  Launch sums;               // colsum_kernel: block (32, 8), grid (column tiles, row chunks)
+  std::int64_t rows = 0;     // rows per chunk
+  std::int64_t chunks = 0;
+  Launch finish;             // colsum_finish_kernel, when chunks > 1
+};
+
+// db[n] = sum_m dy[m, n]: rows per chunk fixed by M alone (determinism), at least 256, few
+// enough chunks for grid.y.
+inline ColumnSums column_sums(std::int64_t M, std::int64_t N) {
+  std::int64_t R = 256;
+  while ((M + R - 1) / R > 65535) R *= 2;
+  const std::int64_t chunks = (M + R - 1) / R;
+  const std::int64_t tiles = (N + kColTile - 1) / kColTile;
+  if (tiles > 0x7fffffff)
+    throw std::invalid_argument("bias gradient (cuda): too many columns: " + std::to_string(N));
+  ColumnSums c;
+  c.sums = {{static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)},
+            {kColTile, kRowLanes}, 0};
+  c.rows = R, c.chunks = chunks;
+  c.finish = elementwise(N);
+  return c;
+}
+
+struct ChannelSums {
+  Launch sums;                // channel_sum_kernel: a block per (channel, chunk of images)
+  std::int64_t images = 0;    // images per chunk
+  std::int64_t chunks = 0;
+  Launch finish;              // colsum_finish_kernel over C, when chunks > 1
+};
+
+// db[c] = sum_{b,s} dy[b, c, s]: about 16K elements per block, fixed by the shape.
+inline ChannelSums channel_sums(std::int64_t B, std::int64_t C, std::int64_t S) {
+  if (C > 0x7fffffff) throw std::invalid_argument("bias_grad_channels (cuda): too many channels");
+  std::int64_t IB = S >= 16384 ? 1 : (16384 + S - 1) / S;
+  while ((B + IB - 1) / IB > 65535) IB *= 2;
+  ChannelSums c;
+  c.images = IB;
+  c.chunks = (B + IB - 1) / IB;
+  c.sums = {{static_cast<unsigned>(C), static_cast<unsigned>(c.chunks)}, {kElementwiseThreads}, 0};
+  c.finish = elementwise(C);
+  return c;
+}
+
+}  // namespace codistill::kernels::cuda::shapes
 
 namespace codistill::kernels::cuda::device {
 inline namespace CODISTILL_DEVICE_ABI {

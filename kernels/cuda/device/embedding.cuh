@@ -13,9 +13,48 @@
 // gather and scatter read the verdict first and write nothing when an id was bad: the host
 // throws after one synchronization, with y and dtable untouched (embedding.cu).
 // Launch: shapes::embedding_check, shapes::elementwise(N * D), shapes::embedding_scatter.
+#include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 
 #include "kernels/cuda/device/reduce.cuh"
+#include "kernels/cuda/launch_shapes.hpp"
+
+// The launch shapes of these kernels (embedding.cu launches with them, the SIMT tests too); the
+// shared ones (Launch, elementwise, kWarp) are in launch_shapes.hpp.
+namespace codistill::kernels::cuda::shapes {
+
+// The id check: a grid-stride loop over the rows, at most 1024 blocks of 256.
+inline Launch embedding_check(std::int64_t rows) {
+  return {{static_cast<unsigned>(std::clamp<std::int64_t>((rows + 255) / 256, 1, 1024))}, {256}, 0};
+}
+
+constexpr int kScatterBandsPerBlock = 8;             // block (32 columns, 8 bands)
+constexpr std::int64_t kScatterTargetThreads = 1 << 17;  // enough warps to fill a large GPU
+
+struct EmbeddingScatter {
+  Launch pass;                 // grid (column tiles, band groups), block (32, 8)
+  std::int64_t band_width = 1; // vocabulary rows per band
+};
+
+// Bands of the vocabulary so that columns x bands make about kScatterTargetThreads threads
+// (each warp walks all rows, so more bands cost more id reads, fewer leave SMs idle). The
+// result does not depend on this choice: every element still sums its rows in order.
+inline EmbeddingScatter embedding_scatter(std::int64_t vocab, std::int64_t dim) {
+  const std::int64_t tiles = (dim + kWarp - 1) / kWarp;
+  if (tiles > 0x7fffffff) throw std::invalid_argument("embedding backward (cuda): too many columns");
+  std::int64_t bands = std::clamp<std::int64_t>(kScatterTargetThreads / (tiles * kWarp), 1, vocab < 1 ? 1 : vocab);
+  EmbeddingScatter e;
+  e.band_width = (vocab + bands - 1) / bands;
+  bands = (vocab + e.band_width - 1) / e.band_width;
+  const std::int64_t groups = (bands + kScatterBandsPerBlock - 1) / kScatterBandsPerBlock;
+  e.pass = {{static_cast<unsigned>(tiles), static_cast<unsigned>(groups < 1 ? 1 : groups)},
+            {kWarp, kScatterBandsPerBlock},
+            0};
+  return e;
+}
+
+}  // namespace codistill::kernels::cuda::shapes
 
 namespace codistill::kernels::cuda::device {
 inline namespace CODISTILL_DEVICE_ABI {

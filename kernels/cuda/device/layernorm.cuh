@@ -7,9 +7,25 @@
 //   backward_param: a thread per feature walks the rows in order: dgamma += sum dy*xh,
 //                   dbeta += sum dy, with no atomics (the same bits run to run).
 // Launch: shapes::layernorm_rows (grid rows, whole warps) and shapes::elementwise(F).
+#include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 
 #include "kernels/cuda/device/reduce.cuh"
+#include "kernels/cuda/launch_shapes.hpp"
+
+// The launch shapes of these kernels (layernorm.cu launches with them, the SIMT tests too); the
+// shared ones (Launch, elementwise, kWarp) are in launch_shapes.hpp.
+namespace codistill::kernels::cuda::shapes {
+
+// A block per row of `features` values (layer normalization): up to 256 threads.
+inline Launch layernorm_rows(std::int64_t rows, std::int64_t features) {
+  if (rows > 0x7fffffff) throw std::invalid_argument("layernorm (cuda): too many rows");
+  const std::int64_t warps = std::clamp<std::int64_t>((features + kWarp - 1) / kWarp, 1, kElementwiseThreads / kWarp);
+  return {{static_cast<unsigned>(rows < 1 ? 1 : rows)}, {static_cast<unsigned>(warps * kWarp)}, 0};
+}
+
+}  // namespace codistill::kernels::cuda::shapes
 
 namespace codistill::kernels::cuda::device {
 inline namespace CODISTILL_DEVICE_ABI {

@@ -1,6 +1,6 @@
 #pragma once
 // The SGD and AdamW update kernels over a table of parameter slices (optimizer.cu uploads
-// the table; shapes: launch_shapes.hpp optimizer). Each slice is cut into chunks of
+// the table; launch: shapes::optimizer below). Each slice is cut into chunks of
 // kOptimizerChunk elements; block b updates chunk b, finding its slice by a binary search
 // over the slices' first chunks. One slice (a flat arena) comes by value instead.
 //
@@ -9,10 +9,26 @@
 // otherwise contract a*b+c into one FMA, which rounds differently from the CPU loop.
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
 #include "kernels/cuda/device_api.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 #include "kernels/cuda/optimizer.hpp"  // the float scalars
+
+// The launch shapes of these kernels (optimizer.cu launches with them, the SIMT tests too); the
+// shared ones (Launch, elementwise, kWarp) are in launch_shapes.hpp.
+namespace codistill::kernels::cuda::shapes {
+
+constexpr std::int64_t kOptimizerChunk = 4096;  // elements per block: 16 per thread
+constexpr int kOptimizerThreads = 256;
+
+inline Launch optimizer(std::int64_t chunks) {
+  if (chunks > 0x7fffffff)
+    throw std::invalid_argument("optimizer step (cuda): too many parameters for one launch");
+  return {{static_cast<unsigned>(chunks)}, {kOptimizerThreads}, 0};
+}
+
+}  // namespace codistill::kernels::cuda::shapes
 
 namespace codistill::kernels::cuda::device {
 inline namespace CODISTILL_DEVICE_ABI {
