@@ -1,5 +1,8 @@
 #include "kernels/cpu/activation.hpp"
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -227,5 +230,20 @@ void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, Impl impl) {
 CODISTILL_ACT(float)
 CODISTILL_ACT(double)
 #undef CODISTILL_ACT
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::activation_forward(const Tensor& x, Tensor& y, Activation act, Queue& q) {
+  run_op(*this, Op::activation, x.dtype(), "activation",
+         [&]<class T>() { activate<T>(x.data<T>(), y.data<T>(), x.numel(), act, impl_of(q)); });
+}
+
+void CpuBackend::activation_backward(const Tensor& saved, const Tensor& dy, Tensor& dx, Activation act, Queue& q) {
+  run_op(*this, Op::activation, dy.dtype(), "activation backward", [&]<class T>() {
+    activate_backward<T>(saved.data<T>(), dy.data<T>(), dx.data<T>(), dy.numel(), act, impl_of(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 #include "kernels/cpu/gemm.hpp"
 
 namespace codistill::kernels::cpu {
@@ -171,5 +173,23 @@ void attention_backward(const T* qkv, const T* probs, const T* dy, T* dqkv, T* s
 CODISTILL_ATTENTION(float)
 CODISTILL_ATTENTION(double)
 #undef CODISTILL_ATTENTION
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::attention_forward(const Tensor& qkv, Tensor& y, Tensor& probs, const AttentionShape& s, Queue& q) {
+  run_op(*this, Op::causal_attention, qkv.dtype(), "causal_attention", [&]<class T>() {
+    cpu::attention_forward<T>(qkv.data<T>(), y.data<T>(), probs.data<T>(), s, impl_of(q));
+  });
+}
+
+void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, Tensor& dqkv,
+                                    Tensor& scratch, const AttentionShape& s, Queue& q) {
+  run_op(*this, Op::causal_attention, dy.dtype(), "causal_attention backward", [&]<class T>() {
+    cpu::attention_backward<T>(qkv.data<T>(), probs.data<T>(), dy.data<T>(), dqkv.data<T>(), scratch.data<T>(), s,
+                               impl_of(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

@@ -1,5 +1,8 @@
 #include "kernels/cpu/avgpool.hpp"
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
+
 #include <omp.h>
 
 #include <stdexcept>
@@ -108,5 +111,29 @@ template void global_avgpool_nhwc_forward<double>(const double*, double*, std::i
 template void global_avgpool_nhwc_backward<float>(const float*, float*, std::int64_t, std::int64_t, std::int64_t, Impl);
 template void global_avgpool_nhwc_backward<double>(const double*, double*, std::int64_t, std::int64_t, std::int64_t,
                                                    Impl);
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::global_avgpool_forward(const Tensor& x, Tensor& y, std::int64_t rows, std::int64_t spatial,
+                                        std::int64_t channels, Queue& q) {
+  run_op(*this, Op::global_avgpool, x.dtype(), "global_avgpool", [&]<class T>() {
+    if (channels == 1)
+      cpu::global_avgpool_forward<T>(x.data<T>(), y.data<T>(), rows, spatial, impl_of(q));
+    else
+      cpu::global_avgpool_nhwc_forward<T>(x.data<T>(), y.data<T>(), rows, spatial, channels, impl_of(q));
+  });
+}
+
+void CpuBackend::global_avgpool_backward(const Tensor& dy, Tensor& dx, std::int64_t rows, std::int64_t spatial,
+                                         std::int64_t channels, Queue& q) {
+  run_op(*this, Op::global_avgpool, dy.dtype(), "global_avgpool backward", [&]<class T>() {
+    if (channels == 1)
+      cpu::global_avgpool_backward<T>(dy.data<T>(), dx.data<T>(), rows, spatial, impl_of(q));
+    else
+      cpu::global_avgpool_nhwc_backward<T>(dy.data<T>(), dx.data<T>(), rows, spatial, channels, impl_of(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

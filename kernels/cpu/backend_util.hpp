@@ -1,7 +1,7 @@
 #pragma once
-// Helpers of the CPU backend's op entry points (kernels/cpu/backend.cpp): argument checks
-// the ops share, the queue's choices (fast or reference path, the bf16 GEMM engine) and
-// the activation dispatch. Internal to the backend.
+// Helpers of the CPU backend's op entry points (the end of each kernels/cpu/<op>.cpp):
+// argument checks the ops share, the queue's choices (fast or reference path, the bf16 GEMM
+// engine) and the activation dispatch. Internal to the backend.
 #include <cstring>
 #include <stdexcept>
 #include <string>

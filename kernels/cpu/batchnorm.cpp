@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 #include "kernels/cpu/batchnorm_layout.hpp"
 #include "kernels/cpu/batchnorm_rows.hpp"
 
@@ -210,5 +212,53 @@ void batchnorm_backward(const T* x, const T* gamma, const T* save_mean, const T*
 CODISTILL_BATCHNORM(float)
 CODISTILL_BATCHNORM(double)
 #undef CODISTILL_BATCHNORM
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                   Tensor& running_var, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                   bool training, const BatchNormShape& s, Queue& q) {
+  run_op(*this, Op::batchnorm, x.dtype(), "batchnorm", [&]<class T>() {
+    cpu::batchnorm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), running_mean.data<T>(),
+                              running_var.data<T>(), y.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                              training, s, impl_of(q));
+  });
+}
+
+void CpuBackend::batchnorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                    const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                    Tensor& dbeta, bool training, const BatchNormShape& s, Queue& q) {
+  run_op(*this, Op::batchnorm, x.dtype(), "batchnorm backward", [&]<class T>() {
+    cpu::batchnorm_backward<T>(x.data<T>(), gamma.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                               dy.data<T>(), opt<T>(dx), dgamma.data<T>(), dbeta.data<T>(), training, s,
+                               impl_of(q));
+  });
+}
+
+void CpuBackend::batchnorm_activation_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                              Tensor& running_mean, Tensor& running_var, Tensor& y, Tensor& save_mean,
+                                              Tensor& save_invstd, bool training, Activation act,
+                                              const BatchNormShape& s, Queue& q) {
+  run_op(*this, Op::batchnorm_activation, x.dtype(), "batchnorm+activation", [&]<class T>() {
+    check_fused_relu(act, "batchnorm+activation");
+    cpu::batchnorm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), running_mean.data<T>(),
+                              running_var.data<T>(), y.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                              training, s, impl_of(q), act);
+  });
+}
+
+void CpuBackend::batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& gamma,
+                                               const Tensor& save_mean, const Tensor& save_invstd, const Tensor& dy,
+                                               Tensor* dx, Tensor& dgamma, Tensor& dbeta, bool training, Activation act,
+                                               const BatchNormShape& s, Queue& q) {
+  run_op(*this, Op::batchnorm_activation, x.dtype(), "batchnorm+activation backward", [&]<class T>() {
+    check_fused_relu(act, "batchnorm+activation");
+    cpu::batchnorm_backward<T>(x.data<T>(), gamma.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                               dy.data<T>(), opt<T>(dx), dgamma.data<T>(), dbeta.data<T>(), training, s,
+                               impl_of(q), y.data<T>());
+  });
+}
 
 }  // namespace codistill::kernels::cpu

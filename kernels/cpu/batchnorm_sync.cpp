@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 #include "kernels/cpu/batchnorm_layout.hpp"
 
 namespace codistill::kernels::cpu {
@@ -122,5 +124,42 @@ void batchnorm_backward_synced(const T* x, const T* gamma, const T* save_mean, c
 CODISTILL_BATCHNORM_SYNC(float)
 CODISTILL_BATCHNORM_SYNC(double)
 #undef CODISTILL_BATCHNORM_SYNC
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::batchnorm_sums(const Tensor& x, const Tensor* dy, const Tensor& center, const Tensor* invstd,
+                                Tensor& sums, const BatchNormShape& s, Queue& q) {
+  run_op(*this, Op::batchnorm_sync, x.dtype(), "synchronized batchnorm sums", [&]<class T>() {
+    check_sums(sums, s, "sums");
+    cpu::batchnorm_sums<T>(x.data<T>(), opt<T>(dy), center.data<T>(),
+                           opt<T>(invstd), sums.data<double>(), s, impl_of(q));
+  });
+}
+
+void CpuBackend::batchnorm_forward_synced(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                          Tensor& running_mean, Tensor& running_var, const Tensor& sums, Tensor& y,
+                                          Tensor& save_mean, Tensor& save_invstd, const BatchNormShape& s, Queue& q) {
+  run_op(*this, Op::batchnorm_sync, x.dtype(), "synchronized batchnorm", [&]<class T>() {
+    check_sums(sums, s, "sums");
+    cpu::batchnorm_forward_synced<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), running_mean.data<T>(),
+                                     running_var.data<T>(), sums.data<double>(), y.data<T>(), save_mean.data<T>(),
+                                     save_invstd.data<T>(), s, impl_of(q));
+  });
+}
+
+void CpuBackend::batchnorm_backward_synced(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                           const Tensor& save_invstd, const Tensor& dy, const Tensor& local_sums,
+                                           const Tensor& sums, Tensor* dx, Tensor& dgamma, Tensor& dbeta,
+                                           const BatchNormShape& s, Queue& q) {
+  run_op(*this, Op::batchnorm_sync, x.dtype(), "synchronized batchnorm backward", [&]<class T>() {
+    check_sums(local_sums, s, "local sums");
+    check_sums(sums, s, "sums");
+    cpu::batchnorm_backward_synced<T>(x.data<T>(), gamma.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                                      dy.data<T>(), local_sums.data<double>(), sums.data<double>(), opt<T>(dx),
+                                      dgamma.data<T>(), dbeta.data<T>(), s, impl_of(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

@@ -9,6 +9,7 @@
 // images per GEMM). Each thread keeps its im2col scratch between calls (thread_local).
 // A batch smaller than the thread count runs on that many threads. The weight gradient is
 // reduced over threads in a fixed order: bit-identical run to run for a given thread count.
+// The backend's entry points, which pick oneDNN or these, are at the end of dnnl_conv.cpp.
 #include <cstdint>
 
 #include "kernels/cpu/impl.hpp"

@@ -12,6 +12,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 #include "kernels/cpu/bias.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/linear.hpp"
@@ -252,5 +254,27 @@ DistillLossResult linear_distill_head(const T* h, const T* w, const T* b, std::i
 CODISTILL_HEAD(float)
 CODISTILL_HEAD(double)
 #undef CODISTILL_HEAD
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+DistillLossResult CpuBackend::linear_distill_head(const Tensor& hidden, const Tensor& weight, const Tensor* bias,
+                                                  const std::vector<HeadTeacher>& teachers, const Tensor& labels,
+                                                  Tensor* dhidden, Tensor* dweight, Tensor* dbias,
+                                                  const DistillHeadParams& p, Queue& q) {
+  return run_op(*this, Op::linear_distill_head, hidden.dtype(), "linear_distill_head", [&]<class T>() {
+    check_distill_head(hidden, weight, bias, teachers, labels, dhidden, dweight, dbias, "cpu");
+    const std::int64_t N = hidden.dim(0), H = hidden.dim(1), V = weight.dim(0);
+    std::vector<cpu::HeadTeacherPtrs<T>> ts;
+    ts.reserve(teachers.size());
+    for (const HeadTeacher& t : teachers)
+      ts.push_back({t.hidden->data<T>(), t.weight->data<T>(), opt<T>(t.bias), t.hidden->dim(1)});
+    return cpu::linear_distill_head<T>(hidden.data<T>(), weight.data<T>(), opt<T>(bias), N, H, V, ts.data(),
+                                       static_cast<int>(ts.size()), labels.data<std::int32_t>(), opt<T>(dhidden),
+                                       opt<T>(dweight), opt<T>(dbias), p, impl_of(q), gemm_engine(q),
+                                       gemm_engine(q, p.teacher_compute));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

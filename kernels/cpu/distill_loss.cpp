@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 #include "kernels/cpu/distill_loss_rows.hpp"
 #include "kernels/cpu/isa.hpp"
 
@@ -251,5 +253,22 @@ template DistillLossSums distill_loss_rows<double>(const double*, const double* 
                                                    const std::int32_t*, double*, std::int64_t,
                                                    std::int64_t, const DistillLossParams&,
                                                    std::int64_t, Impl);
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+DistillLossResult CpuBackend::distill_loss(const Tensor& student, const std::vector<const Tensor*>& teachers,
+                                           const Tensor& labels, Tensor* grad, const DistillLossParams& p, Queue& q) {
+  return run_op(*this, Op::distill_loss, student.dtype(), "distill_loss", [&]<class T>() {
+    const std::int64_t N = student.dim(0), V = student.dim(1);
+    // Up to a handful of teachers: a small array on the stack of this call.
+    std::vector<const T*> ts;
+    ts.reserve(teachers.size());
+    for (const Tensor* t : teachers) ts.push_back(t->data<T>());
+    return cpu::distill_loss<T>(student.data<T>(), ts.data(), static_cast<int>(ts.size()),
+                                labels.data<std::int32_t>(), opt<T>(grad), N, V, p, impl_of(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

@@ -13,6 +13,9 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
+#include "kernels/cpu/conv2d.hpp"
 #include "kernels/cpu/dnnl_context.hpp"
 
 namespace codistill::kernels::cpu {
@@ -281,6 +284,43 @@ void DnnlConv::backward(const float* x, const float* w, const float* dy, float* 
   st.ctx.stream.wait();
   if (db)
     for (std::int64_t o = 0; o < s.out_channels; ++o) db[o] += gb[o];
+}
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, const Conv2dShape& s,
+                                Queue& q) {
+  run_op(*this, Op::conv2d, x.dtype(), "conv2d", [&]<class T>() {
+    // float32 on the fast path: oneDNN where it has a primitive for the shape (dnnl_conv.hpp).
+    if constexpr (std::is_same_v<T, float>) {
+      if (!q.options().reference) {
+        s.validate();
+        cpu::DnnlConv& dc = cpu_queue(q, "conv2d").conv();
+        if (dc.supports(s, b != nullptr))
+          return dc.forward(x.data<float>(), w.data<float>(), opt<float>(b), y.data<float>(), s);
+      }
+    }
+    cpu::conv2d_forward<T>(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), s, impl_of(q));
+  });
+}
+
+void CpuBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db,
+                                 const Conv2dShape& s, Queue& q) {
+  run_op(*this, Op::conv2d, x.dtype(), "conv2d backward", [&]<class T>() {
+    if constexpr (std::is_same_v<T, float>) {
+      if (!q.options().reference) {
+        s.validate();
+        cpu::DnnlConv& dc = cpu_queue(q, "conv2d backward").conv();
+        if (dc.supports(s, db != nullptr))
+          return dc.backward(x.data<float>(), w.data<float>(), dy.data<float>(), opt<float>(dx), dw.data<float>(),
+                             opt<float>(db), s);
+      }
+    }
+    cpu::conv2d_backward<T>(x.data<T>(), w.data<T>(), dy.data<T>(), opt<T>(dx), dw.data<T>(), opt<T>(db), s,
+                            /*accumulate=*/true, impl_of(q));
+  });
 }
 
 }  // namespace codistill::kernels::cpu

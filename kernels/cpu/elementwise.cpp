@@ -1,5 +1,8 @@
 #include "kernels/cpu/elementwise.hpp"
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
+
 namespace codistill::kernels::cpu {
 
 namespace {
@@ -50,5 +53,28 @@ template void add<float>(const float*, const float*, float*, std::int64_t, Impl)
 template void add<double>(const double*, const double*, double*, std::int64_t, Impl);
 template void add_relu<float>(const float*, const float*, float*, std::int64_t, Impl);
 template void add_relu<double>(const double*, const double*, double*, std::int64_t, Impl);
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::multiply(const Tensor& x, const Tensor& m, Tensor& y, Queue& q) {
+  run_op(*this, Op::multiply, x.dtype(), "multiply", [&]<class T>() {
+    cpu::multiply<T>(x.data<T>(), m.data<T>(), y.data<T>(), x.numel(), impl_of(q));
+  });
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& y, Queue& q) {
+  run_op(*this, Op::add, a.dtype(), "add", [&]<class T>() {
+    cpu::add<T>(a.data<T>(), b.data<T>(), y.data<T>(), a.numel(), impl_of(q));
+  });
+}
+
+void CpuBackend::add_activation(const Tensor& a, const Tensor& b, Tensor& y, Activation act, Queue& q) {
+  run_op(*this, Op::add_activation, a.dtype(), "add+activation", [&]<class T>() {
+    check_fused_relu(act, "add+activation");
+    cpu::add_relu<T>(a.data<T>(), b.data<T>(), y.data<T>(), a.numel(), impl_of(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

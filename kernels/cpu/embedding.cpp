@@ -1,5 +1,8 @@
 #include "kernels/cpu/embedding.hpp"
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -61,5 +64,25 @@ void embedding_backward(const std::int32_t* ids, const T* dy, T* dtable, const E
 CODISTILL_EMBEDDING(float)
 CODISTILL_EMBEDDING(double)
 #undef CODISTILL_EMBEDDING
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y, const EmbeddingShape& s,
+                                   Queue& q) {
+  run_op(*this, Op::embedding, table.dtype(), "embedding", [&]<class T>() {
+    check_ids(ids, s, "embedding");
+    cpu::embedding_forward<T>(ids.data<std::int32_t>(), table.data<T>(), y.data<T>(), s, impl_of(q));
+  });
+}
+
+void CpuBackend::embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dtable, const EmbeddingShape& s,
+                                    Queue& q) {
+  run_op(*this, Op::embedding, dy.dtype(), "embedding backward", [&]<class T>() {
+    check_ids(ids, s, "embedding backward");
+    cpu::embedding_backward<T>(ids.data<std::int32_t>(), dy.data<T>(), dtable.data<T>(), s, impl_of(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

@@ -1,5 +1,8 @@
 #include "kernels/cpu/layernorm.hpp"
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
+
 #include <omp.h>
 
 #include <cmath>
@@ -101,5 +104,26 @@ void layernorm_backward(const T* x, const T* gamma, const T* save_mean, const T*
 CODISTILL_LAYERNORM(float)
 CODISTILL_LAYERNORM(double)
 #undef CODISTILL_LAYERNORM
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                   Tensor& save_mean, Tensor& save_invstd, const LayerNormShape& s, Queue& q) {
+  run_op(*this, Op::layernorm, x.dtype(), "layernorm", [&]<class T>() {
+    cpu::layernorm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), y.data<T>(), save_mean.data<T>(),
+                              save_invstd.data<T>(), s, impl_of(q));
+  });
+}
+
+void CpuBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                    const Tensor& save_invstd, const Tensor& dy, Tensor* dx, Tensor& dgamma,
+                                    Tensor& dbeta, const LayerNormShape& s, Queue& q) {
+  run_op(*this, Op::layernorm, x.dtype(), "layernorm backward", [&]<class T>() {
+    cpu::layernorm_backward<T>(x.data<T>(), gamma.data<T>(), save_mean.data<T>(), save_invstd.data<T>(),
+                               dy.data<T>(), opt<T>(dx), dgamma.data<T>(), dbeta.data<T>(), s, impl_of(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

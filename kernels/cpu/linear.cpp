@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "kernels/cpu/activation.hpp"
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 #include "kernels/cpu/bias.hpp"
 #include "kernels/cpu/gemm.hpp"
 
@@ -172,5 +174,61 @@ void linear_backward_relu(const T* x, const T* w, const T* dy, const T* relu_y, 
 CODISTILL_LINEAR(float)
 CODISTILL_LINEAR(double)
 #undef CODISTILL_LINEAR
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Activation act,
+                                Tensor* pre, Queue& q) {
+  run_op(*this, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), "linear", [&]<class T>() {
+    const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
+    // float32 on the fast path: oneDNN's matmul primitive, bias and relu inside its kernel:
+    // in bf16 (kernels/cpu/bf16.hpp; frozen weights packed once) or in float32
+    // (kernels/cpu/dnnl_matmul.hpp). The reference queue keeps its loops (tests' truth).
+    bool done = false;
+    if constexpr (std::is_same_v<T, float>) {
+      if (impl_of(q) == cpu::Impl::fast && M > 0 && N > 0 && K > 0 && gemm_engine(q)) {
+        gemm_engine(q)->linear_forward(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), M, N, K,
+                                       act == Activation::relu, q.options().frozen_params);
+        done = true;
+      } else {
+        done = impl_of(q) == cpu::Impl::fast && M > 0 && N > 0 && K > 0 &&
+               cpu_queue(q, "linear").matmul().linear_forward(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(),
+                                                               M, N, K, act == Activation::relu);
+      }
+    }
+    if (!done)
+      cpu::linear_forward<T>(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), M, N, K, impl_of(q),
+                             gemm_engine(q));
+    if (act == Activation::none || (done && act == Activation::relu)) return;
+    // gelu's backward needs the pre-activation; relu's only its output (in place).
+    if (act == Activation::gelu && pre) std::memcpy(pre->raw(), y.raw(), y.nbytes());
+    activate<T>(y.data<T>(), y.data<T>(), y.numel(), act, impl_of(q));
+  });
+}
+
+void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db,
+                                 Activation act, const Tensor* saved, Tensor* dpre, bool accumulate, Queue& q) {
+  run_op(*this, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), "linear", [&]<class T>() {
+    const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
+    if ((act == Activation::none || act == Activation::relu) && impl_of(q) == cpu::Impl::fast && !gemm_engine(q)) {
+      if (act == Activation::relu && (!saved || !dpre))
+        throw std::invalid_argument("linear backward: a fused activation needs saved and dpre");
+      cpu::linear_backward_relu<T>(x.data<T>(), w.data<T>(), dy.data<T>(),
+                                   act == Activation::relu ? saved->data<T>() : nullptr, opt<T>(dpre), opt<T>(dx),
+                                   dw.data<T>(), opt<T>(db), M, N, K, accumulate);
+      return;
+    }
+    const T* g = dy.data<T>();
+    if (act != Activation::none) {
+      if (!saved || !dpre) throw std::invalid_argument("linear backward: a fused activation needs saved and dpre");
+      activate_backward<T>(saved->data<T>(), g, dpre->data<T>(), dy.numel(), act, impl_of(q));
+      g = dpre->data<T>();
+    }
+    cpu::linear_backward<T>(x.data<T>(), w.data<T>(), g, opt<T>(dx), dw.data<T>(), opt<T>(db), M, N, K,
+                            accumulate, impl_of(q), gemm_engine(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 #include "kernels/cpu/isa.hpp"
 
 #define CODISTILL_OPT_INLINE inline __attribute__((always_inline))
@@ -296,5 +298,27 @@ template void adamw_update<float>(float*, const float*, float*, float*, std::int
                                   const float*, const float*, const float*);
 template void adamw_update<double>(double*, const double*, double*, double*, std::int64_t, const AdamWScalars&,
                                    Impl, const double*, const double*, const double*);
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum, const SgdScalars& s,
+                            const UpdateSource& from, Queue& q) {
+  run_op(*this, Op::sgd_update, value.dtype(), "sgd_update", [&]<class T>() {
+    check_update_source(from, value, momentum, nullptr, "sgd_update");
+    cpu::sgd_update<T>(value.data<T>(), grad.data<T>(), opt<T>(momentum), value.numel(), s, impl_of(q),
+                       opt<T>(from.value), opt<T>(from.m));
+  });
+}
+
+void CpuBackend::adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s,
+                              const UpdateSource& from, Queue& q) {
+  run_op(*this, Op::adamw_update, value.dtype(), "adamw_update", [&]<class T>() {
+    check_update_source(from, value, &m, &v, "adamw_update");
+    cpu::adamw_update<T>(value.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), value.numel(), s, impl_of(q),
+                         opt<T>(from.value), opt<T>(from.m), opt<T>(from.v));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

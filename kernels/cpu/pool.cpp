@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 #include "kernels/cpu/isa.hpp"
 
 namespace codistill::kernels::cpu {
@@ -248,5 +250,26 @@ void maxpool2d_backward(const T* dy, const std::int32_t* argmax, T* dx, const Po
 CODISTILL_POOL(float)
 CODISTILL_POOL(double)
 #undef CODISTILL_POOL
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::maxpool2d_forward(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2dShape& s, Queue& q) {
+  run_op(*this, Op::maxpool2d, x.dtype(), "maxpool2d", [&]<class T>() {
+    if (!argmax.defined() || argmax.dtype() != DType::i32 || argmax.shape() != y.shape() || !argmax.device().is_cpu())
+      argmax = Tensor::empty(y.shape(), DType::i32);
+    cpu::maxpool2d_forward<T>(x.data<T>(), y.data<T>(), argmax.data<std::int32_t>(), s, impl_of(q));
+  });
+}
+
+void CpuBackend::maxpool2d_backward(const Tensor& /*x*/, const Tensor& /*y*/, const Tensor& argmax, const Tensor& dy,
+                                    Tensor& dx, const Pool2dShape& s, Queue& q) {
+  run_op(*this, Op::maxpool2d, dy.dtype(), "maxpool2d backward", [&]<class T>() {
+    if (argmax.dtype() != DType::i32 || argmax.numel() != dy.numel())
+      throw std::logic_error("maxpool2d backward: no argmax of the matching forward");
+    cpu::maxpool2d_backward<T>(dy.data<T>(), argmax.data<std::int32_t>(), dx.data<T>(), s, impl_of(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu

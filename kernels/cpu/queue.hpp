@@ -1,5 +1,5 @@
 #pragma once
-// The CPU backend's queue and event (internal to kernels/cpu/backend.cpp): work on the CPU
+// The CPU backend's queue and event (internal to kernels/cpu/): work on the CPU
 // runs when it is queued, so a queue is the choice of implementation (fast or reference)
 // plus the per-queue state of the libraries it calls (oneDNN's bf16 GEMMs, convolutions
 // and float32 linear forwards: primitives per shape, made on first use), as a CUDA queue

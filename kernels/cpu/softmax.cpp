@@ -1,5 +1,8 @@
 #include "kernels/cpu/softmax.hpp"
 
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -100,5 +103,21 @@ void softmax_backward(const T* y, const T* dy, T* dx, std::int64_t M, std::int64
 CODISTILL_SOFTMAX(float)
 CODISTILL_SOFTMAX(double)
 #undef CODISTILL_SOFTMAX
+
+// ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+using namespace backend_detail;
+
+void CpuBackend::softmax_forward(const Tensor& x, Tensor& y, Queue& q) {
+  run_op(*this, Op::softmax, x.dtype(), "softmax", [&]<class T>() {
+    cpu::softmax_forward<T>(x.data<T>(), y.data<T>(), x.dim(0), x.dim(-1), impl_of(q));
+  });
+}
+
+void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Queue& q) {
+  run_op(*this, Op::softmax, y.dtype(), "softmax backward", [&]<class T>() {
+    cpu::softmax_backward<T>(y.data<T>(), dy.data<T>(), dx.data<T>(), y.dim(0), y.dim(-1), impl_of(q));
+  });
+}
 
 }  // namespace codistill::kernels::cpu
