@@ -1,8 +1,5 @@
 #include "kernels/cpu/activation.hpp"
 
-#include "kernels/cpu/backend_impl.hpp"
-#include "kernels/cpu/backend_util.hpp"
-
 #include <omp.h>
 
 #include <algorithm>
@@ -11,6 +8,9 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 
 namespace codistill::kernels::cpu {
 namespace {

@@ -1,12 +1,12 @@
 #include "kernels/cpu/avgpool.hpp"
 
-#include "kernels/cpu/backend_impl.hpp"
-#include "kernels/cpu/backend_util.hpp"
-
 #include <omp.h>
 
 #include <stdexcept>
 #include <string>
+
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 
 namespace codistill::kernels::cpu {
 namespace {

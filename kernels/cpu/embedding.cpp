@@ -1,12 +1,12 @@
 #include "kernels/cpu/embedding.hpp"
 
-#include "kernels/cpu/backend_impl.hpp"
-#include "kernels/cpu/backend_util.hpp"
-
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 
 namespace codistill::kernels::cpu {
 namespace {

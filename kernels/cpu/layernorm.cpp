@@ -1,13 +1,13 @@
 #include "kernels/cpu/layernorm.hpp"
 
-#include "kernels/cpu/backend_impl.hpp"
-#include "kernels/cpu/backend_util.hpp"
-
 #include <omp.h>
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 
 namespace codistill::kernels::cpu {
 namespace {

@@ -1,8 +1,5 @@
 #include "kernels/cpu/softmax.hpp"
 
-#include "kernels/cpu/backend_impl.hpp"
-#include "kernels/cpu/backend_util.hpp"
-
 #include <omp.h>
 
 #include <algorithm>
@@ -10,6 +7,9 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+
+#include "kernels/cpu/backend_impl.hpp"
+#include "kernels/cpu/backend_util.hpp"
 
 namespace codistill::kernels::cpu {
 namespace {
