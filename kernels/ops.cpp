@@ -23,6 +23,7 @@ const char* activation_name(Activation a) {
     case Activation::none: return "none";
     case Activation::relu: return "relu";
     case Activation::gelu: return "gelu";
+    case Activation::silu: return "silu";
   }
   return "?";
 }

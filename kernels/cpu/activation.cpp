@@ -96,6 +96,33 @@ inline float gelu_slope(float x) {
   return cdf + x * 0.398942280f * gauss;
 }
 
+// sigmoid(x) from e = exp(-|x|) in (0, 1], which cannot overflow: 1 / (1 + e) for x >= 0,
+// e / (1 + e) below (1 - 1/(1 + e) would cancel away the digits of a small output). Past
+// |x| = 87, where exp_nonpositive stops, it is 0 or 1 (float32 holds no 1 - 2^-126), so
+// silu(-inf) = -inf * 0 is NaN as in the reference; NaN stays NaN through silu's x.
+// Clamped on the bit pattern, selects only: as normal_cdf_gauss, for the loop to vectorize.
+inline float sigmoid_value(float x) {
+  const std::int32_t abits = std::bit_cast<std::int32_t>(std::fabs(x));
+  const std::int32_t limit = std::bit_cast<std::int32_t>(87.f);
+  const float e = exp_nonpositive(-std::bit_cast<float>(std::min(abits, limit)));
+  const float r = 1.f / (1.f + e);
+  const float s = x < 0.f ? e * r : r;
+  const float tail = x < 0.f ? 0.f : 1.f;
+  return abits > limit ? tail : s;
+}
+// double: libm. 1 / (1 + exp(-x)) overflows to 1 / inf = 0 for x < -709: the right limit.
+inline double sigmoid_value(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+template <class T>
+inline T silu_value(T x) {
+  return x * sigmoid_value(x);
+}
+template <class T>
+inline T silu_slope(T x) {
+  const T s = sigmoid_value(x);
+  return s * (T(1) + x * (T(1) - s));
+}
+
 // The GELU loops over one thread's span. The build targets baseline x86-64 (SSE2), so the
 // float loops also get AVX2+FMA and AVX-512 copies, chosen once at load time by the CPU.
 // Where the compiler fuses multiply-adds the copies round differently: results are
@@ -120,6 +147,24 @@ CODISTILL_SIMD_CLONES void gelu_backward_span(const float* x, const float* dy, f
     const float g = dy[i];
     dx[i] = g * gelu_slope(x[i]);
   }
+}
+CODISTILL_SIMD_CLONES void silu_forward_span(const float* x, float* y, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) y[i] = silu_value(x[i]);
+}
+CODISTILL_SIMD_CLONES void silu_backward_span(const float* x, const float* dy, float* dx,
+                                              std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float g = dy[i];
+    dx[i] = g * silu_slope(x[i]);
+  }
+}
+void silu_forward_span(const double* x, double* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = silu_value(x[i]);
+}
+void silu_backward_span(const double* x, const double* dy, double* dx, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dx[i] = dy[i] * silu_slope(x[i]);
 }
 void gelu_forward_span(const double* x, double* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = gelu_value(x[i]);
@@ -221,12 +266,47 @@ void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, Impl impl) {
   });
 }
 
+// SiLU: the reference in double, s = 1 / (1 + exp(-v)) (0 below v = -709: the limit);
+// the fast path as GELU's, with sigmoid_value above. A SiLU costs an exponential and a
+// division: GELU's thread thresholds.
+template <class T>
+void silu_forward(const T* x, T* y, std::int64_t n, Impl impl) {
+  check_n("silu_forward", n);
+  if (impl == Impl::reference) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double v = x[i];
+      y[i] = static_cast<T>(v / (1.0 + std::exp(-v)));
+    }
+    return;
+  }
+  split_static(n, kParallelMinGelu<T>,
+               [&](std::int64_t lo, std::int64_t hi) { silu_forward_span(x + lo, y + lo, hi - lo); });
+}
+
+template <class T>
+void silu_backward(const T* x, const T* dy, T* dx, std::int64_t n, Impl impl) {
+  check_n("silu_backward", n);
+  if (impl == Impl::reference) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double v = x[i];
+      const double s = 1.0 / (1.0 + std::exp(-v));
+      dx[i] = static_cast<T>(static_cast<double>(dy[i]) * (s * (1.0 + v * (1.0 - s))));
+    }
+    return;
+  }
+  split_static(n, kParallelMinGelu<T>, [&](std::int64_t lo, std::int64_t hi) {
+    silu_backward_span(x + lo, dy + lo, dx + lo, hi - lo);
+  });
+}
+
 #define CODISTILL_ACT(T)                                                        \
   template void relu_forward<T>(const T*, T*, std::int64_t, Impl);              \
   template void relu_backward<T>(const T*, const T*, T*, std::int64_t, Impl);   \
   template void relu_backward_span<T>(const T*, const T*, T*, std::int64_t);    \
   template void gelu_forward<T>(const T*, T*, std::int64_t, Impl);              \
-  template void gelu_backward<T>(const T*, const T*, T*, std::int64_t, Impl);
+  template void gelu_backward<T>(const T*, const T*, T*, std::int64_t, Impl);   \
+  template void silu_forward<T>(const T*, T*, std::int64_t, Impl);              \
+  template void silu_backward<T>(const T*, const T*, T*, std::int64_t, Impl);
 CODISTILL_ACT(float)
 CODISTILL_ACT(double)
 #undef CODISTILL_ACT

@@ -2,6 +2,8 @@
 // Elementwise activations over n elements. y may alias x; dx may alias dy.
 //   relu:  y = max(x, 0);            backward uses y (dx = dy * [y > 0])
 //   gelu:  y = x * Phi(x) (exact, erf form, as PyTorch's default); backward uses x
+//   silu:  y = x * sigmoid(x) (PyTorch's SiLU); backward uses x:
+//          dx = dy * s * (1 + x * (1 - s)), s = sigmoid(x)
 #include <cstdint>
 
 #include "kernels/cpu/impl.hpp"
@@ -20,5 +22,9 @@ template <class T>
 void gelu_forward(const T* x, T* y, std::int64_t n, Impl impl = Impl::fast);
 template <class T>
 void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, Impl impl = Impl::fast);
+template <class T>
+void silu_forward(const T* x, T* y, std::int64_t n, Impl impl = Impl::fast);
+template <class T>
+void silu_backward(const T* x, const T* dy, T* dx, std::int64_t n, Impl impl = Impl::fast);
 
 }  // namespace codistill::kernels::cpu

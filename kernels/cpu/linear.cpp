@@ -202,8 +202,8 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* 
       cpu::linear_forward<T>(x.data<T>(), w.data<T>(), opt<T>(b), y.data<T>(), M, N, K, impl_of(q),
                              gemm_engine(q));
     if (act == Activation::none || (done && act == Activation::relu)) return;
-    // gelu's backward needs the pre-activation; relu's only its output (in place).
-    if (act == Activation::gelu && pre) std::memcpy(pre->raw(), y.raw(), y.nbytes());
+    // gelu's and silu's backward need the pre-activation; relu's only its output (in place).
+    if (keeps_input(act) && pre) std::memcpy(pre->raw(), y.raw(), y.nbytes());
     activate<T>(y.data<T>(), y.data<T>(), y.numel(), act, impl_of(q));
   });
 }

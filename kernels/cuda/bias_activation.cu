@@ -96,7 +96,7 @@ void act_backward_impl(const float* saved, const float* dy, float* dx, std::int6
 void check_saved(const char* op, Activation act, const float* saved) {
   if (act != Activation::none && !saved)
     throw std::invalid_argument(std::string(op) +
-                                " (cuda): relu needs the forward output, gelu its input");
+                                " (cuda): relu needs the forward output, gelu and silu their input");
 }
 
 }  // namespace
@@ -110,6 +110,7 @@ void bias_activation_forward(float* y, const float* b, float* pre, std::int64_t 
     case Activation::none: bias_act_forward_impl<Activation::none>(y, b, pre, M, N, ctx); break;
     case Activation::relu: bias_act_forward_impl<Activation::relu>(y, b, pre, M, N, ctx); break;
     case Activation::gelu: bias_act_forward_impl<Activation::gelu>(y, b, pre, M, N, ctx); break;
+    case Activation::silu: bias_act_forward_impl<Activation::silu>(y, b, pre, M, N, ctx); break;
   }
 }
 
@@ -135,6 +136,7 @@ void bias_activation_backward(const float* dy, const float* saved, float* dpre, 
       case Activation::none: act_backward_impl<Activation::none>(saved, dy, out, M * N, ctx); break;
       case Activation::relu: act_backward_impl<Activation::relu>(saved, dy, out, M * N, ctx); break;
       case Activation::gelu: act_backward_impl<Activation::gelu>(saved, dy, out, M * N, ctx); break;
+      case Activation::silu: act_backward_impl<Activation::silu>(saved, dy, out, M * N, ctx); break;
     }
     return;
   }
@@ -148,6 +150,9 @@ void bias_activation_backward(const float* dy, const float* saved, float* dpre, 
     case Activation::gelu:
       column_sums<Activation::gelu>(dy, saved, out, db, M, N, accumulate, ctx);
       break;
+    case Activation::silu:
+      column_sums<Activation::silu>(dy, saved, out, db, M, N, accumulate, ctx);
+      break;
   }
 }
 
@@ -160,6 +165,7 @@ void activation_forward(const float* x, float* y, std::int64_t n, Activation act
     case Activation::none: act_forward_impl<Activation::none>(x, y, n, ctx); break;
     case Activation::relu: act_forward_impl<Activation::relu>(x, y, n, ctx); break;
     case Activation::gelu: act_forward_impl<Activation::gelu>(x, y, n, ctx); break;
+    case Activation::silu: act_forward_impl<Activation::silu>(x, y, n, ctx); break;
   }
 }
 
@@ -173,6 +179,7 @@ void activation_backward(const float* saved, const float* dy, float* dx, std::in
     case Activation::none: act_backward_impl<Activation::none>(saved, dy, dx, n, ctx); break;
     case Activation::relu: act_backward_impl<Activation::relu>(saved, dy, dx, n, ctx); break;
     case Activation::gelu: act_backward_impl<Activation::gelu>(saved, dy, dx, n, ctx); break;
+    case Activation::silu: act_backward_impl<Activation::silu>(saved, dy, dx, n, ctx); break;
   }
 }
 

@@ -1,12 +1,12 @@
 #pragma once
 // Fused bias + activation kernels (one pass over the activations instead of two or three).
 //   bias_activation_forward:  pre = y + b[col] (stored only when pre is not null and the
-//       activation's backward needs it: gelu), y = act(y + b) in place. b may be null.
-//   bias_activation_backward: dpre = dy * act'(.) (from y for relu, from pre for gelu,
+//       activation's backward needs it: gelu, silu), y = act(y + b) in place. b may be null.
+//   bias_activation_backward: dpre = dy * act'(.) (from y for relu, from pre for gelu and silu,
 //       nothing for none), written to dpre (may alias dy); db[N] (+)= column sums of dpre
 //       (db may be null). For Activation::none it is just the bias gradient.
 //   activation_forward / activation_backward: the plain elementwise versions of
-//       kernels/cpu/activation.hpp (relu backward from y, gelu backward from x).
+//       kernels/cpu/activation.hpp (relu backward from y, gelu and silu backward from x).
 //   bias_add_channels / bias_grad_channels: y[B,C,S] += b[C] and its gradient (NCHW).
 //   multiply / add / add_relu: the elementwise ops of kernels/cpu/elementwise.hpp.
 // The CPU twins are kernels/cpu/bias.hpp and kernels/cpu/activation.hpp; gelu is the
@@ -22,13 +22,13 @@ using Activation = kernels::Activation;  // kernels/ops.hpp
 
 void bias_activation_forward(float* y, const float* b, float* pre, std::int64_t M, std::int64_t N,
                              Activation act, const Context& ctx);
-// saved: y (the activation output) for relu, pre for gelu, ignored for none.
+// saved: y (the activation output) for relu, pre for gelu and silu, ignored for none.
 void bias_activation_backward(const float* dy, const float* saved, float* dpre, float* db,
                               std::int64_t M, std::int64_t N, Activation act, bool accumulate,
                               const Context& ctx);
 
 void activation_forward(const float* x, float* y, std::int64_t n, Activation act, const Context& ctx);
-// saved: y for relu, x for gelu. dx may alias dy.
+// saved: y for relu, x for gelu and silu. dx may alias dy.
 void activation_backward(const float* saved, const float* dy, float* dx, std::int64_t n,
                          Activation act, const Context& ctx);
 

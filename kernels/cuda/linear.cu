@@ -149,8 +149,8 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
   const char* op = "linear";
   CudaQueue& cq = enter(q, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), op);
   const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
-  // Only gelu's backward needs the pre-activation.
-  Tensor* keep = act == Activation::gelu ? pre : nullptr;
+  // Only gelu's and silu's backward need the pre-activation.
+  Tensor* keep = keeps_input(act) ? pre : nullptr;
   ops::expect(cq.device(), op, {{x, M * K, "x"}, {w, N * K, "w"}, {b, N, "b"}, {y, M * N, "y"}, {keep, M * N, "pre"}});
   const Context ctx = cq.context();
   if (act == Activation::none) {

@@ -1,9 +1,9 @@
 #pragma once
 // Elementwise kernels (grid-stride loops; I is uint32 when the size allows: cheaper % on a
-// GPU): bias + activation forward, the activations and their backward, the channel bias,
-// the dropout multiply and the residual add (with an optional fused relu). Launched by
-// bias_activation.cu with shapes::elementwise; run by the tests under the SIMT executor. The
-// formulas are those of kernels/cpu/activation.cpp, in float.
+// GPU): bias + activation forward, the activations (relu, gelu, silu) and their backward,
+// the channel bias, the dropout multiply and the residual add (with an optional fused relu).
+// Launched by bias_activation.cu with shapes::elementwise; run by the tests under the SIMT
+// executor. The formulas are those of kernels/cpu/activation.cpp, in float.
 #include "kernels/cuda/device_api.cuh"
 #include "kernels/ops.hpp"
 
@@ -18,14 +18,19 @@ __device__ __forceinline__ float normal_cdf(float x) {
   return 0.5f * erfcf(-x * 0.70710678118654752f);
 }
 
+// 1 / (1 + exp(-v)): exp overflows to inf below v = -88 and the quotient to 0, the limit
+// (silu(-inf) = -inf * 0 is NaN, as the CPU twin's).
+__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
 template <Activation A>
 __device__ __forceinline__ float act_forward(float v) {
   if constexpr (A == Activation::relu) return v > 0.0f ? v : 0.0f;
   else if constexpr (A == Activation::gelu) return v * normal_cdf(v);
+  else if constexpr (A == Activation::silu) return v * sigmoid(v);
   else return v;
 }
 
-// dy * act'(.) from what the backward keeps: y for relu, the input for gelu.
+// dy * act'(.) from what the backward keeps: y for relu, the input for gelu and silu.
 template <Activation A>
 __device__ __forceinline__ float act_backward(float saved, float dy) {
   if constexpr (A == Activation::relu) {
@@ -33,6 +38,9 @@ __device__ __forceinline__ float act_backward(float saved, float dy) {
   } else if constexpr (A == Activation::gelu) {
     const float pdf = 0.39894228040143268f * expf(-0.5f * saved * saved);
     return dy * (normal_cdf(saved) + saved * pdf);
+  } else if constexpr (A == Activation::silu) {
+    const float s = sigmoid(saved);
+    return dy * (s * (1.0f + saved * (1.0f - s)));
   } else {
     return dy;
   }
@@ -47,12 +55,13 @@ __device__ __forceinline__ I grid_stride() {
   return static_cast<I>(gridDim.x) * blockDim.x;
 }
 
-// y = act(y + b[i % N]) in place (b may be null); pre = y + b where gelu's backward needs it.
+// y = act(y + b[i % N]) in place (b may be null); pre = y + b where the backward needs it
+// (gelu, silu: keeps_input).
 template <Activation A, class I>
 __global__ void bias_act_forward_kernel(float* y, const float* b, float* pre, I total, I N) {
   for (I i = first_index<I>(); i < total; i += grid_stride<I>()) {
     const float v = y[i] + (b ? b[i % N] : 0.0f);
-    if (A == Activation::gelu && pre) pre[i] = v;
+    if (keeps_input(A) && pre) pre[i] = v;
     y[i] = act_forward<A>(v);
   }
 }

@@ -1,4 +1,4 @@
-// ReLU and exact GELU: fast vs reference, in place, finite-difference gradients.
+// ReLU, exact GELU and SiLU: fast vs reference, in place, finite-difference gradients.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -71,6 +71,17 @@ TEMPLATE_TEST_CASE("fast activations match reference", "[activation]", float, do
   gelu_backward<T>(x.data(), dy.data(), dx_ref.data(), n, Impl::reference);
   gelu_backward<T>(x.data(), dy.data(), dx_fast.data(), n, Impl::fast);
   CHECK(max_rel_error(dx_fast, dx_ref) < tolerance<T>());
+
+  y_ref = poisoned<T>(n);
+  y_fast = poisoned<T>(n);
+  silu_forward<T>(x.data(), y_ref.data(), n, Impl::reference);
+  silu_forward<T>(x.data(), y_fast.data(), n, Impl::fast);
+  CHECK(max_rel_error(y_fast, y_ref) < tolerance<T>());
+  dx_ref = poisoned<T>(n);
+  dx_fast = poisoned<T>(n);
+  silu_backward<T>(x.data(), dy.data(), dx_ref.data(), n, Impl::reference);
+  silu_backward<T>(x.data(), dy.data(), dx_fast.data(), n, Impl::fast);
+  CHECK(max_rel_error(dx_fast, dx_ref) < tolerance<T>());
 }
 
 TEST_CASE("activations have the documented values", "[activation]") {
@@ -84,7 +95,38 @@ TEST_CASE("activations have the documented values", "[activation]") {
     const std::vector<double> want{-0.04550026389635842, -0.15426876936299347, 0.0,
                                    0.34573123063700656, 1.9544997361036416};
     CHECK(max_rel_error(y, want) < 1e-12);
+    silu_forward<double>(x.data(), y.data(), 5, impl);
+    // PyTorch's silu at these points.
+    const std::vector<double> silu_want{-0.2384058440442351, -0.1887703343990727, 0.0, 0.3112296656009273,
+                                        1.7615941559557646};
+    CHECK(max_rel_error(y, silu_want) < 1e-12);
   }
+}
+
+TEMPLATE_TEST_CASE("silu handles the tails, infinities and NaN", "[activation]", float, double) {
+  using T = TestType;
+  const Impl impl = GENERATE(Impl::reference, Impl::fast);
+  INFO((impl == Impl::reference ? "reference" : "fast"));
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  // -90 and 90 are past the float fast path's exponential (|x| > 87).
+  const std::vector<T> x{T(-90), T(-40), T(40), T(90), inf, -inf, std::numeric_limits<T>::quiet_NaN()};
+  const auto n = static_cast<std::int64_t>(x.size());
+  std::vector<T> y(x.size()), dx(x.size());
+  const std::vector<T> ones(x.size(), T(1));
+  silu_forward<T>(x.data(), y.data(), n, impl);
+  silu_backward<T>(x.data(), ones.data(), dx.data(), n, impl);
+  CHECK(std::abs(y[0]) < 1e-30);
+  CHECK(std::abs(y[1]) < 1e-15);  // -40 * sigmoid(-40) = -1.7e-16
+  CHECK(y[2] == T(40));
+  CHECK(y[3] == T(90));
+  CHECK(y[4] == inf);
+  CHECK(std::isnan(y[5]));  // -inf * sigmoid(-inf) = -inf * 0
+  CHECK(std::isnan(y[6]));
+  CHECK(std::abs(dx[0]) < 1e-30);
+  CHECK(std::abs(dx[1]) < 1e-15);
+  CHECK(dx[2] == T(1));
+  CHECK(dx[3] == T(1));
+  CHECK(std::isnan(dx[6]));
 }
 
 TEMPLATE_TEST_CASE("gelu handles the tails and NaN", "[activation]", float, double) {
@@ -117,6 +159,16 @@ TEMPLATE_TEST_CASE("activations work in place", "[activation]", float, double) {
   auto inplace = x;
   gelu_forward<T>(inplace.data(), inplace.data(), n, impl);
   CHECK(max_rel_error(inplace, want) == 0.0);
+
+  silu_forward<T>(x.data(), want.data(), n, impl);
+  inplace = x;
+  silu_forward<T>(inplace.data(), inplace.data(), n, impl);
+  CHECK(max_rel_error(inplace, want) == 0.0);
+  auto silu_dx = poisoned<T>(n);
+  silu_backward<T>(x.data(), dy.data(), silu_dx.data(), n, impl);
+  auto silu_d = dy;
+  silu_backward<T>(x.data(), silu_d.data(), silu_d.data(), n, impl);
+  CHECK(max_rel_error(silu_d, silu_dx) == 0.0);
 
   relu_forward<T>(x.data(), want.data(), n, impl);
   auto dx_want = poisoned<T>(n);
@@ -154,6 +206,15 @@ TEST_CASE("activation gradients match finite differences", "[activation][gradche
   dx = poisoned<double>(n);
   gelu_backward<double>(x.data(), r.data(), dx.data(), n, impl);
   CHECK(max_rel_error(dx, numeric_gradient(gelu_f, params), kGradFloor) < kGradTolerance);
+
+  auto silu_f = [&] {
+    std::vector<double> g(n);
+    silu_forward<double>(x.data(), g.data(), n, impl);
+    return dot(g, r);
+  };
+  dx = poisoned<double>(n);
+  silu_backward<double>(x.data(), r.data(), dx.data(), n, impl);
+  CHECK(max_rel_error(dx, numeric_gradient(silu_f, params), kGradFloor) < kGradTolerance);
 }
 
 TEST_CASE("activations reject a negative size", "[activation]") {
@@ -161,4 +222,5 @@ TEST_CASE("activations reject a negative size", "[activation]") {
   CHECK_THROWS_AS(relu_forward<float>(v.data(), v.data(), -1), std::invalid_argument);
   CHECK_THROWS_AS(gelu_backward<float>(v.data(), v.data(), v.data(), -5, Impl::reference),
                   std::invalid_argument);
+  CHECK_THROWS_AS(silu_forward<double>(nullptr, nullptr, -1), std::invalid_argument);
 }

@@ -32,17 +32,19 @@ std::vector<float> cpu_act(Activation a, const std::vector<float>& x) {
   const auto n = static_cast<std::int64_t>(x.size());
   if (a == Activation::relu) kernels::cpu::relu_forward(x.data(), y.data(), n, Ref::reference);
   else if (a == Activation::gelu) kernels::cpu::gelu_forward(x.data(), y.data(), n, Ref::reference);
+  else if (a == Activation::silu) kernels::cpu::silu_forward(x.data(), y.data(), n, Ref::reference);
   else y = x;
   return y;
 }
 
-// dy * act'(.) from what the backward keeps (y for relu, x for gelu).
+// dy * act'(.) from what the backward keeps (y for relu, x for gelu and silu).
 std::vector<float> cpu_act_backward(Activation a, const std::vector<float>& saved,
                                     const std::vector<float>& dy) {
   std::vector<float> dx(dy.size());
   const auto n = static_cast<std::int64_t>(dy.size());
   if (a == Activation::relu) kernels::cpu::relu_backward(saved.data(), dy.data(), dx.data(), n, Ref::reference);
   else if (a == Activation::gelu) kernels::cpu::gelu_backward(saved.data(), dy.data(), dx.data(), n, Ref::reference);
+  else if (a == Activation::silu) kernels::cpu::silu_backward(saved.data(), dy.data(), dx.data(), n, Ref::reference);
   else dx = dy;
   return dx;
 }
@@ -56,14 +58,14 @@ void check_activation(std::int64_t M, std::int64_t N, std::uint64_t seed) {
   INFO("activation " << static_cast<int>(A) << " M=" << M << " N=" << N << " index bytes "
                      << sizeof(I) << " seed " << seed);
 
-  // bias + activation forward, in place, pre kept for gelu
+  // bias + activation forward, in place, pre kept for gelu and silu
   std::vector<float> xb = x;
   kernels::cpu::bias_add_rows(xb.data(), b.data(), M, N, Ref::reference);
   simt::DeviceBuffer<float> y(x), db(b), pre(n);
   simt::launch(dev::bias_act_forward_kernel<A, I>, launch, y.data(), db.data(), pre.data(),
                static_cast<I>(n), static_cast<I>(N));
   CHECK(scaled_error(y.download(), cpu_act(A, xb)) <= 1e-6);
-  if (A == Activation::gelu) CHECK(pre.download() == xb);
+  if (kernels::keeps_input(A)) CHECK(pre.download() == xb);
   else for (float v : pre.download()) REQUIRE(std::isnan(v));  // not written
 
   // plain forward into a separate (poisoned) output
@@ -114,6 +116,8 @@ TEST_CASE("simt: bias + activation forward, activations and their backward", "[s
       check_activation<Activation::relu, std::uint32_t>(M, N, seed);
       check_activation<Activation::gelu, std::uint32_t>(M, N, seed);
       check_activation<Activation::gelu, std::uint64_t>(M, N, seed);
+      check_activation<Activation::silu, std::uint32_t>(M, N, seed);
+      check_activation<Activation::silu, std::uint64_t>(M, N, seed);
     }
   }
 }
@@ -196,6 +200,7 @@ TEST_CASE("simt: row bias gradients, one chunk and several (colsum + colsum_fini
       check_column_sums<Activation::none>(M, N, false, false, seed);
       check_column_sums<Activation::relu>(M, N, true, true, seed);
       check_column_sums<Activation::gelu>(M, N, false, true, seed);
+      check_column_sums<Activation::silu>(M, N, true, true, seed);
     }
   }
 }

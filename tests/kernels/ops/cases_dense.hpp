@@ -13,16 +13,17 @@ struct LinearShape {
   std::int64_t M, N, K;  // y[M,N] = x[M,K] w[N,K]^T
 };
 
-// gelu' crosses zero near x = -0.75, where the float fast path is off by up to ~3e-7 of
-// its O(1) terms: outputs through it are judged relative to at least a tenth of a term.
-inline double backward_floor(Activation act) { return act == Activation::gelu ? kTermFloor : kFloor; }
+// gelu' crosses zero near x = -0.75 (silu' near -1.28), where the float fast path is off by
+// up to ~3e-7 of its O(1) terms: outputs through it are judged relative to at least a tenth
+// of a term.
+inline double backward_floor(Activation act) { return k::keeps_input(act) ? kTermFloor : kFloor; }
 
 inline std::vector<Op> linear_ops(Activation act) {
   if (act == Activation::none) return {Op::linear};
   return {Op::linear, Op::linear_activation};
 }
 
-// y = act(x w^T + b), and the pre-activation where gelu keeps it.
+// y = act(x w^T + b), and the pre-activation where gelu or silu keeps it.
 class LinearForward final : public OpCase {
  public:
   LinearForward(LinearShape s, bool bias, Activation act) : s_(s), bias_(bias), act_(act) {}
@@ -35,7 +36,7 @@ class LinearForward final : public OpCase {
   std::vector<Output> run(Ctx& c) const override {
     Tensor x = c.random({s_.M, s_.K}, seed), w = c.random({s_.N, s_.K}, seed + 1);
     Tensor b = c.random({s_.N}, seed + 2), y = c.poison({s_.M, s_.N});
-    Tensor pre = act_ == Activation::gelu ? c.poison({s_.M, s_.N}) : Tensor();
+    Tensor pre = k::keeps_input(act_) ? c.poison({s_.M, s_.N}) : Tensor();
     c.backend().linear_forward(x, w, bias_ ? &b : nullptr, y, act_, pre.defined() ? &pre : nullptr, c.q);
     // y sums K products and a bias, all O(1). Where they cancel the output can be far
     // smaller than its terms: a relu after three strongly negative biases keeps only the
@@ -74,7 +75,7 @@ class LinearBackward final : public OpCase {
   std::vector<Output> run(Ctx& c) const override {
     const std::int64_t M = s_.M, N = s_.N, K = s_.K;
     Tensor x = c.random({M, K}, seed), w = c.random({N, K}, seed + 1), dy = c.random({M, N}, seed + 2);
-    // saved: relu's output (zeros included) or gelu's pre-activation.
+    // saved: relu's output (zeros included) or gelu's or silu's pre-activation.
     auto sv = uniform(static_cast<std::size_t>(M * N), seed + 3, -3, 3);
     Tensor saved = c.in(act_ == Activation::relu ? relu_of(sv) : sv, {M, N});
     Tensor dpre = act_ == Activation::none ? Tensor() : c.poison({M, N});  // scratch
@@ -88,11 +89,11 @@ class LinearBackward final : public OpCase {
     // dw and db start at O(1) values (GradsIn::add) and add O(1) products; dx sums N of
     // them: at 1 x 1 x 1 one sum can cancel to near zero (kTermFloor, as linear_forward's y).
     const double floor = kTermFloor;
-    // bf16 compute through gelu: the fast and reference gelu' differ by float32 ulps, so about
-    // one dpre element in 10^4 rounds to the other bf16 neighbour: judged in the norm
+    // bf16 compute through gelu (or silu): the fast and reference gelu' differ by float32
+    // ulps, so about one dpre element in 10^4 rounds to the other bf16 neighbour: judged in the norm
     // (op_norm_error), where at 129 x 65 and up such a flip stays far below the bound
     // (measured up to 2e-5); relu and none round dy itself, the same on both sides.
-    const bool normwise = act_ == Activation::gelu && c.q.options().compute == k::Compute::bf16;
+    const bool normwise = k::keeps_input(act_) && c.q.options().compute == k::Compute::bf16;
     std::vector<Output> out{c.out("dw", dw, c.bound(M), floor, normwise)};
     if (dx_) out.push_back(c.out("dx", dx, c.bound(N), floor, normwise));
     if (db_) out.push_back(c.out("db", db, c.bound(M), floor, normwise));
@@ -106,8 +107,8 @@ class LinearBackward final : public OpCase {
   GradsIn grads_;
 };
 
-// y = act(x), then dx = dy * act'(saved) (saved: y for relu, x for gelu), dx in place of dy
-// or poisoned.
+// y = act(x), then dx = dy * act'(saved) (saved: y for relu, x for gelu and silu), dx in
+// place of dy or poisoned.
 class ActivationCase final : public OpCase {
  public:
   ActivationCase(std::int64_t n, Activation act, bool in_place) : n_(n), act_(act), in_place_(in_place) {}
@@ -207,7 +208,7 @@ inline Cases linear_cases() {
                                 {33, 1000, 17}, {600, 45, 3}, {70000, 3, 2},  // many rows to reduce
                                 {0, 5, 7}};                                   // an empty batch
   for (const auto& s : shapes)
-    for (Activation act : {Activation::none, Activation::relu, Activation::gelu}) {
+    for (Activation act : {Activation::none, Activation::relu, Activation::gelu, Activation::silu}) {
       for (bool bias : {true, false}) add<LinearForward>(out, kAllDtypes, s, bias, act);
       add<LinearBackward>(out, kAllDtypes, s, true, true, act);
       add<LinearBackward>(out, kAllDtypes, s, false, false, act);
@@ -261,7 +262,7 @@ inline Cases elementwise_cases() {
   Cases out;
   // 1 and 7: below any vector width; 4099 an odd tail; 100003 over the threading thresholds.
   for (std::int64_t n : {1, 7, 4099, 100003})
-    for (Activation act : {Activation::relu, Activation::gelu})
+    for (Activation act : {Activation::relu, Activation::gelu, Activation::silu})
       for (bool in_place : {false, true}) add<ActivationCase>(out, kAllDtypes, n, act, in_place);
   const std::pair<std::int64_t, std::int64_t> rows[] = {{1, 1}, {7, 33}, {64, 10}, {300, 257}, {3, 4001}};
   for (auto [m, n] : rows)
@@ -275,6 +276,7 @@ inline Cases elementwise_cases() {
   add<MultiplyCase>(out, {DType::f32, DType::bf16}, std::int64_t{1001});
   add<AddCase>(out, {DType::f32, DType::bf16}, std::int64_t{1001}, AddCase::none);
   add<ActivationCase>(out, {DType::f32, DType::bf16}, std::int64_t{1001}, Activation::gelu, false);
+  add<ActivationCase>(out, {DType::f32, DType::bf16}, std::int64_t{1001}, Activation::silu, false);
   for (std::size_t i = from; i < out.size(); ++i) out[i]->offset = 1;
   return out;
 }
