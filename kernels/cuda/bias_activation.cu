@@ -93,6 +93,18 @@ void act_backward_impl(const float* saved, const float* dy, float* dx, std::int6
   CODISTILL_CUDA_LAUNCH_CHECK();
 }
 
+// fn.template operator()<A>() for act: the one switch over the activations here (a new one
+// is a case of it, and its formulas in device/elementwise.cuh's act_forward/act_backward).
+template <class Fn>
+void with_activation(Activation act, Fn&& fn) {
+  switch (act) {
+    case Activation::none: fn.template operator()<Activation::none>(); break;
+    case Activation::relu: fn.template operator()<Activation::relu>(); break;
+    case Activation::gelu: fn.template operator()<Activation::gelu>(); break;
+    case Activation::silu: fn.template operator()<Activation::silu>(); break;
+  }
+}
+
 void check_saved(const char* op, Activation act, const float* saved) {
   if (act != Activation::none && !saved)
     throw std::invalid_argument(std::string(op) +
@@ -106,12 +118,7 @@ void bias_activation_forward(float* y, const float* b, float* pre, std::int64_t 
   detail::check_nonnegative("bias_activation_forward", M, N);
   if (M == 0 || N == 0 || (act == Activation::none && !b)) return;
   detail::use_device(ctx);
-  switch (act) {
-    case Activation::none: bias_act_forward_impl<Activation::none>(y, b, pre, M, N, ctx); break;
-    case Activation::relu: bias_act_forward_impl<Activation::relu>(y, b, pre, M, N, ctx); break;
-    case Activation::gelu: bias_act_forward_impl<Activation::gelu>(y, b, pre, M, N, ctx); break;
-    case Activation::silu: bias_act_forward_impl<Activation::silu>(y, b, pre, M, N, ctx); break;
-  }
+  with_activation(act, [&]<Activation A>() { bias_act_forward_impl<A>(y, b, pre, M, N, ctx); });
 }
 
 void bias_activation_backward(const float* dy, const float* saved, float* dpre, float* db,
@@ -132,28 +139,11 @@ void bias_activation_backward(const float* dy, const float* saved, float* dpre, 
   }
   if (!db) {
     if (!out) return;
-    switch (act) {
-      case Activation::none: act_backward_impl<Activation::none>(saved, dy, out, M * N, ctx); break;
-      case Activation::relu: act_backward_impl<Activation::relu>(saved, dy, out, M * N, ctx); break;
-      case Activation::gelu: act_backward_impl<Activation::gelu>(saved, dy, out, M * N, ctx); break;
-      case Activation::silu: act_backward_impl<Activation::silu>(saved, dy, out, M * N, ctx); break;
-    }
+    with_activation(act, [&]<Activation A>() { act_backward_impl<A>(saved, dy, out, M * N, ctx); });
     return;
   }
-  switch (act) {  // dpre and the column sums in one pass
-    case Activation::none:
-      column_sums<Activation::none>(dy, saved, out, db, M, N, accumulate, ctx);
-      break;
-    case Activation::relu:
-      column_sums<Activation::relu>(dy, saved, out, db, M, N, accumulate, ctx);
-      break;
-    case Activation::gelu:
-      column_sums<Activation::gelu>(dy, saved, out, db, M, N, accumulate, ctx);
-      break;
-    case Activation::silu:
-      column_sums<Activation::silu>(dy, saved, out, db, M, N, accumulate, ctx);
-      break;
-  }
+  // dpre and the column sums in one pass
+  with_activation(act, [&]<Activation A>() { column_sums<A>(dy, saved, out, db, M, N, accumulate, ctx); });
 }
 
 void activation_forward(const float* x, float* y, std::int64_t n, Activation act,
@@ -161,12 +151,7 @@ void activation_forward(const float* x, float* y, std::int64_t n, Activation act
   detail::check_nonnegative("activation_forward", n);
   if (n == 0 || (act == Activation::none && x == y)) return;
   detail::use_device(ctx);
-  switch (act) {
-    case Activation::none: act_forward_impl<Activation::none>(x, y, n, ctx); break;
-    case Activation::relu: act_forward_impl<Activation::relu>(x, y, n, ctx); break;
-    case Activation::gelu: act_forward_impl<Activation::gelu>(x, y, n, ctx); break;
-    case Activation::silu: act_forward_impl<Activation::silu>(x, y, n, ctx); break;
-  }
+  with_activation(act, [&]<Activation A>() { act_forward_impl<A>(x, y, n, ctx); });
 }
 
 void activation_backward(const float* saved, const float* dy, float* dx, std::int64_t n,
@@ -175,12 +160,7 @@ void activation_backward(const float* saved, const float* dy, float* dx, std::in
   check_saved("activation_backward", act, saved);
   if (n == 0 || (act == Activation::none && dx == dy)) return;
   detail::use_device(ctx);
-  switch (act) {
-    case Activation::none: act_backward_impl<Activation::none>(saved, dy, dx, n, ctx); break;
-    case Activation::relu: act_backward_impl<Activation::relu>(saved, dy, dx, n, ctx); break;
-    case Activation::gelu: act_backward_impl<Activation::gelu>(saved, dy, dx, n, ctx); break;
-    case Activation::silu: act_backward_impl<Activation::silu>(saved, dy, dx, n, ctx); break;
-  }
+  with_activation(act, [&]<Activation A>() { act_backward_impl<A>(saved, dy, dx, n, ctx); });
 }
 
 void bias_add_channels(float* y, const float* b, std::int64_t B, std::int64_t C, std::int64_t S,
