@@ -1,7 +1,8 @@
 // Launchers of the fused bias + activation kernels, the channel bias, the dropout multiply
-// and the residual add with or without a fused relu (bias_activation.hpp), and of the deterministic bias gradients. The
-// kernels are in device/elementwise.cuh and device/bias_grad.cuh, their launch shapes in
-// launch_shapes.hpp.
+// and the residual add with or without a fused relu (bias_activation.hpp), and of the
+// deterministic bias gradients. The kernels are in device/elementwise.cuh (launch:
+// shapes::elementwise, launch_shapes.hpp) and device/bias_grad.cuh (with its shapes). The
+// backend's entry points of the activation op, multiply and add at the end.
 #include <cuda_runtime.h>
 
 #include <cmath>

@@ -8,7 +8,7 @@
 // arena, as the backend passes) is a kernel argument instead.
 //
 // The kernels (the CPU loops' arithmetic, operation for operation) are in
-// device/optimizer.cuh, the launch shape in launch_shapes.hpp.
+// device/optimizer.cuh with their launch shape. The backend's entry points at the end.
 #include <cuda_runtime.h>
 
 #include <cstring>

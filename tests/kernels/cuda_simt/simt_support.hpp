@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the tests that run the CUDA backend's kernels under the SIMT executor: the
-// launch configuration from a launch shape (launch_shapes.hpp, the shapes a GPU gets),
+// launch configuration from a launch shape (the shapes a GPU gets: launch_shapes.hpp and
+// each kernel's device header),
 // the device properties the shapes are computed for, an occupancy stand-in, random data
 // and the error measure.
 #include <algorithm>

@@ -1,5 +1,5 @@
 // The CUDA backend's causal softmax kernels (kernels/cuda/device/attention.cuh), run from
-// their real source under the SIMT executor with the shapes of launch_shapes.hpp, chained
+// their real source under the SIMT executor with the shapes of attention.cuh, chained
 // with the cuBLAS plans of kernels/cuda/plans/attention_plan.hpp (run through OpenBLAS) in
 // the order kernels/cuda/attention.cu queues them, against the CPU twin
 // (kernels/cpu/attention, reference in double and fast path): y, the saved probabilities

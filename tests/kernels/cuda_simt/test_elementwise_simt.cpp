@@ -1,6 +1,6 @@
 // The CUDA backend's elementwise and bias-gradient kernels (kernels/cuda/device/
 // elementwise.cuh, bias_grad.cuh), run from their real source under the SIMT executor with
-// the shapes of launch_shapes.hpp, against their CPU twins (kernels/cpu/activation, bias,
+// the launcher's shapes (launch_shapes.hpp, bias_grad.cuh), against their CPU twins (kernels/cpu/activation, bias,
 // elementwise), outputs poisoned, under several schedules.
 #include <catch2/catch.hpp>
 

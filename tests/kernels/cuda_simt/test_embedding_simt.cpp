@@ -1,6 +1,6 @@
 // The CUDA backend's embedding kernels (kernels/cuda/device/embedding.cuh), run from their
 // real source under the SIMT executor in the launch sequence of kernels/cuda/embedding.cu
-// (verdict reset, id check, gather or scatter) with the shapes of launch_shapes.hpp, against
+// (verdict reset, id check, gather or scatter) with the shapes of embedding.cuh, against
 // the CPU twin (kernels/cpu/embedding): the gather bit for bit, and the scatter bit for bit
 // too (every element of dtable adds its rows in the order of n, as the CPU does), under every
 // schedule; repeated ids, odd sizes, a vocabulary larger than the scatter's bands. A bad id:

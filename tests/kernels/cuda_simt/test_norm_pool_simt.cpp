@@ -1,11 +1,11 @@
 // The CUDA backend's batch normalization and global average pooling kernels
 // (kernels/cuda/device/batchnorm.cuh, avgpool.cuh), run from their real source under the
-// SIMT executor with the shapes of launch_shapes.hpp, against the CPU twins
-// (kernels/cpu/batchnorm, avgpool): 1d and 2d sizes, odd ones, a channel of fewer values
-// than a warp and of many more than a block, train and eval, dx or not, with and without the
-// fused relu (Op::batchnorm_activation: the CPU twin's act = relu / relu_y). Outputs are
-// poisoned first; a run under another schedule must give the same bits (the block sums
-// have a fixed order); pooling matches the CPU bit for bit.
+// SIMT executor with the launchers' shapes (batchnorm.cuh, launch_shapes.hpp), against the
+// CPU twins (kernels/cpu/batchnorm, avgpool): 1d and 2d sizes, odd ones, a channel of fewer
+// values than a warp and of many more than a block, train and eval, dx or not, with and
+// without the fused relu (Op::batchnorm_activation: the CPU twin's act = relu / relu_y).
+// Outputs are poisoned first; a run under another schedule must give the same bits (the
+// block sums have a fixed order); pooling matches the CPU bit for bit.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // The CUDA backend's max pooling and optimizer kernels (kernels/cuda/device/pool.cuh,
-// optimizer.cuh), run from their real source under the SIMT executor with the shapes of
-// launch_shapes.hpp, against their CPU twins (kernels/cpu/pool, optimizer): ties and NaN
+// optimizer.cuh), run from their real source under the SIMT executor with the launcher's
+// shapes (launch_shapes.hpp, optimizer.cuh), against their CPU twins (kernels/cpu/pool, optimizer): ties and NaN
 // in pooling windows, overlapping windows, SGD (plain, momentum, Nesterov, weight decay)
 // and AdamW over several slices (a table) and one (by value), aligned and not.
 #include <catch2/catch.hpp>
