@@ -44,7 +44,7 @@
 
 #include "bench/bench_args.hpp"
 #include "bench/step_fixture.hpp"
-#include "codistill/nn/sequential.hpp"
+#include "codistill/nn/blocks/sequential.hpp"
 
 using namespace codistill;
 using codistill::bench::median;

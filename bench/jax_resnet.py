@@ -5,7 +5,7 @@ head (hidden layers, output layer) and trains it. Imported after JAX has started
 caller passes jax and jax.numpy in), as jax_train.py limits its threads before that.
 """
 
-BN_EPS, BN_MOMENTUM = 1e-5, 0.1  # codistill's BatchNorm (nn/batchnorm.hpp): PyTorch's convention
+BN_EPS, BN_MOMENTUM = 1e-5, 0.1  # codistill's BatchNorm (nn/layers/batchnorm.hpp): PyTorch's convention
 
 
 def resnet_trunk(jax, jnp, m, c, uniform, act, layout):

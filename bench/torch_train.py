@@ -67,7 +67,7 @@ def activation(name):
 
 
 def batch_norm(channels):
-    # codistill's BatchNorm (codistill/nn/batchnorm.hpp) takes PyTorch's convention: eps
+    # codistill's BatchNorm (codistill/nn/layers/batchnorm.hpp) takes PyTorch's convention: eps
     # 1e-5, running = (1 - 0.1) * running + 0.1 * batch statistic, the running variance
     # unbiased; training normalizes with the batch's biased variance. Stated, not defaulted.
     return nn.BatchNorm2d(channels, eps=1e-5, momentum=0.1)

@@ -5,15 +5,15 @@
 #include <string>
 
 #include "codistill/models/model.hpp"
-#include "codistill/nn/attention.hpp"
-#include "codistill/nn/dropout.hpp"
-#include "codistill/nn/embedding.hpp"
+#include "codistill/nn/layers/attention.hpp"
+#include "codistill/nn/layers/dropout.hpp"
+#include "codistill/nn/layers/embedding.hpp"
 #include "codistill/nn/init.hpp"
-#include "codistill/nn/layernorm.hpp"
-#include "codistill/nn/linear.hpp"
-#include "codistill/nn/position_embedding.hpp"
-#include "codistill/nn/tied_linear.hpp"
-#include "codistill/nn/transformer_block.hpp"
+#include "codistill/nn/layers/layernorm.hpp"
+#include "codistill/nn/layers/linear.hpp"
+#include "codistill/nn/layers/position_embedding.hpp"
+#include "codistill/nn/layers/tied_linear.hpp"
+#include "codistill/nn/blocks/transformer_block.hpp"
 
 namespace codistill {
 

@@ -11,7 +11,7 @@
 //   wte  Embedding(V, D)            token ids -> rows [B*T, D]
 //   wpe  PositionEmbedding(T, D)    + learned position rows
 //   drop Dropout (when model.dropout > 0)
-//   h0 .. h{L-1}  pre-LN transformer blocks (codistill/nn/transformer_block.hpp), L = model.blocks
+//   h0 .. h{L-1}  pre-LN transformer blocks (codistill/nn/blocks/transformer_block.hpp), L = model.blocks
 //   ln_f LayerNorm(D)
 //   head Linear(D, V, no bias)      or, tie_embeddings: true, TiedLinear through wte's weight
 // Initialization (GPT-2): every linear and embedding weight ~ N(0, 0.02^2), biases 0,

@@ -1,6 +1,6 @@
 #include "codistill/models/model.hpp"
-#include "codistill/nn/tied_linear.hpp"
-#include "codistill/nn/linear.hpp"
+#include "codistill/nn/layers/tied_linear.hpp"
+#include "codistill/nn/layers/linear.hpp"
 #include "codistill/nn/channels_last.hpp"
 
 #include <fmt/format.h>

@@ -17,7 +17,7 @@
 #include "codistill/models/model_options.hpp"
 #include "codistill/nn/arena.hpp"
 #include "codistill/nn/module.hpp"
-#include "codistill/nn/sequential.hpp"
+#include "codistill/nn/blocks/sequential.hpp"
 #include "codistill/nn/trainable.hpp"
 
 namespace codistill {

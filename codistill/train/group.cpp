@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "codistill/nn/batchnorm.hpp"
+#include "codistill/nn/layers/batchnorm.hpp"
 
 namespace codistill {
 

@@ -18,9 +18,9 @@ LADDER = [
     ["kernels/cpu", "kernels/cuda"],            # the backends, private to kernels/
     ["checkpoint", "codistill/util"],
     ["codistill/dist"],
-    ["codistill/data", "codistill/nn"],
-    ["codistill/data/text"],
-    ["codistill/data/feed"],
+    ["codistill/data", "codistill/nn"],         # nn: modules, the arena, initializers
+    ["codistill/data/text", "codistill/nn/layers"],
+    ["codistill/data/feed", "codistill/nn/blocks"],  # containers: sequential, residual, transformer
     ["codistill/models", "codistill/optim"],    # optim works on nn's arena, not on models
     ["codistill/config"],                       # YAML onto the option structs of those below
     ["codistill/eval"],

@@ -1,4 +1,4 @@
-#include "codistill/nn/residual.hpp"
+#include "codistill/nn/blocks/residual.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "codistill/nn/module.hpp"
-#include "codistill/nn/sequential.hpp"
+#include "codistill/nn/blocks/sequential.hpp"
 
 namespace codistill {
 

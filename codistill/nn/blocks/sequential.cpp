@@ -1,13 +1,13 @@
-#include "codistill/nn/sequential.hpp"
+#include "codistill/nn/blocks/sequential.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 
-#include "codistill/nn/activation.hpp"
-#include "codistill/nn/batchnorm.hpp"
-#include "codistill/nn/linear.hpp"
-#include "codistill/nn/maxpool2d.hpp"
-#include "codistill/nn/residual.hpp"
+#include "codistill/nn/layers/activation.hpp"
+#include "codistill/nn/layers/batchnorm.hpp"
+#include "codistill/nn/layers/linear.hpp"
+#include "codistill/nn/layers/maxpool2d.hpp"
+#include "codistill/nn/blocks/residual.hpp"
 
 namespace codistill {
 

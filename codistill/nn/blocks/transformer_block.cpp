@@ -1,14 +1,14 @@
-#include "codistill/nn/transformer_block.hpp"
+#include "codistill/nn/blocks/transformer_block.hpp"
 
 #include <stdexcept>
 #include <string>
 
-#include "codistill/nn/activation.hpp"
-#include "codistill/nn/attention.hpp"
-#include "codistill/nn/dropout.hpp"
-#include "codistill/nn/layernorm.hpp"
-#include "codistill/nn/linear.hpp"
-#include "codistill/nn/residual.hpp"
+#include "codistill/nn/layers/activation.hpp"
+#include "codistill/nn/layers/attention.hpp"
+#include "codistill/nn/layers/dropout.hpp"
+#include "codistill/nn/layers/layernorm.hpp"
+#include "codistill/nn/layers/linear.hpp"
+#include "codistill/nn/blocks/residual.hpp"
 
 namespace codistill {
 

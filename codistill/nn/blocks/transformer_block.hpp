@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "codistill/nn/sequential.hpp"
+#include "codistill/nn/blocks/sequential.hpp"
 
 namespace codistill {
 

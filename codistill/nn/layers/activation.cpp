@@ -1,4 +1,4 @@
-#include "codistill/nn/activation.hpp"
+#include "codistill/nn/layers/activation.hpp"
 
 #include <stdexcept>
 

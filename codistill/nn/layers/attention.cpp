@@ -1,4 +1,4 @@
-#include "codistill/nn/attention.hpp"
+#include "codistill/nn/layers/attention.hpp"
 
 #include <stdexcept>
 

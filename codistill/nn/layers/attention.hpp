@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "codistill/nn/dropout.hpp"
-#include "codistill/nn/linear.hpp"
+#include "codistill/nn/layers/dropout.hpp"
+#include "codistill/nn/layers/linear.hpp"
 #include "codistill/nn/module.hpp"
 
 namespace codistill {

@@ -1,4 +1,4 @@
-#include "codistill/nn/avgpool.hpp"
+#include "codistill/nn/layers/avgpool.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "codistill/nn/batchnorm.hpp"
+#include "codistill/nn/layers/batchnorm.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -1,4 +1,4 @@
-#include "codistill/nn/conv2d.hpp"
+#include "codistill/nn/layers/conv2d.hpp"
 
 #include <stdexcept>
 

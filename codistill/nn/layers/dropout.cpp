@@ -1,4 +1,4 @@
-#include "codistill/nn/dropout.hpp"
+#include "codistill/nn/layers/dropout.hpp"
 
 #include <cmath>
 #include <cstdint>

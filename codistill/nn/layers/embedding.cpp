@@ -1,4 +1,4 @@
-#include "codistill/nn/embedding.hpp"
+#include "codistill/nn/layers/embedding.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "codistill/nn/flatten.hpp"
+#include "codistill/nn/layers/flatten.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "codistill/nn/layernorm.hpp"
+#include "codistill/nn/layers/layernorm.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "codistill/nn/linear.hpp"
+#include "codistill/nn/layers/linear.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "codistill/nn/maxpool2d.hpp"
+#include "codistill/nn/layers/maxpool2d.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "codistill/nn/position_embedding.hpp"
+#include "codistill/nn/layers/position_embedding.hpp"
 
 #include <stdexcept>
 

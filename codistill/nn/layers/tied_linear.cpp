@@ -1,4 +1,4 @@
-#include "codistill/nn/tied_linear.hpp"
+#include "codistill/nn/layers/tied_linear.hpp"
 
 #include <stdexcept>
 

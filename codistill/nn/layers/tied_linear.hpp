@@ -11,7 +11,7 @@
 // The owner must outlive this module (both belong to one model).
 #include <string>
 
-#include "codistill/nn/embedding.hpp"
+#include "codistill/nn/layers/embedding.hpp"
 #include "codistill/nn/module.hpp"
 
 namespace codistill {

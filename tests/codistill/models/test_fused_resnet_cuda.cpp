@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "codistill/models/model.hpp"
-#include "codistill/nn/activation.hpp"
-#include "codistill/nn/batchnorm.hpp"
-#include "codistill/nn/residual.hpp"
-#include "codistill/nn/sequential.hpp"
+#include "codistill/nn/layers/activation.hpp"
+#include "codistill/nn/layers/batchnorm.hpp"
+#include "codistill/nn/blocks/residual.hpp"
+#include "codistill/nn/blocks/sequential.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/cuda_test.hpp"
 #include "support/test_util.hpp"

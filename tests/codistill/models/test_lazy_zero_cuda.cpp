@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "codistill/models/model.hpp"
-#include "codistill/nn/activation.hpp"
-#include "codistill/nn/maxpool2d.hpp"
+#include "codistill/nn/layers/activation.hpp"
+#include "codistill/nn/layers/maxpool2d.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/cuda_test.hpp"
 #include "support/test_util.hpp"

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "codistill/models/model.hpp"
-#include "codistill/nn/linear.hpp"
+#include "codistill/nn/layers/linear.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/buffer_layer.hpp"

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "codistill/nn/activation.hpp"
-#include "codistill/nn/batchnorm.hpp"
-#include "codistill/nn/linear.hpp"
-#include "codistill/nn/residual.hpp"
-#include "codistill/nn/sequential.hpp"
+#include "codistill/nn/layers/activation.hpp"
+#include "codistill/nn/layers/batchnorm.hpp"
+#include "codistill/nn/layers/linear.hpp"
+#include "codistill/nn/blocks/residual.hpp"
+#include "codistill/nn/blocks/sequential.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/backend.hpp"
 #include "support/gradcheck.hpp"

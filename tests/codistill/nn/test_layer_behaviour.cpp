@@ -3,13 +3,13 @@
 #include <cmath>
 #include <cstring>
 
-#include "codistill/nn/batchnorm.hpp"
-#include "codistill/nn/conv2d.hpp"
-#include "codistill/nn/dropout.hpp"
-#include "codistill/nn/flatten.hpp"
-#include "codistill/nn/linear.hpp"
-#include "codistill/nn/maxpool2d.hpp"
-#include "codistill/nn/activation.hpp"
+#include "codistill/nn/layers/batchnorm.hpp"
+#include "codistill/nn/layers/conv2d.hpp"
+#include "codistill/nn/layers/dropout.hpp"
+#include "codistill/nn/layers/flatten.hpp"
+#include "codistill/nn/layers/linear.hpp"
+#include "codistill/nn/layers/maxpool2d.hpp"
+#include "codistill/nn/layers/activation.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/test_util.hpp"
 

@@ -10,11 +10,11 @@
 #include <random>
 #include <vector>
 
-#include "codistill/nn/activation.hpp"
-#include "codistill/nn/batchnorm.hpp"
-#include "codistill/nn/conv2d.hpp"
-#include "codistill/nn/maxpool2d.hpp"
-#include "codistill/nn/sequential.hpp"
+#include "codistill/nn/layers/activation.hpp"
+#include "codistill/nn/layers/batchnorm.hpp"
+#include "codistill/nn/layers/conv2d.hpp"
+#include "codistill/nn/layers/maxpool2d.hpp"
+#include "codistill/nn/blocks/sequential.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/cpu/impl.hpp"
 #include "support/test_util.hpp"

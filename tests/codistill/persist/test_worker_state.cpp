@@ -9,7 +9,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "codistill/data/synthetic.hpp"
 #include "codistill/persist/worker_state.hpp"
-#include "codistill/nn/linear.hpp"
+#include "codistill/nn/layers/linear.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/buffer_layer.hpp"
 #include "support/process.hpp"

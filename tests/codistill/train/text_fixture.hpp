@@ -13,7 +13,7 @@
 #include "codistill/data/text/token_file.hpp"
 #include "codistill/data/text/tokenizer.hpp"
 #include "codistill/models/model.hpp"
-#include "codistill/nn/linear.hpp"
+#include "codistill/nn/layers/linear.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/process.hpp"
 
