@@ -18,6 +18,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config zlib1g-dev
+  libminizip-dev  # data.kind arrays: .npz files are zip archives
+  python3-numpy python3-h5py  # the data tests write .npy, .npz and HDF5 arrays
   libhdf5-dev hdf5-tools
   libxxhash-dev  # checkpoint content digests (XXH3-64)
   python3-xxhash  # scripts/checkpoint_digest.py recomputes them in Python

@@ -14,10 +14,14 @@ struct AugmentConfig {
 };
 
 struct DataConfig {
-  std::string kind = "fashion-mnist";  // fashion-mnist | idx | synthetic | text
+  std::string kind = "fashion-mnist";  // arrays | fashion-mnist | idx | synthetic | text
   // The dataset's folder; kind text: a folder made by codistill-prepare-text
   // (tokenizer.bpe, train.tokens, valid.tokens; docs/text-data.md).
   std::string path = "/usr/share/datasets/fashion-mnist";
+  // kind arrays (data/arrays.hpp): path is a folder of train_x.npy, train_y.npy, test_x.npy
+  // and test_y.npy, an .npz archive or an HDF5 file holding those keys.
+  std::string layout = "nhwc";  // kind arrays, 4-D examples: nhwc (NumPy's images) | nchw
+  std::int64_t classes = 0;     // kind arrays: the number of classes (0 = largest label + 1)
   // kind idx: the four files (gzip or raw IDX), relative to path unless absolute.
   std::string train_images = "train-images-idx3-ubyte.gz";
   std::string train_labels = "train-labels-idx1-ubyte.gz";

@@ -53,7 +53,9 @@ struct Splits {
   Dataset test;
 };
 
-// Builds both splits as the config says:
+// Builds both splits as the config says (load_dataset.cpp):
+//   kind arrays:        train_x/train_y/test_x/test_y from .npy files, an .npz or HDF5
+//                       (arrays.hpp);
 //   kind fashion-mnist: the four standard gzip IDX files under cfg.path, 10 classes;
 //   kind idx:           cfg.train_images / train_labels / test_images / test_labels,
 //                       relative to cfg.path unless absolute; classes = max label + 1;
@@ -62,7 +64,7 @@ struct Splits {
 // split's size keeps the whole split) and normalizes both splits with the statistics
 // of the (limited) training split.
 // Throws std::invalid_argument for a bad config value (naming the key, e.g.
-// "data.kind: unknown kind 'foo' (valid: fashion-mnist, idx, synthetic)") and
+// "data.kind: unknown kind 'foo' (valid: arrays, fashion-mnist, idx, synthetic)") and
 // std::runtime_error for unreadable or malformed files (naming the file).
 Splits load_dataset(const DataConfig& cfg);
 

@@ -1,7 +1,7 @@
 #pragma once
 // What a run's kind of data brings to training (data.kind): its data, the batch source of
 // phase 1, the evaluation of the eval events, and what its metrics and log lines say. Images
-// (fashion-mnist, idx, synthetic: per-example loss and accuracy) and text (token windows:
+// (arrays, fashion-mnist, idx, synthetic: per-example loss and accuracy) and text (token windows:
 // per-token loss, perplexity) are the two today; a third kind of data is one more
 // implementation of this interface, not a branch in the set-up and the run loop.
 #include <cstdint>

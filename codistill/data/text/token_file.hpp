@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "codistill/data/text/mapped_file.hpp"
+#include "codistill/data/mapped_file.hpp"
 
 namespace codistill::data::text {
 

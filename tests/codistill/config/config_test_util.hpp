@@ -82,6 +82,8 @@ device: cuda:1
 data:
   kind: synthetic
   path: /data/x
+  layout: nchw
+  classes: 12
   train_images: a.gz
   train_labels: b.gz
   test_images: c.gz

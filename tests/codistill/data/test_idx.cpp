@@ -314,7 +314,7 @@ TEST_CASE("load_dataset kind idx: paths, limits, normalization", "[data][idx]") 
   }
   SECTION("bad config values") {
     cfg.kind = "cifar";
-    CHECK_THROWS_WITH(load_dataset(cfg), Catch::Contains("valid: fashion-mnist, idx, synthetic"));
+    CHECK_THROWS_WITH(load_dataset(cfg), Catch::Contains("valid: arrays, fashion-mnist, idx, synthetic"));
     cfg.kind = "idx";
     cfg.normalize = "minmax";
     CHECK_THROWS_WITH(load_dataset(cfg), Catch::Contains("valid: standard, unit, none"));

@@ -1,9 +1,10 @@
 #pragma once
 // A read-only memory map of a whole file (POSIX mmap), owned RAII-style.
 //
-// Token files are mapped rather than read so that the workers of one machine share the
-// page cache's copy of a corpus instead of each holding its own, and so that opening a
-// large file costs nothing until its pages are touched. The file is mapped MAP_SHARED and
+// Token files and arrays (.npy, stored .npz members, contiguous HDF5 datasets) are mapped
+// rather than read so that the workers of one machine share the page cache's copy instead
+// of each holding its own, and so that opening a large file costs nothing until its pages
+// are touched. The file is mapped MAP_SHARED and
 // PROT_READ: a writer never modifies a published file in place (it renames a new one over
 // it), so the bytes seen here never change under the reader.
 #include <cstddef>
@@ -11,7 +12,7 @@
 #include <span>
 #include <string>
 
-namespace codistill::data::text {
+namespace codistill::data {
 
 class MappedFile {
  public:
@@ -39,4 +40,4 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
-}  // namespace codistill::data::text
+}  // namespace codistill::data

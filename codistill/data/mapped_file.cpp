@@ -1,4 +1,4 @@
-#include "codistill/data/text/mapped_file.hpp"
+#include "codistill/data/mapped_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace codistill::data::text {
+namespace codistill::data {
 
 namespace {
 
@@ -68,4 +68,4 @@ void MappedFile::release() noexcept {
   size_ = 0;
 }
 
-}  // namespace codistill::data::text
+}  // namespace codistill::data
