@@ -126,7 +126,7 @@ class Binder {
     // Text data: the image-only keys that would change what is trained are refused rather
     // than ignored (docs/config.md, "data.kind text"); file names and data.normalize have
     // no meaning for tokens and are ignored.
-    if (c.data.kind == "text") {
+    if (is_token_data(c.data)) {
       if (c.data.augment.crop_padding != 0 || c.data.augment.flip)
         fail_at({"data.augment.crop_padding", "data.augment.flip"},
                 "image augmentation has no meaning for data.kind text (set crop_padding 0 and flip false)");

@@ -90,7 +90,10 @@ std::vector<Field> make_run_and_data_keys() {
       CODISTILL_KEY(group.bucket_mb, gt(0)),
       CODISTILL_KEY(group.sync_batchnorm, any()),
       CODISTILL_KEY(device, device_name()),
-      CODISTILL_KEY(data.kind, one_of({"arrays", "fashion-mnist", "idx", "synthetic", "text"})),
+      CODISTILL_KEY(data.kind, one_of({"arrays", "fashion-mnist", "idx", "synthetic", "text", "tokens"})),
+      CODISTILL_KEY(data.train, any()),  // kind tokens: non-empty (checked at start, lm_data.cpp)
+      CODISTILL_KEY(data.valid, any()),
+      CODISTILL_KEY(data.token_dtype, one_of({"auto", "uint16", "uint32"})),
       CODISTILL_KEY(data.layout, one_of({"nhwc", "nchw"})),
       CODISTILL_KEY(data.classes, in_cc(0, 1000)),
       CODISTILL_KEY(data.path, text()),

@@ -14,7 +14,7 @@ struct AugmentConfig {
 };
 
 struct DataConfig {
-  std::string kind = "fashion-mnist";  // arrays | fashion-mnist | idx | synthetic | text
+  std::string kind = "fashion-mnist";  // arrays | fashion-mnist | idx | synthetic | text | tokens
   // The dataset's folder; kind text: a folder made by codistill-prepare-text
   // (tokenizer.bpe, train.tokens, valid.tokens; docs/text-data.md).
   std::string path = "/usr/share/datasets/fashion-mnist";
@@ -22,6 +22,12 @@ struct DataConfig {
   // and test_y.npy, an .npz archive or an HDF5 file holding those keys.
   std::string layout = "nhwc";  // kind arrays, 4-D examples: nhwc (NumPy's images) | nchw
   std::int64_t classes = 0;     // kind arrays: the number of classes (0 = largest label + 1)
+  // kind tokens (data/text/token_shard.hpp): file globs of llm.c or nanoGPT token shards,
+  // relative to path unless absolute; token_dtype: auto (llm.c's header says) | uint16 |
+  // uint32 (a headerless nanoGPT .bin).
+  std::string train;
+  std::string valid;
+  std::string token_dtype = "auto";
   // kind idx: the four files (gzip or raw IDX), relative to path unless absolute.
   std::string train_images = "train-images-idx3-ubyte.gz";
   std::string train_labels = "train-labels-idx1-ubyte.gz";
@@ -48,5 +54,8 @@ struct DataConfig {
   // when the step's threads leave a core free). The batches are the same either way.
   std::string prefetch = "auto";
 };
+
+// Language-model data (token windows, the text modality) rather than labelled examples.
+inline bool is_token_data(const DataConfig& d) { return d.kind == "text" || d.kind == "tokens"; }
 
 }  // namespace codistill

@@ -65,10 +65,11 @@ Splits load_dataset(const DataConfig& cfg) {
   } else if (cfg.kind == "synthetic") {
     s = make_synthetic(cfg);
     raw_max = 1.0;  // "unit" leaves synthetic values as they are
-  } else if (cfg.kind == "text") {
-    // Token files are not images: the engine reads them (data/feed/text_source.hpp).
-    throw std::invalid_argument("data.kind: text is a language-model corpus, not a labelled image dataset (it is "
-                                "read by load_text_data; image tools such as codistill-inspect eval do not take it)");
+  } else if (is_token_data(cfg)) {
+    // Tokens are not images: the text modality reads them (data/feed/lm_data.hpp).
+    throw std::invalid_argument("data.kind: " + cfg.kind + " is a language-model corpus, not a labelled image "
+                                "dataset (it is read by load_lm_data; image tools such as codistill-inspect eval do "
+                                "not take it)");
   } else {
     throw std::invalid_argument("data.kind: unknown kind '" + cfg.kind + "' (valid: arrays, fashion-mnist, idx, synthetic)");
   }

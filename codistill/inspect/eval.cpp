@@ -74,7 +74,7 @@ DataSpec check_options(const EvalOptions& opt) {
   return parse_spec(opt.data);
 }
 
-// Language models (data.kind text) are scored by their runs' eval events for now: the
+// Language models (data.kind text or tokens) are scored by their runs' eval events for now: the
 // held-out windows need the prepared folder and a per-token pass (eval/evaluate_text.hpp).
 // Checked before the model attribute is read, so the message says this whatever the model.
 void refuse_text(const std::string& path, const checkpoint::CheckpointMeta& meta) {
@@ -84,8 +84,8 @@ void refuse_text(const std::string& path, const checkpoint::CheckpointMeta& meta
   } catch (const ConfigError&) {
     return;  // an unreadable config is load_data's to report
   }
-  if (c->data.kind == "text")
-    throw InspectError(path + " is a language model trained on text (data.kind text): eval and churn take image "
+  if (is_token_data(c->data))
+    throw InspectError(path + " is a language model trained on text (data.kind " + c->data.kind + "): eval and churn take image "
                        "checkpoints only for now; its run's eval events (metrics.jsonl) hold its held-out loss, "
                        "perplexity, next-token accuracy and churn");
 }

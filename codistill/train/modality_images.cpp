@@ -77,7 +77,7 @@ class ImageModality final : public Modality {
 std::unique_ptr<Modality> make_image_modality(const Config& cfg) { return std::make_unique<ImageModality>(cfg); }
 
 std::unique_ptr<Modality> make_modality(const Config& cfg) {
-  return cfg.data.kind == "text" ? make_text_modality(cfg) : make_image_modality(cfg);
+  return is_token_data(cfg.data) ? make_text_modality(cfg) : make_image_modality(cfg);
 }
 
 }  // namespace codistill

@@ -1,10 +1,12 @@
-// Text (data.kind text): windows of T + 1 tokens from a prepared folder; every token after
+// Text (data.kind text or tokens): windows of T + 1 tokens from a prepared folder or token
+// shards (data/feed/lm_data.hpp); every token after
 // a window's first is a prediction, so loss, accuracy and churn are per token, and the loss
 // is read against the unigram baseline (nats per token).
 #include <cmath>
 
 #include <fmt/format.h>
 
+#include "codistill/data/feed/lm_data.hpp"
 #include "codistill/data/feed/text_source.hpp"
 #include "codistill/eval/evaluate_text.hpp"
 #include "codistill/train/modality.hpp"
@@ -32,20 +34,18 @@ class TextModality final : public Modality {
 
   // A language model reads [B, T] token ids and predicts the vocabulary at every position.
   void load(ModelConfig& mc, const std::string& section) override {
-    text_ = load_text_data(c_.data);
-    check_text_model(mc, text_.vocab, c_.data.context, section);
+    text_ = load_lm_data(c_.data, mc.vocab_size);
+    check_text_model(mc, text_->vocab(), c_.data.context, section);
     mc.input_shape = {c_.data.context};
-    mc.classes = text_.vocab;
-    if (mc.vocab_size == 0) mc.vocab_size = text_.vocab;  // recorded in checkpoints' model attribute
-    eval_windows_ = std::make_unique<data::text::EvalWindows>(*text_.valid, c_.data.context);
+    mc.classes = text_->vocab();
+    if (mc.vocab_size == 0) mc.vocab_size = text_->vocab();  // recorded in checkpoints' model attribute
+    eval_windows_ = std::make_unique<data::text::EvalWindows>(text_->valid(), c_.data.context);
   }
 
   void log_data(spdlog::logger& log, double load_s) override {
-    unigram_ = unigram_cross_entropy(*text_.train);
-    log.info("data: text from {}: {} training tokens in {} documents, {} held-out windows of {} tokens, "
-             "vocabulary {}, opened in {:.1f} s",
-             c_.data.path, text_.train->tokens(), text_.train->documents(), eval_windows_->count(), c_.data.context,
-             text_.vocab, load_s);
+    unigram_ = text_->unigram_cross_entropy();
+    log.info("data: {}, {} held-out windows of {} tokens, vocabulary {}, opened in {:.1f} s", text_->describe(),
+             eval_windows_->count(), c_.data.context, text_->vocab(), load_s);
     log.info("unigram baseline: {:.4f} nats per token (perplexity {:.1f}): the loss of predicting token "
              "frequencies without context; a model that learns goes below it",
              unigram_, std::exp(unigram_));
@@ -61,7 +61,8 @@ class TextModality final : public Modality {
     wo.worker = c_.run.worker;
     wo.workers = c_.run.workers;
     prefetch = false;
-    return std::make_unique<TextBatchSource>(*text_.train, wo, slice);
+    return std::make_unique<TextBatchSource>(text_->train(wo.mode, wo.worker, wo.workers), text_->vocab(), wo,
+                                             slice);
   }
 
   EvalResult evaluate(Model& model, std::vector<std::int32_t>* predictions) override {
@@ -72,8 +73,8 @@ class TextModality final : public Modality {
 
   void emit_first(MetricsWriter& metrics, std::int64_t step) const override {
     metrics.emit("data", step,
-                 {{"kind", "text"}, {"vocab_size", text_.vocab}, {"context", c_.data.context},
-                  {"train_tokens", text_.train->tokens()}, {"eval_windows", eval_windows_->count()},
+                 {{"kind", text_->kind()}, {"vocab_size", text_->vocab()}, {"context", c_.data.context},
+                  {"train_tokens", text_->train_tokens()}, {"eval_windows", eval_windows_->count()},
                   {"unigram_ce", unigram_}});
   }
   void add_train_fields(nlohmann::json& fields, double examples_per_s) const override {
@@ -98,7 +99,7 @@ class TextModality final : public Modality {
 
  private:
   const Config& c_;
-  TextData text_;
+  std::unique_ptr<LmData> text_;
   std::unique_ptr<data::text::EvalWindows> eval_windows_;
   double unigram_ = 0;  // nats per token, measured for the start of the log
 };

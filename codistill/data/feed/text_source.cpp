@@ -66,14 +66,22 @@ text::WindowOptions group_options(text::WindowOptions o, RankSlice slice) {
 }  // namespace
 
 TextBatchSource::TextBatchSource(const text::TokenFile& train, text::WindowOptions options, RankSlice slice)
-    : train_(train), sampler_(train, group_options(options, slice)), slice_(slice), rows_(options.batch_size) {}
+    : vocab_(train.info().vocab_size),
+      sampler_(train, group_options(options, slice)),
+      slice_(slice),
+      rows_(options.batch_size) {}
+
+TextBatchSource::TextBatchSource(std::shared_ptr<const text::TokenStream> stream, std::int64_t vocab,
+                                 text::WindowOptions options, RankSlice slice)
+    : vocab_(vocab), sampler_(std::move(stream), group_options(options, slice)), slice_(slice),
+      rows_(options.batch_size) {}
 
 BatchLayout TextBatchSource::layout(std::int64_t rows) const {
   BatchLayout l;
   l.input = {rows, sampler_.options().context};
   l.input_dtype = kernels::DType::i32;
   l.labels = rows * sampler_.options().context;
-  l.classes = train_.info().vocab_size;
+  l.classes = vocab_;
   return l;
 }
 
@@ -127,8 +135,8 @@ void TextBatchSource::restore(const SourceStateReader& read) {
 }
 
 std::string TextBatchSource::describe() const {
-  return fmt::format("{} of {} documents, {} tokens with end-of-document tokens ({} mode), windows of {} tokens",
-                     sampler_.stream().documents().size(), train_.documents(), sampler_.stream().size(),
+  return fmt::format("{}, {} tokens with end-of-document tokens ({} mode), windows of {} tokens",
+                     sampler_.stream().describe(), sampler_.stream().size(),
                      data::shard_mode_name(sampler_.options().mode), sampler_.options().context);
 }
 

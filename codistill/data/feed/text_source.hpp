@@ -38,6 +38,9 @@ class TextBatchSource final : public BatchSource {
  public:
   // options.batch_size: this rank's B. Keeps a pointer to `train` (must outlive this).
   TextBatchSource(const data::text::TokenFile& train, data::text::WindowOptions options, RankSlice slice = {});
+  // Windows of `stream`, this worker's shard already (LmData::train), over a vocabulary.
+  TextBatchSource(std::shared_ptr<const data::text::TokenStream> stream, std::int64_t vocab,
+                  data::text::WindowOptions options, RankSlice slice = {});
   BatchLayout layout(std::int64_t rows) const override;
   void load(std::int64_t step, HostBatch& into, HostBatch* next) override;
   SourceState checkpoint_state() const override;
@@ -47,7 +50,7 @@ class TextBatchSource final : public BatchSource {
   std::vector<std::int32_t> group_windows(std::int64_t step) const;
 
  private:
-  const data::text::TokenFile& train_;
+  std::int64_t vocab_;
   data::text::WindowSampler sampler_;  // batch R x B
   RankSlice slice_;
   std::int64_t rows_;  // B

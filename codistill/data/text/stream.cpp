@@ -38,4 +38,8 @@ void DocumentStream::copy(std::int64_t begin, std::span<std::int32_t> out) const
   }
 }
 
+std::string DocumentStream::describe() const {
+  return std::to_string(docs_.size()) + " of " + std::to_string(file_->documents()) + " documents";
+}
+
 }  // namespace codistill::data::text

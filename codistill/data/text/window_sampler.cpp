@@ -53,12 +53,19 @@ std::vector<std::int64_t> shard_documents(const TokenFile& train, ShardMode mode
 }
 
 WindowSampler::WindowSampler(const TokenFile& train, const WindowOptions& options)
-    : opt_(options), stream_(train, shard_documents(train, options.mode, options.worker, options.workers)) {
+    : WindowSampler(std::make_shared<DocumentStream>(
+                        train, shard_documents(train, options.mode, options.worker, options.workers)),
+                    options) {}
+
+WindowSampler::WindowSampler(std::shared_ptr<const TokenStream> stream, const WindowOptions& options)
+    : opt_(options), stream_(std::move(stream)) {
+  check_workers(opt_.worker, opt_.workers);
   if (opt_.batch_size < 1) bad("batch_size must be >= 1, got " + std::to_string(opt_.batch_size));
   if (opt_.context < 1) bad("context must be >= 1, got " + std::to_string(opt_.context));
-  if (stream_.size() < opt_.context + 1)
-    bad("worker " + std::to_string(opt_.worker) + "'s shard of " + train.path() + " holds " +
-        std::to_string(stream_.size()) + " tokens (with end-of-document tokens), fewer than one window of context + 1 = " +
+  if (stream_->size() < opt_.context + 1)
+    bad("worker " + std::to_string(opt_.worker) + "'s shard of " + stream_->origin() + " holds " +
+        std::to_string(stream_->size()) +
+        " tokens (with end-of-document tokens), fewer than one window of context + 1 = " +
         std::to_string(opt_.context + 1));
 }
 
@@ -66,7 +73,7 @@ std::vector<std::int64_t> WindowSampler::starts(std::int64_t step) const {
   if (step < 0) bad("step must be >= 0, got " + std::to_string(step));
   const std::uint64_t who = opt_.mode == ShardMode::same ? 0 : static_cast<std::uint64_t>(opt_.worker) + 1;
   Rng rng(opt_.seed, kWindowStream | who, static_cast<std::uint64_t>(step));
-  const auto positions = static_cast<std::uint64_t>(stream_.size() - opt_.context);  // starts 0..L-T-1
+  const auto positions = static_cast<std::uint64_t>(stream_->size() - opt_.context);  // starts 0..L-T-1
   std::vector<std::int64_t> s(static_cast<std::size_t>(opt_.batch_size));
   for (auto& x : s) x = static_cast<std::int64_t>(rng.below(positions));
   return s;
@@ -79,15 +86,18 @@ void WindowSampler::windows(std::int64_t step, std::span<std::int32_t> out) cons
         " x " + std::to_string(row));
   const std::vector<std::int64_t> s = starts(step);
   for (std::size_t b = 0; b < s.size(); ++b)
-    stream_.copy(s[b], out.subspan(b * static_cast<std::size_t>(row), static_cast<std::size_t>(row)));
+    stream_->copy(s[b], out.subspan(b * static_cast<std::size_t>(row), static_cast<std::size_t>(row)));
 }
 
 EvalWindows::EvalWindows(const TokenFile& valid, std::int64_t context)
-    : context_(context), stream_(valid, all_documents(valid)) {
+    : EvalWindows(std::make_shared<DocumentStream>(valid, all_documents(valid)), context) {}
+
+EvalWindows::EvalWindows(std::shared_ptr<const TokenStream> valid, std::int64_t context)
+    : context_(context), stream_(std::move(valid)) {
   if (context < 1) bad("context must be >= 1, got " + std::to_string(context));
-  count_ = stream_.size() > context ? (stream_.size() - 1) / context : 0;
+  count_ = stream_->size() > context ? (stream_->size() - 1) / context : 0;
   if (count_ == 0)
-    bad(valid.path() + " holds " + std::to_string(stream_.size()) +
+    bad(stream_->origin() + " holds " + std::to_string(stream_->size()) +
         " tokens (with end-of-document tokens), fewer than one evaluation window of " + std::to_string(context + 1));
 }
 
@@ -100,7 +110,7 @@ void EvalWindows::windows(std::int64_t first, std::span<std::int32_t> out) const
     throw std::out_of_range("EvalWindows: windows [" + std::to_string(first) + ", " + std::to_string(first + n) +
                             ") outside [0, " + std::to_string(count_) + ")");
   for (std::int64_t i = 0; i < n; ++i)
-    stream_.copy((first + i) * context_, out.subspan(static_cast<std::size_t>(i * row), static_cast<std::size_t>(row)));
+    stream_->copy((first + i) * context_, out.subspan(static_cast<std::size_t>(i * row), static_cast<std::size_t>(row)));
 }
 
 }  // namespace codistill::data::text

@@ -20,6 +20,7 @@
 // The batch of a step is a pure function of (file, seed, mode, worker, workers, step):
 // a resumed run needs only its step to continue bit-exactly.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -48,6 +49,8 @@ class WindowSampler {
   // std::invalid_argument for batch_size < 1, context < 1, a bad worker/workers, or a
   // shard whose stream is shorter than one window (naming both sizes).
   WindowSampler(const TokenFile& train, const WindowOptions& options);
+  // Windows of a stream that is already this worker's shard (token shards: shard_files).
+  WindowSampler(std::shared_ptr<const TokenStream> stream, const WindowOptions& options);
 
   // Fills out (batch_size * (context + 1) int32, row-major [B, T+1]) with step's batch.
   // Throws std::invalid_argument for a wrong out size or a negative step.
@@ -57,11 +60,11 @@ class WindowSampler {
 
   const WindowOptions& options() const { return opt_; }
   std::int64_t row_tokens() const { return opt_.context + 1; }
-  const DocumentStream& stream() const { return stream_; }
+  const TokenStream& stream() const { return *stream_; }
 
  private:
   WindowOptions opt_;
-  DocumentStream stream_;
+  std::shared_ptr<const TokenStream> stream_;
 };
 
 // The held-out split read whole, the same on every worker: the stream of all its
@@ -71,6 +74,7 @@ class WindowSampler {
 class EvalWindows {
  public:
   EvalWindows(const TokenFile& valid, std::int64_t context);
+  EvalWindows(std::shared_ptr<const TokenStream> valid, std::int64_t context);
   std::int64_t count() const { return count_; }
   std::int64_t row_tokens() const { return context_ + 1; }
   // Fills out with windows [first, first + out.size() / (T+1)); throws std::out_of_range
@@ -79,7 +83,7 @@ class EvalWindows {
 
  private:
   std::int64_t context_;
-  DocumentStream stream_;
+  std::shared_ptr<const TokenStream> stream_;
   std::int64_t count_;
 };
 

@@ -84,6 +84,9 @@ data:
   path: /data/x
   layout: nchw
   classes: 12
+  train: "t_*.bin"
+  valid: "v_*.bin"
+  token_dtype: uint32
   train_images: a.gz
   train_labels: b.gz
   test_images: c.gz

@@ -201,7 +201,7 @@ TEST_CASE("a value out of range is an error while the bounds themselves are acce
 
 TEST_CASE("enum-like strings list their valid values", "[config]") {
   ConfigError kind = error_of("data:\n  kind: foo\n");
-  CHECK(kind.detail() == "expected one of arrays, fashion-mnist, idx, synthetic, text, got 'foo'");
+  CHECK(kind.detail() == "expected one of arrays, fashion-mnist, idx, synthetic, text, tokens, got 'foo'");
   for (const char* key : {"data.shard", "data.normalize", "data.prefetch", "model.kind", "model.activation",
                           "model.init", "optimizer.kind", "optimizer.schedule.kind", "optimizer.schedule.cycle_mode",
                           "checkpoint.on_busy", "codistill.mode", "group.kind"}) {
