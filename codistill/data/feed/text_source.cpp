@@ -135,8 +135,7 @@ void TextBatchSource::restore(const SourceStateReader& read) {
 }
 
 std::string TextBatchSource::describe() const {
-  return fmt::format("{}, {} tokens with end-of-document tokens ({} mode), windows of {} tokens",
-                     sampler_.stream().describe(), sampler_.stream().size(),
+  return fmt::format("{} ({} mode), windows of {} tokens", sampler_.stream().describe(),
                      data::shard_mode_name(sampler_.options().mode), sampler_.options().context);
 }
 

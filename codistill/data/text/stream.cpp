@@ -39,7 +39,8 @@ void DocumentStream::copy(std::int64_t begin, std::span<std::int32_t> out) const
 }
 
 std::string DocumentStream::describe() const {
-  return std::to_string(docs_.size()) + " of " + std::to_string(file_->documents()) + " documents";
+  return std::to_string(docs_.size()) + " of " + std::to_string(file_->documents()) + " documents, " +
+         std::to_string(size()) + " tokens with end-of-document tokens";
 }
 
 }  // namespace codistill::data::text

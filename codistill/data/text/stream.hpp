@@ -19,7 +19,8 @@ class TokenStream {
   // Copies stream tokens [begin, begin + out.size()) into out; throws
   // std::out_of_range unless that range lies in [0, size()).
   virtual void copy(std::int64_t begin, std::span<std::int32_t> out) const = 0;
-  // What the stream is made of, for the log ("12 of 40 documents", "3 of 8 shards").
+  // What the stream is made of, for the log ("12 of 40 documents, N tokens with
+  // end-of-document tokens", "3 of 8 shards, N tokens").
   virtual std::string describe() const = 0;
   // Names the stream's source in messages (a file, or the first of several).
   virtual std::string origin() const = 0;

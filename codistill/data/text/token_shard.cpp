@@ -120,7 +120,8 @@ void ShardStream::copy(std::int64_t begin, std::span<std::int32_t> out) const {
 }
 
 std::string ShardStream::describe() const {
-  return std::to_string(shards_.size()) + " of " + std::to_string(of_) + " shard" + (of_ == 1 ? "" : "s");
+  return std::to_string(shards_.size()) + " of " + std::to_string(of_) + " shard" + (of_ == 1 ? "" : "s") + ", " +
+         std::to_string(size()) + " tokens";
 }
 
 std::string ShardStream::origin() const {

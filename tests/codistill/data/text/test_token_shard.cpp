@@ -116,7 +116,7 @@ TEST_CASE("shards read back to back: windows across files, describe and bounds",
   const TokenShard s0(dir.str("0.bin"), 0), s1(dir.str("1.bin"), 0), s2(dir.str("2.bin"), 0);
   const ShardStream st({&s0, &s1, &s2}, 5);
   CHECK(st.size() == 7);
-  CHECK(st.describe() == "3 of 5 shards");
+  CHECK(st.describe() == "3 of 5 shards, 7 tokens");
   CHECK(st.origin().find("0.bin and 2 more") != std::string::npos);
   for (std::int64_t begin = 0; begin < 7; ++begin)
     for (std::int64_t n = 0; begin + n <= 7; ++n) {
