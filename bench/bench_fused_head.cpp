@@ -1,4 +1,4 @@
-// The fused linear + distillation head on the CPU (kernels/cpu/distill_head.hpp), one shape
+// The fused linear + distillation head on the CPU (kernels/cpu/loss/distill_head.hpp), one shape
 // per process, for bench/run_fused_head_bench.sh (which runs bench/torch_fused_head.py, the
 // unfused PyTorch path, beside it, each contender in its own process).
 //   bench_fused_head --N N --H H --V V --K K [--threads T] [--calls C] [--warmup W]
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/distill_head.hpp"
+#include "kernels/cpu/loss/distill_head.hpp"
 
 namespace cpu = codistill::kernels::cpu;
 

@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/loss/distill_loss.hpp"
 
 namespace cpu = codistill::kernels::cpu;
 

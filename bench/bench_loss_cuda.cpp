@@ -40,8 +40,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/cpu/distill_loss.hpp"
-#include "kernels/cuda/distill_loss.hpp"
+#include "kernels/cpu/loss/distill_loss.hpp"
+#include "kernels/cuda/loss/distill_loss.hpp"
 #include "kernels/cuda/memory.hpp"
 
 namespace cpu = codistill::kernels::cpu;

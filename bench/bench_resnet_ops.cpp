@@ -1,7 +1,7 @@
 // Where a ResNet-8 CPU training step goes, op by op: the layers of configs/fmnist_resnet8.yaml
 // (channels 16/32/64, one block per stage, batch 128, 28x28 inputs) run through the CPU
 // backend's fast queue as the model runs them: convolution forward and backward (the
-// backend's path, and for comparison the im2col + GEMM path of kernels/cpu/conv2d.cpp),
+// backend's path, and for comparison the im2col + GEMM path of kernels/cpu/image/conv2d.cpp),
 // batch norm, relu (after the stem's and each block's first batch norm, and after each
 // residual add, as the model has them), the residual adds, global average pooling and one SGD
 // update of the parameters. Prints milliseconds per step per op class and the share of the
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
-#include "kernels/cpu/conv2d.hpp"
+#include "kernels/cpu/image/conv2d.hpp"
 #include "kernels/cpu/impl.hpp"
 
 namespace k = codistill::kernels;

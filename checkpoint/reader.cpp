@@ -1,23 +1,26 @@
 // read(), read_meta(), list_tensors(), verify(): every check of the format, in the order
 // cheapest first (attributes, fingerprint) so that a wrong file fails before its data is read.
+// The attributes and the listing of the datasets are here; their data is read and checked by
+// DataReader (data_reader.hpp).
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <map>
-#include <memory>
 #include <unordered_map>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/data_reader.hpp"
 #include "checkpoint/hash.hpp"
 #include "checkpoint/hdf5.hpp"
 #include "checkpoint/layout.hpp"
-#include "checkpoint/pipeline.hpp"
 
 namespace codistill::checkpoint {
 
 namespace {
 
+using data::DataReader;
+using data::DatasetInfo;
+using data::finite_checked;
+using data::inspect;
 using layout::Dims;
 
 CheckpointMeta read_attributes(hid_t root) {
@@ -46,10 +49,6 @@ CheckpointMeta read_attributes(hid_t root) {
   }
   return m;
 }
-
-// Sections whose values feed a model's forward pass: NaN or Inf there is rejected
-// (ReadOptions::check_finite).
-bool finite_checked(Section s) { return s == Section::params || s == Section::buffers; }
 
 struct Found {
   Section section;
@@ -99,165 +98,6 @@ std::vector<Found> list_datasets(hid_t file) {
   }
   return out;
 }
-
-struct DatasetInfo {
-  ElemType type;
-  Dims dims;
-  bool little_endian;
-};
-
-DatasetInfo inspect(hid_t dset, const std::string& path, Section s) {
-  h5::Handle t = h5::type(H5Dget_type(dset), ("reading the type of " + path).c_str());
-  auto e = h5::elem_type(t.get());
-  if (!e || (s != Section::state && *e != ElemType::f32))
-    throw h5::Error("dataset " + path + " has type " + h5::describe_type(t.get()) + ", expected " +
-                    (s == Section::state ? "float32, float64, int64 or uint64" : "float32"));
-  auto dims = h5::dims_of(dset);
-  return {*e, Dims(dims.begin(), dims.end()), H5Tequal(t.get(), h5::file_type(*e)) > 0};
-}
-
-// The row-block plan of a dataset whose only filter is fletcher32, i.e. one this library
-// can read chunk by chunk itself; nullopt sends it through HDF5's pipeline.
-std::optional<layout::ChunkPlan> direct_plan(hid_t dset, const Dims& dims) {
-  h5::Handle dcpl = h5::plist(H5Dget_create_plist(dset), "reading dataset properties");
-  if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED || H5Pget_nfilters(dcpl.get()) != 1) return std::nullopt;
-  unsigned flags = 0, config = 0;
-  std::size_t nvalues = 0;
-  if (H5Pget_filter2(dcpl.get(), 0, &flags, &nvalues, nullptr, 0, nullptr, &config) != H5Z_FILTER_FLETCHER32)
-    return std::nullopt;
-  std::vector<hsize_t> chunk(dims.size());
-  if (H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()) != static_cast<int>(dims.size()))
-    return std::nullopt;
-  return layout::plan_from_chunk_dims(dims, Dims(chunk.begin(), chunk.end()));
-}
-
-// One chunk read by the caller's thread, for the helper to check (fletcher32, finite
-// values), hash, and move into the result when it was read into a staging buffer.
-struct ReadTask {
-  std::string header;  // digest header, on the first task of a dataset
-  const std::string* path = nullptr;
-  const std::string* name = nullptr;  // set when the finite check applies
-  Section section = Section::params;  // for the finite check's message
-  ElemType type = ElemType::f32;
-  std::uint64_t chunk = 0, first = 0;  // chunk index, index of its first element
-  const unsigned char* buf = nullptr;
-  std::size_t full = 0, n = 0;  // chunk bytes (checksummed), data bytes
-  std::uint32_t stored = 0;     // its checksum, copied out before the next read can land on it
-  unsigned char* dest = nullptr;  // where the data belongs; null: discard
-};
-
-class DataReader {
- public:
-  static constexpr std::size_t kDepth = 2;
-
-  DataReader(const ReadOptions& opt, DigestAlgorithm algorithm, bool threaded)
-      : opt_(opt), digest_(algorithm), check_([this](ReadTask& t) { check(t); }, threaded, kDepth) {
-    stages_.resize(threaded ? kDepth + 2 : 1);  // round robin, as in the writer
-  }
-
-  // Reads one dataset into dest (nullptr: only check and hash it).
-  void read(hid_t dset, const std::string& path, Section s, const std::string& name, const DatasetInfo& info,
-            unsigned char* dest) {
-    const std::size_t esize = elem_size(info.type);
-    std::uint64_t numel = 1;
-    for (auto d : info.dims) numel *= d;
-    ReadTask base;
-    base.header = opt_.verify_digest ? layout::digest_header(path, info.type, info.dims) : std::string();
-    base.path = &path;
-    base.name = finite_checked(s) && opt_.check_finite ? &name : nullptr;
-    base.section = s;
-    base.type = info.type;
-    auto plan = opt_.direct_chunk_io && info.little_endian ? direct_plan(dset, info.dims) : std::nullopt;
-    if (!plan) {  // HDF5 reads (and checks) it whole; then it is checked here like a chunk
-      check_.drain();
-      std::vector<unsigned char> scratch(dest ? 0 : numel * esize);
-      unsigned char* buf = dest ? dest : scratch.data();
-      if (numel > 0 && H5Dread(dset, h5::memory_type(info.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
-        h5::fail("corrupt or unreadable dataset " + path);
-      base.buf = base.dest = buf;
-      base.n = numel * esize;
-      check(base);  // on this thread: the helper is idle and scratch dies here
-      return;
-    }
-    const std::size_t full = plan->chunk_elements() * esize, total = numel * esize;
-    std::vector<hsize_t> offset(info.dims.size());
-    for (std::uint64_t k = 0; k < plan->count(); ++k) {
-      auto piece = plan->piece(k, info.dims);
-      std::copy(piece.offset.begin(), piece.offset.end(), offset.begin());
-      hsize_t stored = 0;
-      h5::check(H5Dget_chunk_storage_size(dset, offset.data(), &stored), ("locating chunk of " + path).c_str());
-      if (stored != full + 4)
-        throw h5::Error("corrupt data: chunk " + std::to_string(k) + " of " + path + " holds " +
-                        std::to_string(stored) + " bytes, expected " + std::to_string(full + 4));
-      // A whole chunk goes straight into the result. Its 4 checksum bytes land on the start
-      // of the next chunk's range, which is read afterwards; so the last chunk (whose
-      // checksum would fall past the end) and partial ones go through a staging buffer.
-      std::size_t at = piece.first * esize, n = piece.elements * esize;
-      unsigned char* buf = dest && n == full && at + full + 4 <= total ? dest + at : stage(full + 4);
-      std::uint32_t mask = 0;
-      h5::check(H5Dread_chunk(dset, H5P_DEFAULT, offset.data(), &mask, buf), ("reading a chunk of " + path).c_str());
-      if (mask != 0)
-        throw h5::Error("corrupt data: chunk " + std::to_string(k) + " of " + path +
-                        " was stored without its fletcher32 checksum");
-      ReadTask t = base;
-      if (k > 0) t.header.clear();
-      t.chunk = k;
-      t.first = piece.first;
-      t.buf = buf;
-      t.full = full;
-      t.n = n;
-      std::memcpy(&t.stored, buf + full, 4);
-      t.dest = dest ? dest + at : nullptr;
-      check_.push(std::move(t));
-    }
-  }
-
-  // Waits for the checks of everything read; returns the digest.
-  std::uint64_t finish() {
-    check_.stop();
-    return digest_.digest();
-  }
-
- private:
-  unsigned char* stage(std::size_t bytes) {
-    auto& b = stages_[next_++ % stages_.size()];
-    if (b.size() < bytes) b.resize(bytes);
-    return b.data();
-  }
-
-  void check(ReadTask& t) {
-    if (t.full > 0) {
-      std::uint32_t got = fletcher32(t.buf, t.full);
-      // HDF5 also accepts the checksum with the bytes of each half swapped (1.6 files).
-      std::uint32_t swapped = ((got & 0x00ff00ffu) << 8) | ((got >> 8) & 0x00ff00ffu);
-      if (t.stored != got && t.stored != swapped)
-        throw h5::Error("corrupt data: fletcher32 checksum mismatch in chunk " + std::to_string(t.chunk) + " of " +
-                        *t.path);
-    }
-    if (t.name) {
-      const std::size_t esize = elem_size(t.type);
-      std::int64_t i = layout::first_non_finite(t.buf, t.n / esize, t.type);
-      if (i >= 0) {
-        float v;
-        std::memcpy(&v, t.buf + static_cast<std::size_t>(i) * esize, sizeof v);
-        throw h5::Error(std::string(t.section == Section::buffers ? "buffer " : "parameter ") + *t.name + " holds " +
-                        (std::isnan(v) ? "NaN" : "Inf") + " at index " +
-                        std::to_string(t.first + static_cast<std::uint64_t>(i)));
-      }
-    }
-    if (opt_.verify_digest) {
-      digest_.update(t.header.data(), t.header.size());
-      digest_.update(t.buf, t.n);
-    }
-    if (t.dest && t.dest != t.buf) std::memcpy(t.dest, t.buf, t.n);
-  }
-
-  const ReadOptions& opt_;
-  ContentDigest digest_;  // helper only (or the caller's thread while the helper is idle)
-  std::vector<std::vector<unsigned char>> stages_;
-  std::size_t next_ = 0;
-  Pipeline<ReadTask> check_;  // last: joined first, while the stages still exist
-};
 
 // Storage for a dataset: the caller's old tensor of the same section, name, shape and
 // type when there is one (no allocation, no page faults), else a new one.

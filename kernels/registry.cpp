@@ -23,7 +23,7 @@ Backend& backend_for(DeviceKind kind) {
 
 Queue& default_cpu_queue(bool reference) {
   // Built on first use (after the backend); a fast CPU queue makes its oneDNN state
-  // (kernels/cpu/dnnl_conv.hpp) at its first convolution.
+  // (kernels/cpu/image/dnnl_conv.hpp) at its first convolution.
   static const std::unique_ptr<Queue> fast = cpu_backend().make_queue(Device::cpu(), {});
   static const std::unique_ptr<Queue> ref = cpu_backend().make_queue(Device::cpu(), {.reference = true});
   return reference ? *ref : *fast;

@@ -78,8 +78,10 @@ function(_simt_device_headers file out)
 endfunction()
 
 # Kernel code with collectives outside kernels/cuda/device would escape its mutants (and
-# the SIMT executor: only device/*.cuh compiles for the host).
-file(GLOB _simt_cuda_sources ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cuh)
+# the SIMT executor: only device/*.cuh compiles for the host). The launchers sit in
+# kernels/cuda/ and its op folders (image/, sequence/, loss/), all scanned.
+file(GLOB_RECURSE _simt_cuda_sources ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cuh)
+list(FILTER _simt_cuda_sources EXCLUDE REGEX "^${_simt_device_dir}/")
 foreach(src ${_simt_cuda_sources})
   _simt_collective_calls(${src} calls)
   if(calls)

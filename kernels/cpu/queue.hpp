@@ -14,8 +14,8 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/bf16.hpp"
-#include "kernels/cpu/dnnl_conv.hpp"
 #include "kernels/cpu/dnnl_matmul.hpp"
+#include "kernels/cpu/image/dnnl_conv.hpp"
 
 namespace codistill::kernels::cpu {
 

@@ -1,9 +1,9 @@
 #pragma once
 // The causal softmax kernels of the attention core (float32), semantics of AttentionShape in
-// kernels/ops.hpp and of the CPU twin's row passes (kernels/cpu/attention.cpp). The products
-// around them are cuBLAS calls (plans/attention_plan.hpp). P is [rows, T] with rows =
-// batch * heads * T: row r is row i = r % T of its (sequence, head) block, whose columns
-// 0..i are the causal window.
+// kernels/ops.hpp and of the CPU twin's row passes (kernels/cpu/sequence/attention.cpp). The
+// products around them are cuBLAS calls (plans/attention_plan.hpp). P is [rows, T] with
+// rows = batch * heads * T: row r is row i = r % T of its (sequence, head) block, whose
+// columns 0..i are the causal window.
 //   softmax:          in place over the scaled scores: P[r, j] = exp(S - max) / sum for
 //                     j <= i, exactly 0 for j > i (the saved probabilities).
 //   softmax_backward: in place over dP, with the saved P: dS = P (dP - sum_j P dP) for

@@ -1,5 +1,5 @@
 #pragma once
-// Global average pooling kernels (float32), the CPU twin's arithmetic (kernels/cpu/avgpool):
+// Global average pooling kernels (float32), the CPU twin's arithmetic (kernels/cpu/image/avgpool):
 //   forward:  a thread per row sums its `spatial` values in order, then scales: the CPU's
 //             bits exactly (rows are planes of at most a few thousand values, so one thread
 //             per plane is cheap next to the convolutions around it).

@@ -1,6 +1,6 @@
 #pragma once
 // Batch normalization kernels (float32), semantics of BatchNormShape in kernels/ops.hpp and
-// of the CPU twin kernels/cpu/batchnorm.cpp. x is [N, C, S]: a channel's M = N*S values are
+// of the CPU twin kernels/cpu/image/batchnorm.cpp. x is [N, C, S]: a channel's M = N*S values are
 // N runs of S contiguous floats, C*S apart.
 //
 // A channel is cut into `chunks` ranges of `per_chunk` values, a block each (grid {C,

@@ -1,6 +1,6 @@
 #pragma once
 // Embedding kernels (float32), semantics of EmbeddingShape in kernels/ops.hpp and of the CPU
-// twin kernels/cpu/embedding.cpp: ids int32 [N], table/dtable [V, D], y/dy [N, D].
+// twin kernels/cpu/sequence/embedding.cpp: ids int32 [N], table/dtable [V, D], y/dy [N, D].
 //   check_ids: *verdict = min(*verdict, n) over the rows n whose id is outside [0, V) (the
 //              host sets it to kNoBadRow first), so the first bad row whatever the schedule.
 //   gather:    y[n, d] = table[ids[n], d], a thread per element (grid-stride).

@@ -1,6 +1,6 @@
 #pragma once
 // Layer normalization kernels (float32), semantics of LayerNormShape in kernels/ops.hpp and
-// of the CPU twin kernels/cpu/layernorm.cpp. x is [rows, F].
+// of the CPU twin kernels/cpu/sequence/layernorm.cpp. x is [rows, F].
 //   forward:        a block per row: block_sum of the row (mean), of the squared deviations
 //                   about it (variance), then y; thread 0 saves mean and invstd.
 //   backward_dx:    a block per row: the row's sums of g = gamma*dy and g*xh, then dx.

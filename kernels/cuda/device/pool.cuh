@@ -2,7 +2,7 @@
 // Max pooling kernels (float32 NCHW) with the rule of kernels/ops.hpp: each window is
 // scanned in row-major order from its first element and a later element wins only when
 // strictly greater, so ties go to the first maximum; a NaN is the window's maximum (its
-// first NaN wins) — the rule of the CPU twin, kernels/cpu/pool.cpp, too.
+// first NaN wins) — the rule of the CPU twin, kernels/cpu/image/pool.cpp, too.
 //   forward:  a thread per output element.
 //   backward: a thread per input element gathers dy from the windows that chose it, in the
 //             windows' row-major order (the order the CPU scatters in), with the choice

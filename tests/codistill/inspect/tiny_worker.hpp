@@ -19,7 +19,7 @@
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
-#include "kernels/cpu/distill_loss.hpp"
+#include "kernels/cpu/loss/distill_loss.hpp"
 
 namespace codistill::test {
 

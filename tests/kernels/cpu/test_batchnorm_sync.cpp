@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
-#include "kernels/cpu/batchnorm.hpp"
-#include "kernels/cpu/batchnorm_sync.hpp"
+#include "kernels/cpu/image/batchnorm.hpp"
+#include "kernels/cpu/image/batchnorm_sync.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill::kernels::cpu;

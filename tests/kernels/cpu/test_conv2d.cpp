@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cpu/conv2d.hpp"
+#include "kernels/cpu/image/conv2d.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill::kernels::cpu;

@@ -1,4 +1,4 @@
-// The fused linear + distillation head on the CPU (kernels/cpu/distill_head.hpp): against
+// The fused linear + distillation head on the CPU (kernels/cpu/loss/distill_head.hpp): against
 // the unfused path it replaces (linear_forward for the student and each teacher, then
 // distill_loss over all N rows, then linear_backward), for several chunk sizes; its
 // gradients with respect to the hidden states and the head (weight and bias) against central
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/distill_head.hpp"
-#include "kernels/cpu/distill_loss.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/loss/distill_head.hpp"
+#include "kernels/cpu/loss/distill_loss.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/distill_loss.hpp"
+#include "kernels/cpu/loss/distill_loss.hpp"
 #include "support/test_util.hpp"
 
 using codistill::kernels::cpu::distill_loss;

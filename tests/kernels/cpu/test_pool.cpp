@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cpu/pool.hpp"
+#include "kernels/cpu/image/pool.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill::kernels::cpu;

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cpu/softmax.hpp"
+#include "kernels/cpu/sequence/softmax.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill::kernels::cpu;

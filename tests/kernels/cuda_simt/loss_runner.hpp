@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cpu/distill_loss.hpp"
+#include "kernels/cpu/loss/distill_loss.hpp"
 #include "kernels/cuda/device/distill_loss.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 #include "simt/executor.hpp"

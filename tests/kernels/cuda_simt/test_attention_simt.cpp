@@ -1,8 +1,8 @@
 // The CUDA backend's causal softmax kernels (kernels/cuda/device/attention.cuh), run from
 // their real source under the SIMT executor with the shapes of attention.cuh, chained
 // with the cuBLAS plans of kernels/cuda/plans/attention_plan.hpp (run through OpenBLAS) in
-// the order kernels/cuda/attention.cu queues them, against the CPU twin
-// (kernels/cpu/attention, reference in double and fast path): y, the saved probabilities
+// the order kernels/cuda/sequence/attention.cu queues them, against the CPU twin
+// (kernels/cpu/sequence/attention, reference in double and fast path): y, the saved probabilities
 // (masked entries exactly 0) and dqkv, for T = 1, T = 7, T > 32 (lanes that loop), head_dim 3,
 // batched along heads and along sequences. Outputs poisoned; every schedule gives the same bits.
 #include <catch2/catch.hpp>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/sequence/attention.hpp"
 #include "kernels/cuda/device/attention.cuh"
 #include "tests/kernels/cuda_plans/attention_plan_runner.hpp"
 #include "tests/kernels/cuda_simt/simt_support.hpp"

@@ -1,11 +1,12 @@
-// The fused loss kernels as the fused linear + distillation head (kernels/cuda/distill_head.cu)
-// launches them, under the SIMT executor: check_labels_kernel once over the whole batch, then
-// distill_loss_kernel once per chunk of rows — on the chunk's rows of the logits, labels and
-// row terms, with the batch's header, so its gradient scale is 1 / (rows counted in the whole
-// batch) — then sum_rows_kernel over every row. Against the CPU reference of the loss over
-// the whole batch at once: the chunks must add up to exactly that loss and gradient. Chunk
-// sizes that do not divide N, chunks of ignored rows only, K = 0, 1, 4, launch variants from
-// a warp per row to a 1024-thread block per row.
+// The fused loss kernels as the fused linear + distillation head
+// (kernels/cuda/loss/distill_head.cu) launches them, under the SIMT executor:
+// check_labels_kernel once over the whole batch, then distill_loss_kernel once per chunk of
+// rows — on the chunk's rows of the logits, labels and row terms, with the batch's header, so
+// its gradient scale is 1 / (rows counted in the whole batch) — then sum_rows_kernel over
+// every row. Against the CPU reference of the loss over the whole batch at once: the chunks
+// must add up to exactly that loss and gradient. Chunk sizes that do not divide N, chunks of
+// ignored rows only, K = 0, 1, 4, launch variants from a warp per row to a 1024-thread block
+// per row.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/cpu/distill_loss.hpp"
+#include "kernels/cpu/loss/distill_loss.hpp"
 #include "kernels/cuda/device/distill_loss.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 #include "kernels/cuda/plans/distill_head_plan.hpp"

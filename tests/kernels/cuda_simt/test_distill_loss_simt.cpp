@@ -1,5 +1,5 @@
 // The CUDA fused distillation loss, run from its real source under the SIMT executor with
-// the launch shapes a GPU gets, against the CPU reference (kernels/cpu/distill_loss.hpp):
+// the launch shapes a GPU gets, against the CPU reference (kernels/cpu/loss/distill_loss.hpp):
 // float32 and bf16, every launch variant (a warp per row; 256-, 512- and 1024-thread
 // blocks per row), V from 1 to 131072 (multiples of 4 and not, aligned and misaligned rows),
 // K 0-4, T 1/2/4, ignored rows, in place, forward only, bad labels (nothing written) and

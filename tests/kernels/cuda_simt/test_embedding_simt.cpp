@@ -1,10 +1,11 @@
 // The CUDA backend's embedding kernels (kernels/cuda/device/embedding.cuh), run from their
-// real source under the SIMT executor in the launch sequence of kernels/cuda/embedding.cu
-// (verdict reset, id check, gather or scatter) with the shapes of embedding.cuh, against
-// the CPU twin (kernels/cpu/embedding): the gather bit for bit, and the scatter bit for bit
-// too (every element of dtable adds its rows in the order of n, as the CPU does), under every
-// schedule; repeated ids, odd sizes, a vocabulary larger than the scatter's bands. A bad id:
-// the verdict names the first bad row and neither kernel writes anything.
+// real source under the SIMT executor in the launch sequence of
+// kernels/cuda/sequence/embedding.cu (verdict reset, id check, gather or scatter) with the
+// shapes of embedding.cuh, against the CPU twin (kernels/cpu/sequence/embedding): the gather
+// bit for bit, and the scatter bit for bit too (every element of dtable adds its rows in the
+// order of n, as the CPU does), under every schedule; repeated ids, odd sizes, a vocabulary
+// larger than the scatter's bands. A bad id: the verdict names the first bad row and neither
+// kernel writes anything.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/sequence/embedding.hpp"
 #include "kernels/cuda/device/embedding.cuh"
 #include "tests/kernels/cuda_simt/simt_support.hpp"
 

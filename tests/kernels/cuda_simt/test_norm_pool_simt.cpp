@@ -1,7 +1,7 @@
 // The CUDA backend's batch normalization and global average pooling kernels
 // (kernels/cuda/device/batchnorm.cuh, avgpool.cuh), run from their real source under the
 // SIMT executor with the launchers' shapes (batchnorm.cuh, launch_shapes.hpp), against the
-// CPU twins (kernels/cpu/batchnorm, avgpool): 1d and 2d sizes, odd ones, a channel of fewer
+// CPU twins (kernels/cpu/image/batchnorm, avgpool): 1d and 2d sizes, odd ones, a channel of fewer
 // values than a warp and of many more than a block, train and eval, dx or not, with and
 // without the fused relu (Op::batchnorm_activation: the CPU twin's act = relu / relu_y).
 // Outputs are poisoned first; a run under another schedule must give the same bits (the
@@ -15,9 +15,9 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/avgpool.hpp"
-#include "kernels/cpu/batchnorm.hpp"
-#include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/image/avgpool.hpp"
+#include "kernels/cpu/image/batchnorm.hpp"
+#include "kernels/cpu/sequence/layernorm.hpp"
 #include "kernels/cuda/device/avgpool.cuh"
 #include "kernels/cuda/device/batchnorm.cuh"
 #include "kernels/cuda/device/layernorm.cuh"
@@ -56,7 +56,7 @@ Result run_simt(const kernels::BatchNormShape& s, bool training, bool need_dx, c
                                                          std::numeric_limits<double>::quiet_NaN()));
   double* sums = partial.data();
   double* second = partial.data() + s.channels * b.chunks;
-  // The launch sequence of kernels/cuda/batchnorm.cu.
+  // The launch sequence of kernels/cuda/image/batchnorm.cu.
   if (training) {
     simt::launch(dev::batchnorm_sum_kernel, shape, dx_in.data(), sums, d);
     simt::launch(dev::batchnorm_sqdev_kernel, shape, dx_in.data(), static_cast<const double*>(sums), second, d);

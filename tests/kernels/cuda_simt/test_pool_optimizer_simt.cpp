@@ -1,16 +1,17 @@
 // The CUDA backend's max pooling and optimizer kernels (kernels/cuda/device/pool.cuh,
 // optimizer.cuh), run from their real source under the SIMT executor with the launcher's
-// shapes (launch_shapes.hpp, optimizer.cuh), against their CPU twins (kernels/cpu/pool, optimizer): ties and NaN
-// in pooling windows, overlapping windows, SGD (plain, momentum, Nesterov, weight decay)
-// and AdamW over several slices (a table) and one (by value), aligned and not.
+// shapes (launch_shapes.hpp, optimizer.cuh), against their CPU twins (kernels/cpu/image/pool,
+// kernels/cpu/optimizer): ties and NaN in pooling windows, overlapping windows, SGD (plain,
+// momentum, Nesterov, weight decay) and AdamW over several slices (a table) and one (by
+// value), aligned and not.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/image/pool.hpp"
 #include "kernels/cpu/optimizer.hpp"
-#include "kernels/cpu/pool.hpp"
 #include "kernels/cuda/device/optimizer.cuh"
 #include "kernels/cuda/device/pool.cuh"
 #include "tests/kernels/cuda_simt/simt_support.hpp"
