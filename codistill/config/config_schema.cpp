@@ -102,7 +102,7 @@ std::vector<Field> make_run_and_data_keys() {
       CODISTILL_KEY(data.test_images, text()),
       CODISTILL_KEY(data.test_labels, text()),
       CODISTILL_KEY(data.batch_size, ge(1)),
-      CODISTILL_KEY(data.shard, one_of({"disjoint", "full", "same"})),
+      CODISTILL_KEY(data.shard, one_of({"auto", "disjoint", "full", "same", "none"})),
       CODISTILL_KEY(data.normalize, one_of({"standard", "unit", "none"})),
       CODISTILL_KEY(data.train_limit, ge(0)),
       CODISTILL_KEY(data.test_limit, ge(0)),

@@ -34,7 +34,9 @@ struct DataConfig {
   std::string test_images = "t10k-images-idx3-ubyte.gz";
   std::string test_labels = "t10k-labels-idx1-ubyte.gz";
   int batch_size = 128;
-  std::string shard = "disjoint";  // disjoint | full | same
+  // auto (none when a path names {worker} or {rank}, else disjoint) | disjoint | full | same |
+  // none (worker_paths.hpp)
+  std::string shard = "auto";
   std::string normalize = "standard";  // standard (dataset mean/std) | unit ([0,1]) | none
   std::int64_t train_limit = 0;  // use only the first N training examples (0 = all)
   std::int64_t test_limit = 0;   // likewise for the test split (kind text: held-out windows)

@@ -27,7 +27,10 @@ ShardMode parse_shard_mode(std::string_view name) {
   if (name == "disjoint") return ShardMode::disjoint;
   if (name == "full") return ShardMode::full;
   if (name == "same") return ShardMode::same;
-  throw std::invalid_argument("data.shard: unknown mode '" + std::string(name) + "' (valid: disjoint, full, same)");
+  if (name == "none") return ShardMode::none;
+  if (name == "auto") return ShardMode::disjoint;
+  throw std::invalid_argument("data.shard: unknown mode '" + std::string(name) +
+                              "' (valid: auto, disjoint, full, same, none)");
 }
 
 const char* shard_mode_name(ShardMode mode) {
@@ -35,6 +38,7 @@ const char* shard_mode_name(ShardMode mode) {
     case ShardMode::disjoint: return "disjoint";
     case ShardMode::full: return "full";
     case ShardMode::same: return "same";
+    case ShardMode::none: return "none";
   }
   return "?";
 }

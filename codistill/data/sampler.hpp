@@ -25,9 +25,12 @@
 
 namespace codistill::data {
 
-enum class ShardMode { disjoint, full, same };
+// none: a worker's own data (a path naming {worker}, worker_paths.hpp), not split again;
+// it samples as full does, in the worker's own order.
+enum class ShardMode { disjoint, full, same, none };
 
-// "disjoint" | "full" | "same"; otherwise std::invalid_argument listing the valid names.
+// "disjoint" | "full" | "same" | "none", and "auto" (what for_worker did not resolve: no
+// path names the worker) as disjoint; otherwise std::invalid_argument listing the names.
 ShardMode parse_shard_mode(std::string_view name);
 const char* shard_mode_name(ShardMode mode);
 

@@ -41,6 +41,9 @@ class Modality {
   virtual EvalResult evaluate(Model& model, std::vector<std::int32_t>* predictions) = 0;
   // What checkpoints record of the inputs, and what fixed teachers must share.
   virtual data::Normalization normalization() const = 0;
+  // The data section this worker reads: the config's, with {worker} and {rank} resolved
+  // and data.shard auto decided (data/worker_paths.hpp).
+  virtual const DataConfig& data() const = 0;
 
   // The run's first metrics event, where the data has one to say (what "learning" means).
   virtual void emit_first(MetricsWriter& metrics, std::int64_t step) const = 0;
@@ -54,11 +57,13 @@ class Modality {
                                 const EvalResult& r) const = 0;
 };
 
-// The modality of data.kind: text, or images for every other kind. `cfg` outlives it.
-std::unique_ptr<Modality> make_modality(const Config& cfg);
-// The two implementations (train/modality_images.cpp, train/modality_text.cpp).
-std::unique_ptr<Modality> make_image_modality(const Config& cfg);
-std::unique_ptr<Modality> make_text_modality(const Config& cfg);
+// The modality of data.kind (text or tokens: text; every other kind: images) for rank
+// `rank` of worker run.worker, whose data paths it resolves (data::for_worker).
+std::unique_ptr<Modality> make_modality(const Config& cfg, int rank);
+// The two implementations (train/modality_images.cpp, train/modality_text.cpp), given the
+// config with the worker's data section.
+std::unique_ptr<Modality> make_image_modality(Config cfg);
+std::unique_ptr<Modality> make_text_modality(Config cfg);
 
 
 // Model section `mc` against the data: model.vocab_size (when set) must equal `vocab`, and

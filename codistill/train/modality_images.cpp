@@ -5,6 +5,7 @@
 #include "codistill/config/feed_options.hpp"
 #include "codistill/data/augment.hpp"
 #include "codistill/data/sampler.hpp"
+#include "codistill/data/worker_paths.hpp"
 #include "codistill/data/feed/batch_loader.hpp"
 #include "codistill/train/modality.hpp"
 #include "kernels/backend.hpp"
@@ -14,7 +15,7 @@ namespace {
 
 class ImageModality final : public Modality {
  public:
-  explicit ImageModality(const Config& cfg) : c_(cfg) {}
+  explicit ImageModality(Config cfg) : c_(std::move(cfg)) {}
 
   void load(ModelConfig& mc, const std::string&) override {
     data_ = data::load_dataset(c_.data);
@@ -49,6 +50,7 @@ class ImageModality final : public Modality {
     return codistill::evaluate(model, data_.test, c_.train.eval_batch_size, predictions);
   }
   data::Normalization normalization() const override { return data_.train.normalization; }
+  const DataConfig& data() const override { return c_.data; }
 
   void emit_first(MetricsWriter&, std::int64_t) const override {}
   void add_train_fields(nlohmann::json&, double) const override {}
@@ -65,7 +67,7 @@ class ImageModality final : public Modality {
   }
 
  private:
-  const Config& c_;
+  const Config c_;  // the run's, with this worker's data section (data::for_worker)
   data::Splits data_;
   // The sampler the batch source draws from: the source keeps a reference, and the
   // modality outlives the step that owns the source.
@@ -74,10 +76,12 @@ class ImageModality final : public Modality {
 
 }  // namespace
 
-std::unique_ptr<Modality> make_image_modality(const Config& cfg) { return std::make_unique<ImageModality>(cfg); }
+std::unique_ptr<Modality> make_image_modality(Config cfg) { return std::make_unique<ImageModality>(std::move(cfg)); }
 
-std::unique_ptr<Modality> make_modality(const Config& cfg) {
-  return is_token_data(cfg.data) ? make_text_modality(cfg) : make_image_modality(cfg);
+std::unique_ptr<Modality> make_modality(const Config& cfg, int rank) {
+  Config mine = cfg;
+  mine.data = data::for_worker(cfg.data, cfg.run.worker, rank);
+  return is_token_data(mine.data) ? make_text_modality(std::move(mine)) : make_image_modality(std::move(mine));
 }
 
 }  // namespace codistill

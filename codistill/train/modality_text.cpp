@@ -30,7 +30,7 @@ namespace {
 
 class TextModality final : public Modality {
  public:
-  explicit TextModality(const Config& cfg) : c_(cfg) {}
+  explicit TextModality(Config cfg) : c_(std::move(cfg)) {}
 
   // A language model reads [B, T] token ids and predicts the vocabulary at every position.
   void load(ModelConfig& mc, const std::string& section) override {
@@ -70,6 +70,7 @@ class TextModality final : public Modality {
     return evaluate_text(model, *eval_windows_, batch, c_.data.test_limit, predictions);
   }
   data::Normalization normalization() const override { return {}; }
+  const DataConfig& data() const override { return c_.data; }
 
   void emit_first(MetricsWriter& metrics, std::int64_t step) const override {
     metrics.emit("data", step,
@@ -98,7 +99,7 @@ class TextModality final : public Modality {
   }
 
  private:
-  const Config& c_;
+  const Config c_;  // the run's, with this worker's data section (data::for_worker)
   std::unique_ptr<LmData> text_;
   std::unique_ptr<data::text::EvalWindows> eval_windows_;
   double unigram_ = 0;  // nats per token, measured for the start of the log
@@ -106,6 +107,6 @@ class TextModality final : public Modality {
 
 }  // namespace
 
-std::unique_ptr<Modality> make_text_modality(const Config& cfg) { return std::make_unique<TextModality>(cfg); }
+std::unique_ptr<Modality> make_text_modality(Config cfg) { return std::make_unique<TextModality>(std::move(cfg)); }
 
 }  // namespace codistill

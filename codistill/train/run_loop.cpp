@@ -83,7 +83,7 @@ class RunLoop {
     const std::int64_t K = c_.train.micro_batches;
     info("training {} steps of batch {}{} on {} ({} threads), shard {} as worker {}/{}", last_, B_,
          K > 1 ? fmt::format(" (gradients summed over {} micro-batches of {})", K, c_.data.batch_size / K) : "",
-         c_.device, c_.run.threads, c_.data.shard, c_.run.worker, c_.run.workers);
+         c_.device, c_.run.threads, s_.modality->data().shard, c_.run.worker, c_.run.workers);
   }
 
   // A stop requested (on a group: agreed by every rank after the last step).

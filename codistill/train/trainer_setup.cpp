@@ -15,6 +15,7 @@
 
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/feed/batch_loader.hpp"
+#include "codistill/persist/data_record.hpp"
 #include "codistill/util/run_errors.hpp"
 #include "codistill/teachers/fixed_teachers.hpp"
 #include "codistill/train/group.hpp"
@@ -123,8 +124,9 @@ void load_data_and_model(Trainer::State& s, Pending& p) {
   const Config& c = s.cfg;
   const auto t0 = Clock::now();
   p.mc = model_of(c, c.run.worker);
-  s.modality = make_modality(c);
+  s.modality = make_modality(c, s.group->rank());
   s.modality->load(p.mc, model_section(c, ""));
+  p.data_identity = identify_data(s.modality->data());
   p.load_s = seconds_since(t0);
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
   s.model = s.opts.model_factory ? s.opts.model_factory(p.mc, init_rng) : build_model(p.mc, init_rng);
@@ -153,6 +155,7 @@ void find_resume_point(Trainer::State& s, Pending& p) {
   // Checked before the run directory is prepared or any log line written: nothing changes
   // (a different run in the directory is refused first, as prepare_run_dir would).
   if (resume_from && s.lead) check_same_run(c);
+  if (resume_from && s.lead) check_recorded_data(run_paths(c).worker_dir, p.data_identity);
   if (resume_from && resume_from->data.meta.step >= c.train.steps)
     throw WorkerFinished("worker " + std::to_string(c.run.worker) + " of " + c.run.dir +
                          " has finished: its checkpoint " + resume_from->file.path + " is at step " +
@@ -220,6 +223,7 @@ void claim_run_dir(Trainer::State& s, const Pending& p) {
   });
   s.metrics = std::make_unique<MetricsWriter>(s.paths.metrics);
   s.checkpoints->set_metrics(s.metrics.get());
+  record_data(s.paths.worker_dir, p.data_identity);
   if (!p.resume_from && had_metrics)
     s.log->warn("{} holds an earlier start of this worker but no checkpoint: starting from step 0, "
                 "appending to its metrics.jsonl", s.paths.worker_dir);
@@ -228,6 +232,9 @@ void claim_run_dir(Trainer::State& s, const Pending& p) {
 void log_start(Trainer::State& s, Pending& p) {
   const Config& c = s.cfg;
   s.modality->log_data(*s.log, p.load_s);
+  s.log->info("data path {} (shard {}): {} file(s), fingerprint {:016x} (recorded in worker's data.json)",
+              p.data_identity.path, s.modality->data().shard, p.data_identity.files.size(),
+              p.data_identity.fingerprint);
   s.log->info("model {} ({} parameters, fingerprint {}):\n{}", p.mc.kind, s.model.num_params(),
               s.model.fingerprint(), s.model.summary());
   if (p.init_source)

@@ -12,6 +12,7 @@
 #include "checkpoint/store.hpp"
 #include "codistill/config/config.hpp"
 #include "codistill/data/feed/batch_source.hpp"
+#include "codistill/data/feed/data_identity.hpp"
 #include "codistill/persist/init_from.hpp"
 #include "codistill/train/trainer_state.hpp"
 
@@ -21,6 +22,7 @@ namespace codistill::setup {
 struct Pending {
   ModelConfig mc;        // the worker's model, with its data's input shape and classes
   double load_s = 0;     // seconds the data took to open
+  DataIdentity data_identity;  // what data this worker reads (worker-NNN/data.json)
   std::optional<checkpoint::LoadedCheckpoint> resume_from;
   std::optional<InitSource> init_source;  // model.init_from, where it applies
   std::unique_ptr<BatchSource> source;    // the step's batch source, until make_step takes it

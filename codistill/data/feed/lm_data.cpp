@@ -1,7 +1,5 @@
 #include "codistill/data/feed/lm_data.hpp"
 
-#include <glob.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -10,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "codistill/data/feed/data_identity.hpp"
 #include "codistill/data/feed/text_source.hpp"
 #include "codistill/data/text/token_shard.hpp"
 #include "codistill/data/text/window_sampler.hpp"
@@ -43,24 +42,6 @@ class PreparedText final : public LmData {
  private:
   TextData d_;
 };
-
-// The files a glob names, sorted; relative patterns are relative to data.path.
-std::vector<std::string> glob_files(const std::string& key, const std::string& pattern, const std::string& dir) {
-  if (pattern.empty())
-    throw ConfigError(key, "", 0, "data.kind tokens needs " + key + ": a glob of token shard files, e.g. "
-                                  "'fineweb_train_*.bin'");
-  const std::filesystem::path p(pattern);
-  const std::string full = p.is_absolute() ? pattern : (std::filesystem::path(dir) / p).string();
-  glob_t g{};
-  const int rc = ::glob(full.c_str(), GLOB_ERR, nullptr, &g);
-  std::vector<std::string> files;
-  for (std::size_t i = 0; rc == 0 && i < g.gl_pathc; ++i)
-    if (std::filesystem::is_regular_file(g.gl_pathv[i])) files.emplace_back(g.gl_pathv[i]);
-  ::globfree(&g);
-  if (files.empty()) throw ConfigError(key, "", 0, "'" + full + "' matches no file");
-  std::sort(files.begin(), files.end());
-  return files;
-}
 
 class TokenShards final : public LmData {
  public:

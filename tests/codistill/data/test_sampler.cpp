@@ -220,7 +220,7 @@ TEST_CASE("bad sampler settings are refused with a reason", "[data][sampler]") {
   BatchSampler s(d, options(ShardMode::full, 0, 1, 2));
   CHECK_THROWS_WITH(s.set_position({0, 10}), Catch::Contains("cursor in [0, 10)"));
   CHECK_THROWS_AS(s.set_position({-1, 0}), std::invalid_argument);
-  CHECK_THROWS_WITH(parse_shard_mode("random"), Catch::Contains("valid: disjoint, full, same"));
+  CHECK_THROWS_WITH(parse_shard_mode("random"), Catch::Contains("valid: auto, disjoint, full, same, none"));
   Dataset broken = numbered(5);
   broken.labels[2] = 9;
   CHECK_THROWS_WITH(BatchSampler(broken, options(ShardMode::full, 0, 1, 2)), Catch::Contains("label 9 at index 2"));
