@@ -22,6 +22,7 @@ packages=(
   python3-numpy python3-h5py  # the data tests write .npy, .npz and HDF5 arrays
   libhdf5-dev hdf5-tools
   libxxhash-dev  # checkpoint content digests (XXH3-64)
+  libpcre2-dev  # GPT-2's pre-tokenizer regex for Hugging Face tokenizer.json files
   python3-xxhash  # scripts/checkpoint_digest.py recomputes them in Python
   libyaml-cpp-dev
   libboost-filesystem-dev libboost-program-options-dev libboost-context-dev
