@@ -106,8 +106,8 @@ void read_model(const Reader& r, const json& m, BpeModelSpec& spec, std::unorder
   for (std::size_t i = 0; i < merges.size(); ++i) {
     std::string a, b;
     const json& e = merges[i];
-    if (e.is_string() && std::count(e.get<std::string>().begin(), e.get<std::string>().end(), ' ') == 1) {
-      const std::string s = e.get<std::string>();
+    const std::string s = e.is_string() ? e.get<std::string>() : std::string();
+    if (e.is_string() && std::count(s.begin(), s.end(), ' ') == 1) {
       a = s.substr(0, s.find(' '));
       b = s.substr(s.find(' ') + 1);
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
@@ -116,9 +116,9 @@ void read_model(const Reader& r, const json& m, BpeModelSpec& spec, std::unorder
     } else {
       r.fail("model.merges[" + std::to_string(i) + "] is " + e.dump() + ", not \"left right\" or [left, right]");
     }
-    for (const std::string& s : {a, b, a + b})
-      if (!ids.count(s))
-        r.fail("model.merges[" + std::to_string(i) + "] (" + a + " " + b + "): '" + s + "' is not in model.vocab");
+    for (const std::string& part : {a, b, a + b})
+      if (!ids.count(part))
+        r.fail("model.merges[" + std::to_string(i) + "] (" + a + " " + b + "): '" + part + "' is not in model.vocab");
     spec.merges.push_back({ids[a], ids[b], ids[a + b]});
   }
 }
