@@ -26,7 +26,12 @@ void BpeModel::check_and_index() {
   std::int64_t largest = -1;
   for (const auto& [s, id] : spec_.vocab) largest = std::max<std::int64_t>(largest, id);
   for (const auto& a : spec_.added) largest = std::max<std::int64_t>(largest, a.id);
-  if (largest >= INT32_MAX) bad("token id " + std::to_string(largest) + " is too large");
+  // Ids index tables here and in every model: a file with a few tokens at huge ids would
+  // make them huge, so ids must be dense (real vocabularies are: 0..n-1).
+  const auto tokens = static_cast<std::int64_t>(spec_.vocab.size() + spec_.added.size());
+  if (largest >= INT32_MAX || largest >= 2 * tokens + 1024)
+    bad("token id " + std::to_string(largest) + " is too large for a vocabulary of " + std::to_string(tokens) +
+        " tokens (ids must cover at least half of 0.." + std::to_string(largest) + ")");
   vocab_size_ = static_cast<std::int32_t>(largest + 1);
   bytes_.assign(static_cast<std::size_t>(vocab_size_), std::nullopt);
   std::vector<char> in_vocab(static_cast<std::size_t>(vocab_size_), 0);
