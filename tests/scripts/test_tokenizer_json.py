@@ -28,6 +28,18 @@ CORPUS = "/usr/share/doc/python3.11/html/_sources"
 SUBSET_EVERY = 4
 VOCAB = 8192  # prepare-text's default
 
+def random_text(n, seed=1):
+    """Characters drawn from every class either pre-tokenizer tells apart: all of ASCII, Unicode
+    spaces and non-spaces, letters and digits of other scripts, marks, emoji."""
+    import random
+    rng = random.Random(seed)
+    pool = [chr(c) for c in range(128)] + list(" \n\t" * 8) + list(
+        "\u00a0\u0085\u1680\u2000\u2009\u2028\u2029\u202f\u205f\u3000\u180e\u200b\ufeff"
+        "\u00e9\u00df\u0416\u03a9\u05d0\u0627\u4e2d\u3042\u0301\u0663\u00b2\u2167\u00bd"
+        "\U0001f600\U0001f44d\U0001d400\u00ad\u00a1\u00bf")
+    return "".join(rng.choice(pool) for _ in range(n))
+
+
 # The literal text of the end-of-document token: `tokenizers` cuts added tokens out of any
 # text, so it gives the id of <|endoftext|>; the project's own tokenizer (tokenizer.bpe, which
 # made its token files) encodes the bytes. The only known difference (docs/text-data.md).
@@ -44,6 +56,7 @@ HARD_CASES = "".join([
     "contractions: it's we're they've I'm we'll he'd 'S 'T\n",
     "x" * 300 + " " + "7" * 200 + " " + "!" * 150 + " " * 200 + "y\n",
     "\u00e9" * 100 + " \u6f22" * 50 + "\n",
+    random_text(20000),
 ])
 
 

@@ -135,8 +135,8 @@ void read_added(const Reader& r, const json& list, BpeModelSpec& spec, const std
     const json& t = list[i];
     const std::string field = "added_tokens[" + std::to_string(i) + "]";
     if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id") ||
-        !t["id"].is_number_integer())
-      r.fail(field + " needs \"id\" and \"content\"");
+        !t["id"].is_number_integer() || t["id"].get<std::int64_t>() < 0 || t["id"].get<std::int64_t>() >= INT32_MAX)
+      r.fail(field + " needs \"id\" (an id) and \"content\"");
     for (const char* key : {"single_word", "lstrip", "rstrip"})
       if (r.flag(t, key, false, field + "." + key)) r.fail(field + "." + key + " is true: not supported");
     AddedToken a{t["content"].get<std::string>(), t["id"].get<std::int32_t>(), false, false};
