@@ -8,7 +8,8 @@
 #   scripts/setup.sh --tools   also what the after-training tools need (export, plots,
 #                              TensorBoard): Debian's torch, h5py, matplotlib and yaml, and from
 #                              PyPI onnxruntime, safetensors and tensorboard in the virtual
-#                              environment .venv-tools/ (it sees Debian's packages)
+#                              environment .venv-tools/ (it sees Debian's packages), and
+#                              tokenizers, against which prepare-text's tokenizer.json is tested
 #   scripts/setup.sh --slurm   also Slurm and munge (Debian's slurm-wlm 22.05, munge), for the
 #                              test that runs a real one-node cluster (scripts/slurm/local_cluster.sh).
 #                              Only the packages: their services are not enabled or started here
@@ -22,6 +23,7 @@ packages=(
   python3-numpy python3-h5py  # the data tests write .npy, .npz and HDF5 arrays
   libhdf5-dev hdf5-tools
   libxxhash-dev  # checkpoint content digests (XXH3-64)
+  libpcre2-dev  # GPT-2's pre-tokenizer regex for Hugging Face tokenizer.json files
   python3-xxhash  # scripts/checkpoint_digest.py recomputes them in Python
   libyaml-cpp-dev
   libboost-filesystem-dev libboost-program-options-dev libboost-context-dev
@@ -72,14 +74,15 @@ PY
   echo "setup.sh: done"
 }
 
-# The after-training tools' PyPI packages, pinned, in a virtual environment that sees
+# The after-training tools' PyPI packages (and Hugging Face `tokenizers`, the reference of
+# tests/scripts/test_tokenizer_json.py), pinned, in a virtual environment that sees
 # Debian's torch/numpy/h5py/matplotlib (--system-site-packages). numpy stays Debian's:
 # torch 1.13 is built against numpy 1.x, so the constraint keeps pip from upgrading it.
 tools_venv() {
   local root venv
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   venv="$root/.venv-tools"
-  local pins=("onnxruntime==1.20.1" "safetensors==0.4.5" "tensorboard==2.18.0")
+  local pins=("onnxruntime==1.20.1" "safetensors==0.4.5" "tensorboard==2.18.0" "tokenizers==0.21.0")
   if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${pins[@]}" <<'PY' 2>/dev/null
 import sys
 from importlib.metadata import version

@@ -20,7 +20,7 @@ using codistill::cli::kExitOk, codistill::cli::kExitUsage;
 namespace {
 
 const char* kUsage =
-    "usage: codistill-prepare-text --corpus DIR|FILE [--corpus ...] --out DIR [--vocab-size N]\n"
+    "usage: codistill-prepare-text --corpus DIR|FILE [--corpus ...] --out DIR [--vocab-size N | --tokenizer FILE]\n"
     "                              [--heldout-fraction F] [--seed S] [--suffix SUFFIX] [--force] [--json]\n";
 
 // Returns false after printing help. Throws po::error on bad usage.
@@ -33,9 +33,11 @@ bool parse_args(const codistill::cli::Command& cmd, int argc, char** argv, text:
       ("suffix", po::value<std::string>(&o.suffix)->default_value(o.suffix),
        "take the files of a folder whose names end with this (\"\": every file)")
       ("out", po::value<std::string>(&o.out)->required(),
-       "output folder: tokenizer.bpe, train.tokens, valid.tokens, prepare.json")
+       "output folder: tokenizer.bpe, tokenizer.json, train.tokens, valid.tokens, prepare.json")
       ("vocab-size", po::value<std::int32_t>(&o.vocab_size)->default_value(o.vocab_size),
        "BPE vocabulary size, including the 256 bytes and the end-of-document token")
+      ("tokenizer", po::value<std::string>(&o.tokenizer),
+       "encode with this Hugging Face tokenizer.json (byte-level BPE, GPT-2's format) instead of training one")
       ("heldout-fraction", po::value<double>(&o.heldout_fraction)->default_value(o.heldout_fraction, "0.05"),
        "fraction of the documents held out for validation, in [0, 1)")
       ("seed", po::value<std::uint64_t>(&o.seed)->default_value(o.seed), "seed of the held-out split")
@@ -43,6 +45,8 @@ bool parse_args(const codistill::cli::Command& cmd, int argc, char** argv, text:
       ("json", "print the summary as one JSON object");
   po::variables_map vm;
   if (!cmd.store_or_help(argc, argv, opts, vm)) return false;
+  if (vm.count("tokenizer") && !vm["vocab-size"].defaulted())
+    throw po::error("--vocab-size and --tokenizer exclude each other: the file's vocabulary is used as it is");
   o.force = vm.count("force") > 0;
   json = vm.count("json") > 0;
   return true;
@@ -52,6 +56,7 @@ void print_summary(const text::PrepareSummary& s) {
   auto ratio = [](const text::SplitSummary& x) { return x.tokens > 0 ? double(x.bytes) / double(x.tokens) : 0.0; };
   std::printf("documents   %lld (%lld empty files skipped)\n", (long long)s.documents, (long long)s.empty_skipped);
   std::printf("vocabulary  %d tokens%s\n", s.vocab_size, s.vocab_stopped_early ? " (stopped early: no pair left twice)" : "");
+  if (!s.tokenizer_json_skipped.empty()) std::printf("no tokenizer.json: %s\n", s.tokenizer_json_skipped.c_str());
   for (auto [name, x] : {std::pair{"train", &s.train}, std::pair{"valid", &s.valid}})
     std::printf("%-6s      %lld documents, %lld bytes, %lld tokens, %.3f bytes/token, file %lld bytes\n", name,
                 (long long)x->documents, (long long)x->bytes, (long long)x->tokens, ratio(*x), (long long)x->file_bytes);

@@ -10,6 +10,7 @@
 
 #include "codistill/util/config_error.hpp"
 #include "codistill/data/text/tokenizer.hpp"
+#include "codistill/data/text/tokenizer_json.hpp"
 
 namespace codistill {
 
@@ -18,19 +19,24 @@ namespace text = data::text;
 TextData load_text_data(const DataConfig& cfg) {
   TextData d;
   d.path = cfg.path;
-  for (const char* name : {"tokenizer.bpe", "train.tokens", "valid.tokens"})
+  // The project's tokenizer.bpe, or the tokenizer.json of a folder prepared with --tokenizer.
+  const bool bpe = boost::filesystem::is_regular_file(cfg.path + "/tokenizer.bpe");
+  const char* tokenizer_name = bpe || !boost::filesystem::is_regular_file(cfg.path + "/tokenizer.json")
+                                   ? "tokenizer.bpe" : "tokenizer.json";
+  for (const char* name : {tokenizer_name, "train.tokens", "valid.tokens"})
     if (!boost::filesystem::is_regular_file(cfg.path + "/" + name))
       throw ConfigError("data.path", "", 0,
                         fmt::format("'{}' has no {}: data.kind text needs a folder made by codistill-prepare-text "
                                     "(e.g. codistill-prepare-text --corpus /usr/share/doc/python3.11/html/_sources "
                                     "--suffix .rst.txt --out {})",
                                     cfg.path, name, cfg.path));
-  const std::string tok_path = cfg.path + "/tokenizer.bpe";
-  const text::Tokenizer tokenizer = text::Tokenizer::load(tok_path);
+  const std::string tok_path = cfg.path + "/" + tokenizer_name;
+  const std::uint64_t digest =
+      bpe ? text::Tokenizer::load(tok_path).digest() : text::load_tokenizer_json(tok_path).digest();
   d.train = std::make_unique<text::TokenFile>(cfg.path + "/train.tokens");
   d.valid = std::make_unique<text::TokenFile>(cfg.path + "/valid.tokens");
-  d.train->require_tokenizer(tokenizer.digest(), tok_path);
-  d.valid->require_tokenizer(tokenizer.digest(), tok_path);
+  d.train->require_tokenizer(digest, tok_path);
+  d.valid->require_tokenizer(digest, tok_path);
   d.vocab = d.train->info().vocab_size;
   if (d.valid->info().vocab_size != d.train->info().vocab_size)
     throw std::runtime_error(fmt::format("{}: vocabulary of {} tokens, {} has {}", d.valid->path(),
@@ -46,7 +52,7 @@ double unigram_cross_entropy(const text::TokenFile& train) {
     train.copy_tokens(train.document_begin(d), train.document_size(d), doc.data());
     for (std::int32_t t : doc) ++counts[static_cast<std::size_t>(t)];
   }
-  counts[text::kEndOfDocument] += train.documents();  // one per document in the stream
+  counts[train.info().end_of_document] += train.documents();  // one per document in the stream
   const double n = static_cast<double>(train.tokens() + train.documents());
   double h = 0;
   for (std::int64_t c : counts)

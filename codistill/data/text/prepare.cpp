@@ -1,7 +1,10 @@
 #include "codistill/data/text/prepare.hpp"
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +13,7 @@
 #include "codistill/data/text/corpus.hpp"
 #include "codistill/data/text/token_file.hpp"
 #include "codistill/data/text/tokenizer.hpp"
+#include "codistill/data/text/tokenizer_json.hpp"
 
 namespace codistill::data::text {
 
@@ -33,7 +37,7 @@ void check_options(const PrepareOptions& o) {
     throw PrepareUsageError("--heldout-fraction must be in [0, 1), got " + std::to_string(o.heldout_fraction));
   if (o.force) return;
   std::string found;
-  for (const char* name : {kTokenizerFile, kTrainFile, kValidFile, kManifestFile})
+  for (const char* name : {kTokenizerFile, kTokenizerJsonFile, kTrainFile, kValidFile, kManifestFile})
     if (fs::exists(fs::path(o.out) / name)) found += (found.empty() ? "" : ", ") + std::string(name);
   if (!found.empty())
     throw PrepareUsageError(o.out + " already holds a prepared corpus (" + found +
@@ -46,6 +50,7 @@ std::string PrepareSummary::json() const {
   nlohmann::json j = {{"documents", documents}, {"empty_skipped", empty_skipped},
                       {"vocab_size", vocab_size}, {"vocab_stopped_early", vocab_stopped_early},
                       {"tokenizer_file_bytes", tokenizer_file_bytes}, {"train", split_json(train)},
+                      {"tokenizer_json_skipped", tokenizer_json_skipped},
                       {"valid", split_json(valid)},
                       {"seconds", {{"read", read_s}, {"bpe", bpe_s}, {"encode", encode_s}, {"write", write_s}, {"total", total_s}}}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -81,6 +86,7 @@ void write_manifest(const PrepareOptions& o, const PrepareSummary& sum, const st
   for (const auto& c : o.corpus) inputs.push_back(fs::absolute(c).string());
   manifest["options"] = {{"corpus", inputs}, {"suffix", o.suffix}, {"vocab_size", o.vocab_size},
                          {"heldout_fraction", o.heldout_fraction}, {"seed", o.seed}};
+  if (!o.tokenizer.empty()) manifest["options"]["tokenizer"] = fs::absolute(o.tokenizer).string();
   for (auto [key, which] : {std::pair{"train_documents", &split.train}, std::pair{"valid_documents", &split.valid}}) {
     nlohmann::json names = nlohmann::json::array();
     for (std::size_t i : *which) names.push_back(docs[i].name);
@@ -89,6 +95,38 @@ void write_manifest(const PrepareOptions& o, const PrepareSummary& sum, const st
   // File names need not be UTF-8: such bytes are written as U+FFFD rather than failing.
   const std::string body = manifest.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_file_atomically((dir / kManifestFile).string(), [&](const ByteSink& sink) { sink(body.data(), body.size()); });
+}
+
+// The trained tokenizer as a BpeModel for tokenizer.json, unless a file cannot hold it (two
+// tokens of the same bytes, which the project's training may make and a file cannot name).
+std::optional<BpeModel> shared_model(const Tokenizer& tok, PrepareSummary& sum) {
+  try {
+    return BpeModel::from_tokenizer(tok);
+  } catch (const std::invalid_argument& e) {
+    sum.tokenizer_json_skipped = e.what();
+    return std::nullopt;
+  }
+}
+
+// --tokenizer: a file this cannot reproduce, or without an end-of-document token, is a usage error.
+BpeModel given_model(const std::string& path) {
+  std::optional<BpeModel> m;
+  try {
+    m.emplace(load_tokenizer_json(path));
+  } catch (const std::runtime_error& e) {
+    throw PrepareUsageError(std::string("--tokenizer: ") + e.what());
+  }
+  if (m->end_of_document() < 0)
+    throw PrepareUsageError("--tokenizer: " + path + " has no <|endoftext|> and not exactly one special token: "
+                            "no token to put between documents");
+  return std::move(*m);
+}
+
+void copy_file_atomically(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) throw std::runtime_error(from + ": read error");
+  write_file_atomically(to, [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); });
 }
 
 }  // namespace
@@ -111,24 +149,38 @@ PrepareSummary prepare_text(const PrepareOptions& o) {
   sum.read_s = since(t);
 
   // The vocabulary sees the training documents only: nothing of the held-out text leaks
-  // into it.
+  // into it. A given tokenizer.json replaces the training.
   t = Clock::now();
-  ChunkCounts counts;
-  for (std::size_t i : split.train) counts.add_text(text[i]);
-  BpeResult bpe = train_bpe(counts, {o.vocab_size, 2});
-  const Tokenizer tok(std::move(bpe.merges));
+  std::optional<Tokenizer> tok;
+  std::optional<BpeModel> model;
+  if (o.tokenizer.empty()) {
+    ChunkCounts counts;
+    for (std::size_t i : split.train) counts.add_text(text[i]);
+    BpeResult bpe = train_bpe(counts, {o.vocab_size, 2});
+    tok.emplace(std::move(bpe.merges));
+    sum.vocab_stopped_early = bpe.stopped_early;
+    model = shared_model(*tok, sum);
+  } else {
+    model = given_model(o.tokenizer);
+    tok = model->as_project_tokenizer();
+  }
   sum.bpe_s = since(t);
-  sum.vocab_size = tok.vocab_size();
-  sum.vocab_stopped_early = bpe.stopped_early;
+  sum.vocab_size = model ? model->vocab_size() : tok->vocab_size();
 
   t = Clock::now();
-  Encoder enc(tok);
+  // The project's tokenizer has its own encoder; a given file's model encodes as `tokenizers`.
+  std::optional<Encoder> enc;
+  std::optional<BpeEncoder> given;
+  if (o.tokenizer.empty())
+    enc.emplace(*tok);
+  else
+    given.emplace(*model);
   std::vector<std::int32_t> scratch;
   auto encode_split = [&](const std::vector<std::size_t>& which, SplitSummary& s) {
     TokenDocuments out;
     for (std::size_t i : which) {
       scratch.clear();
-      enc.encode(text[i], scratch);
+      given ? given->encode(text[i], scratch) : enc->encode(text[i], scratch);
       out.add(scratch);
       s.bytes += static_cast<std::int64_t>(text[i].size());
     }
@@ -143,10 +195,17 @@ PrepareSummary prepare_text(const PrepareOptions& o) {
   t = Clock::now();
   fs::create_directories(o.out);
   const fs::path dir(o.out);
-  tok.save((dir / kTokenizerFile).string());
-  write_token_file((dir / kTrainFile).string(), train, static_cast<std::uint32_t>(tok.vocab_size()), tok.digest());
-  write_token_file((dir / kValidFile).string(), valid, static_cast<std::uint32_t>(tok.vocab_size()), tok.digest());
-  sum.tokenizer_file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kTokenizerFile));
+  if (tok) tok->save((dir / kTokenizerFile).string());
+  if (!o.tokenizer.empty())
+    copy_file_atomically(o.tokenizer, (dir / kTokenizerJsonFile).string());
+  else if (model)
+    save_tokenizer_json(*model, (dir / kTokenizerJsonFile).string());
+  const auto vocab = static_cast<std::uint32_t>(sum.vocab_size);
+  const std::uint64_t digest = tok ? tok->digest() : model->digest();
+  const auto eod = static_cast<std::uint32_t>(model ? model->end_of_document() : kEndOfDocument);
+  write_token_file((dir / kTrainFile).string(), train, vocab, digest, eod);
+  write_token_file((dir / kValidFile).string(), valid, vocab, digest, eod);
+  sum.tokenizer_file_bytes = static_cast<std::int64_t>(fs::file_size(dir / (tok ? kTokenizerFile : kTokenizerJsonFile)));
   sum.train.file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kTrainFile));
   sum.valid.file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kValidFile));
   sum.write_s = since(t);

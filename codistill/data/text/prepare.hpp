@@ -3,6 +3,9 @@
 // documents, hold some out, train the BPE vocabulary on the training documents, encode
 // both splits and write them (docs/text-data.md):
 //   OUT/tokenizer.bpe    the vocabulary (tokenizer.hpp)
+//   OUT/tokenizer.json   the same as a Hugging Face tokenizer (tokenizer_json.hpp); with
+//                        --tokenizer, a copy of the given file (and no tokenizer.bpe unless
+//                        it is the project's own)
 //   OUT/train.tokens     the training documents (token_file.hpp)
 //   OUT/valid.tokens     the held-out documents
 //   OUT/prepare.json     what was done: options, document names of each split, counts
@@ -28,6 +31,7 @@ struct PrepareOptions {
   std::uint64_t seed = 1;           // of the held-out split
   std::string out;
   bool force = false;               // replace the files of an earlier preparation
+  std::string tokenizer;            // a tokenizer.json to encode with instead of training one
 };
 
 // A usage problem (bad option, folder already prepared): the command exits 2 on it.
@@ -45,6 +49,7 @@ struct PrepareSummary {
   std::int32_t vocab_size = 0;  // may be below the request when the corpus is small
   bool vocab_stopped_early = false;
   std::int64_t tokenizer_file_bytes = 0;
+  std::string tokenizer_json_skipped;  // why no tokenizer.json was written, if not
   double read_s = 0, bpe_s = 0, encode_s = 0, write_s = 0, total_s = 0;
   std::string json() const;  // the summary as one JSON object
 };

@@ -31,7 +31,7 @@ void DocumentStream::copy(std::int64_t begin, std::span<std::int32_t> out) const
       i += take;
       pos += take;
     } else {
-      out[static_cast<std::size_t>(i++)] = kEndOfDocument;
+      out[static_cast<std::size_t>(i++)] = static_cast<std::int32_t>(file_->info().end_of_document);
       ++pos;
       ++k;
     }

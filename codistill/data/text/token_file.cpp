@@ -20,7 +20,6 @@ static_assert(std::endian::native == std::endian::little, "token files are read 
 namespace {
 
 constexpr char kMagic[8] = {'C', 'D', 'T', 'O', 'K', 'E', 'N', 'S'};
-constexpr std::uint32_t kEndOfDocumentId = 256;
 
 template <class T>
 T load(const std::uint8_t* p) {
@@ -54,7 +53,7 @@ void TokenDocuments::add(std::span<const std::int32_t> document) {
 std::uint32_t token_width(std::uint32_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
 
 TokenFileInfo write_token_file(const std::string& path, const TokenDocuments& docs, std::uint32_t vocab_size,
-                               std::uint64_t tokenizer_digest) {
+                               std::uint64_t tokenizer_digest, std::uint32_t end_of_document) {
   if (docs.offsets.empty() || docs.offsets.front() != 0 || docs.offsets.back() != docs.tokens.size())
     throw std::invalid_argument("write_token_file(" + path + "): offsets must start at 0 and end at the token count");
   for (std::size_t i = 1; i < docs.offsets.size(); ++i)
@@ -67,6 +66,10 @@ TokenFileInfo write_token_file(const std::string& path, const TokenDocuments& do
   info.documents = docs.documents();
   info.tokens = docs.tokens.size();
   info.tokenizer_digest = tokenizer_digest;
+  info.end_of_document = end_of_document;
+  if (end_of_document >= vocab_size)
+    throw std::invalid_argument("write_token_file(" + path + "): end-of-document id " + std::to_string(end_of_document) +
+                                " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
 
   // The payload in its on-disk form, hashed as it is built.
   std::vector<std::uint8_t> payload(8 * docs.offsets.size() + info.token_bytes * docs.tokens.size());
@@ -89,7 +92,7 @@ TokenFileInfo write_token_file(const std::string& path, const TokenDocuments& do
   store(header + 8, kTokenFileVersion);
   store(header + 12, info.token_bytes);
   store(header + 16, info.vocab_size);
-  store(header + 20, kEndOfDocumentId);
+  store(header + 20, info.end_of_document);
   store(header + 24, info.documents);
   store(header + 32, info.tokens);
   store(header + 40, info.tokenizer_digest);
@@ -121,7 +124,7 @@ TokenFile::TokenFile(const std::string& path) : map_(path) {
                    hex64(XXH64(p, 56, 0)) + "): the header is damaged");
   info_.token_bytes = load<std::uint32_t>(p + 12);
   info_.vocab_size = load<std::uint32_t>(p + 16);
-  const auto eod = load<std::uint32_t>(p + 20);
+  info_.end_of_document = load<std::uint32_t>(p + 20);
   info_.documents = load<std::uint64_t>(p + 24);
   info_.tokens = load<std::uint64_t>(p + 32);
   info_.tokenizer_digest = load<std::uint64_t>(p + 40);
@@ -131,8 +134,10 @@ TokenFile::TokenFile(const std::string& path) : map_(path) {
   if (info_.token_bytes != token_width(info_.vocab_size))
     fail(path, "token width " + std::to_string(info_.token_bytes) + " bytes does not match vocab_size " +
                    std::to_string(info_.vocab_size) + " (expected " + std::to_string(token_width(info_.vocab_size)) + ")");
-  if (eod != kEndOfDocumentId)
-    fail(path, "end-of-document token " + std::to_string(eod) + ", expected " + std::to_string(kEndOfDocumentId));
+  // 256 for the project's tokenizer; a tokenizer.json's own (e.g. GPT-2's 50256).
+  if (info_.end_of_document >= info_.vocab_size)
+    fail(path, "end-of-document token " + std::to_string(info_.end_of_document) + " is outside the vocabulary [0, " +
+                   std::to_string(info_.vocab_size) + ")");
   // Sizes: 64 + 8 (D + 1) + w N must be the file's size; checked without overflow.
   const std::uint64_t room = size - kTokenFileHeaderBytes;
   if (info_.documents >= room / 8)

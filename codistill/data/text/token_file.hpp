@@ -7,7 +7,7 @@
 //        8      4  format version (1)
 //       12      4  token width in bytes: 2 (uint16) when vocab_size <= 65536, else 4
 //       16      4  vocab_size
-//       20      4  end-of-document token id (256)
+//       20      4  end-of-document token id (256 for the project's tokenizer; < vocab_size)
 //       24      8  document count D
 //       32      8  token count N
 //       40      8  tokenizer digest (Tokenizer::digest of the tokenizer that made it)
@@ -39,6 +39,7 @@ struct TokenFileInfo {
   std::uint64_t tokens = 0;
   std::uint64_t tokenizer_digest = 0;
   std::uint64_t payload_digest = 0;
+  std::uint32_t end_of_document = 256;
 };
 
 // Documents being collected for writing: tokens of all documents back to back and where
@@ -57,7 +58,7 @@ std::uint32_t token_width(std::uint32_t vocab_size);
 // token is outside [0, vocab_size) or the offsets are inconsistent, std::runtime_error
 // naming the path for I/O errors. Returns what the header says.
 TokenFileInfo write_token_file(const std::string& path, const TokenDocuments& docs, std::uint32_t vocab_size,
-                               std::uint64_t tokenizer_digest);
+                               std::uint64_t tokenizer_digest, std::uint32_t end_of_document = 256);
 
 class TokenFile {
  public:

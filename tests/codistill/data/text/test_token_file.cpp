@@ -114,9 +114,9 @@ TEST_CASE("every kind of damaged token file is rejected with what is wrong", "[t
   fix_digests(b, false);
   rejects(b, "vocab_size 100 is below 257");
   b = good;
-  put<std::uint32_t>(b, 20, 0);
+  put<std::uint32_t>(b, 20, 300);
   fix_digests(b, false);
-  rejects(b, "end-of-document token 0");
+  rejects(b, "end-of-document token 300 is outside the vocabulary [0, 300)");
   rejects(good.substr(0, good.size() - 1), "size mismatch");
   rejects(good.substr(0, good.size() - 1), "(truncated?)");
   rejects(good + "xy", "(trailing bytes?)");
