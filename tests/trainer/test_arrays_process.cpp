@@ -69,3 +69,50 @@ TEST_CASE("a bad array file stops codistill-train with its name, before the run 
   CHECK(r.err.find("train_y.npy: dtype object ('|O') holds pickled Python objects: refused") != std::string::npos);
   CHECK_FALSE(fs::exists(dir.path() / "run" / "worker-000"));
 }
+
+TEST_CASE("a shard per worker through {worker}; data.json refuses a resume on other data", "[process][arrays]") {
+  if (!numpy_and_fmnist()) return;
+  TempDir dir;
+  const auto w = run_command("/usr/bin/python3 -c \"import numpy as np, os; d = '" + dir.str() +
+                                 "'; r = np.random.default_rng(1)\n"
+                                 "for s in ('shard-0', 'shard-1', 'other'):\n"
+                                 "  os.makedirs(d + '/' + s)\n"
+                                 "  for k, n in (('train', 256), ('test', 64)):\n"
+                                 "    np.save(d + '/' + s + '/' + k + '_x.npy', r.integers(0, 256, (n, 8, 8), np.uint8))\n"
+                                 "    np.save(d + '/' + s + '/' + k + '_y.npy', r.integers(0, 3, n))\"",
+                             dir);
+  INFO(w.out << w.err);
+  REQUIRE(w.exit_code == 0);
+  const std::string base = train_exe() + " --config " + std::string(CODISTILL_SOURCE_DIR) +
+                           "/configs/fmnist_mlp.yaml --run-dir " + dir.str("run") +
+                           " --set data.kind=arrays --set run.workers=2 --set run.threads=1"
+                           " --set train.eval_every=0 --set checkpoint.every=5 --set data.batch_size=32";
+  for (int worker : {0, 1}) {
+    const auto r = run_command(base + " --set run.worker=" + std::to_string(worker) + " --set train.steps=5" +
+                                   " --set 'data.path=" + dir.str("shard-{worker}") + "'",
+                               dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("256 train / 64 test examples") != std::string::npos);
+    CHECK(r.out.find("shard none") != std::string::npos);
+    const std::string record = read_text(dir.path() / "run" / ("worker-00" + std::to_string(worker)) / "data.json");
+    CHECK(record.find("shard-" + std::to_string(worker) + "/train_x.npy") != std::string::npos);
+  }
+  // The same config, but shard-0 now holds other files (a node whose local disk changed):
+  // worker 0's restart is refused before anything else; with its own files back it finds
+  // its run finished.
+  const std::string run0 = base + " --set run.worker=0 --set train.steps=5 --set 'data.path=" +
+                           dir.str("shard-{worker}") + "'";
+  fs::rename(dir.path() / "shard-0", dir.path() / "shard-0.orig");
+  fs::rename(dir.path() / "other", dir.path() / "shard-0");
+  const auto other = run_command(run0, dir);
+  INFO(other.out << other.err);
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find("worker-000/data.json: this worker trained on other data") != std::string::npos);
+  fs::rename(dir.path() / "shard-0", dir.path() / "other");
+  fs::rename(dir.path() / "shard-0.orig", dir.path() / "shard-0");
+  const auto same = run_command(run0, dir);
+  INFO(same.out << same.err);
+  CHECK(same.exit_code == 0);
+  CHECK(same.out.find("has finished") != std::string::npos);
+}

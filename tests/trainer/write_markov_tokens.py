@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Writes token shards of an order-2 Markov chain with a known conditional entropy.
 
-    write_markov_tokens.py OUT VOCAB SEED TRAIN_TOKENS VALID_TOKENS
+    write_markov_tokens.py OUT VOCAB SEED TRAIN_TOKENS VALID_TOKENS [ALPHA]
 
 Every pair of previous tokens (a, b) has its own next-token distribution, drawn from a
-Dirichlet(0.3) over VOCAB tokens, so the best possible next-token loss is the chain's
+Dirichlet(ALPHA) (default 0.3) over VOCAB tokens, so the best possible next-token loss is the chain's
 conditional entropy. One chain is run for TRAIN_TOKENS + VALID_TOKENS tokens; the training
 part is cut into two llm.c shards (OUT/llmc/train_000.bin, train_001.bin: 256 int32 header,
 magic 20240520, version 1, uint16 tokens), the rest is OUT/llmc/valid_000.bin; the same
@@ -28,9 +28,9 @@ def llmc(path, tokens):
         f.write(tokens.astype(np.uint16).tobytes())
 
 
-def main(out, vocab, seed, n_train, n_valid):
+def main(out, vocab, seed, n_train, n_valid, alpha):
     rng = np.random.default_rng(seed)
-    probs = rng.dirichlet(np.full(vocab, 0.3), size=(vocab, vocab))  # [a, b, next]
+    probs = rng.dirichlet(np.full(vocab, alpha), size=(vocab, vocab))  # [a, b, next]
     cdf = np.cumsum(probs, axis=2)
     n = n_train + n_valid
     tokens = np.empty(n, dtype=np.int64)
@@ -51,9 +51,10 @@ def main(out, vocab, seed, n_train, n_valid):
     for name, part in (("train_000", tokens[:half]), ("train_001", tokens[half:n_train]), ("valid_000", valid)):
         llmc(os.path.join(out, "llmc", name + ".bin"), part)
         part.astype(np.uint16).tofile(os.path.join(out, "raw", name + ".bin"))
-    print(json.dumps({"vocab": vocab, "entropy": entropy, "valid_floor": floor, "train_tokens": n_train,
+    print(json.dumps({"vocab": vocab, "alpha": alpha, "entropy": entropy, "valid_floor": floor, "train_tokens": n_train,
                       "valid_tokens": n_valid}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
+         float(sys.argv[6]) if len(sys.argv) > 6 else 0.3)
