@@ -70,7 +70,7 @@ TEST_CASE("a bad array file stops codistill-train with its name, before the run 
   CHECK_FALSE(fs::exists(dir.path() / "run" / "worker-000"));
 }
 
-TEST_CASE("a shard per worker through {worker}; data.json refuses a resume on other data", "[process][arrays]") {
+TEST_CASE("a shard per worker through {worker}, data.json refuses a restart on other data", "[process][arrays]") {
   if (!numpy_and_fmnist()) return;
   TempDir dir;
   const auto w = run_command("/usr/bin/python3 -c \"import numpy as np, os; d = '" + dir.str() +

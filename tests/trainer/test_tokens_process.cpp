@@ -70,7 +70,7 @@ TEST_CASE("llm.c shards and headerless uint16 files of one stream train to ident
   CHECK(first[0].at("train_tokens") == 40000);
 }
 
-TEST_CASE("token shards: disjoint workers take every other file; bad shards stop the run", "[process][tokens]") {
+TEST_CASE("token shards: disjoint workers take every other file, bad shards stop the run", "[process][tokens]") {
   TempDir dir;
   if (!write_chain(dir)) return;
   const std::string llmc = "--set data.path=" + dir.str("chain/llmc");

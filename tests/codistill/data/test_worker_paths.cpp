@@ -33,7 +33,7 @@ TEST_CASE("data paths name the worker and the rank", "[data][worker_paths]") {
   CHECK(for_worker(d, 0, 0).shard == "disjoint");
 }
 
-TEST_CASE("an unknown placeholder is an error naming the key; other braces stay", "[data][worker_paths]") {
+TEST_CASE("an unknown placeholder is an error naming the key, other braces stay", "[data][worker_paths]") {
   DataConfig d;
   d.path = "/data/{node}";
   CHECK_THROWS_WITH(for_worker(d, 0, 0), Catch::Contains("data.path: unknown placeholder {node}") &&

@@ -42,7 +42,7 @@ std::vector<std::int32_t> all_tokens(const TokenShard& s) {
 
 }  // namespace
 
-TEST_CASE("llm.c shards round-trip at 16 and 32 bits; headerless files read with their width", "[data][tokens]") {
+TEST_CASE("llm.c shards round-trip at 16 and 32 bits, headerless files read with their width", "[data][tokens]") {
   codistill::test::TempDir dir;
   const std::vector<std::int32_t> narrow = {50256, 0, 7, 65535, 12};
   write_llmc_shard(dir.str("a.bin"), narrow);
