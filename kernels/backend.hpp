@@ -102,7 +102,7 @@ class Queue {
   // The backend's own handle of this queue's stream, opaque: a cudaStream_t on CUDA, null
   // where queued work runs at once on the host (the CPU). For a library outside the backend
   // that must order its own device work with this queue's (the nccl process group, which
-  // the engine hands it to); a void pointer so that no backend type appears here.
+  // the trainer's set-up hands it to, codistill/train/group.cpp); a void pointer so that no backend type appears here.
   virtual void* native_stream() const { return nullptr; }
 
  protected:

@@ -4,7 +4,8 @@
 //
 // Everything lives in host memory as float32: Fashion-MNIST is 60000 x 784 floats
 // (188 MB), small enough that every worker keeps its own copy and the training loop only
-// ever copies rows out of it (see sampler.hpp). The device copy is the engine's business.
+// ever copies rows out of it (see sampler.hpp). The device copy is the trainer's
+// business (data/feed/batch_loader.hpp).
 #include <cstdint>
 #include <span>
 #include <string>

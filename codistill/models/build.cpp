@@ -1,4 +1,4 @@
-// build_model: a kind-keyed factory of the model architectures (mlp, cnn, resnet, and layers:
+// build_model: a kind-keyed factory of the model architectures (mlp, cnn, resnet, gpt, and layers:
 // the list from the config, codistill/models/layers_model.cpp). The table is a
 // function-local constant, not static-initializer registration: adding a kind means adding
 // one line to kBuilders.

@@ -4,7 +4,7 @@
 // an offset aligned to 64 bytes (16 elements), with the modules' own tensors rebound as
 // named views into them. So an optimizer step is one op over `values` and `grads`, zeroing
 // the gradients one memset, a teacher load or a device move one copy per block, and a
-// gradient all-reduce (a later issue) one call. Padding between entries is zero and stays
+// gradient all-reduce (a worker group's, train/group.cpp) one call. Padding between entries is zero and stays
 // zero under every update (zero gradient, zero value).
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 // What a layer that computes across the ranks of a worker group needs from the group: an
-// in-place element-wise sum over the ranks, of host memory. The engine adapts its process
-// group (codistill/dist) to it; nn itself does not depend on dist. Used by BatchNorm with
+// in-place element-wise sum over the ranks, of host memory. The trainer (train/group.cpp)
+// adapts its process group (codistill/dist) to it; nn itself does not depend on dist. Used by BatchNorm with
 // group.sync_batchnorm.
 #include <span>
 

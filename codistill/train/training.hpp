@@ -1,5 +1,5 @@
 #pragma once
-// The training engine of one worker: data, model, optimizer and schedule from the config;
+// The trainer of one worker: data, model, optimizer and schedule from the config;
 // the run loop, which schedules every-N events (teacher reloads, logs, evaluations,
 // checkpoints) around TrainStep (train/step.hpp, the phases of one step); metrics.jsonl
 // (DESIGN.md section 7), the human log and the progress display.

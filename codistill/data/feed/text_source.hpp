@@ -1,5 +1,5 @@
 #pragma once
-// Language-model data for the engine (data.kind text, docs/config.md): the prepared folder
+// Language-model data for the trainer (data.kind text, docs/config.md): the prepared folder
 // (data.path, made by codistill-prepare-text), the checks that the model fits it, the
 // unigram baseline a user compares the loss with, and the batch source of phase 1
 // (data/feed/batch_source.hpp) over WindowSampler.
