@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# Fuzzes the checkpoint reader, the IDX readers, the token file reader, the .npy/.npz
-# readers and the tokenizer.json reader with libFuzzer (clang from Debian) for a bounded time, all targets side by side,
-# under AddressSanitizer + UBSan, starting from the committed seed corpora in fuzz/corpus/ (new interesting inputs
-# accumulate in BUILD_DIR/corpus/, which is not committed). The targets live in the
+# Fuzzes the checkpoint reader, the IDX readers, the token file and token shard readers, the
+# .npy/.npz readers and the tokenizer.json reader with libFuzzer (clang from Debian) for a
+# bounded time, all targets side by side, under AddressSanitizer + UBSan, starting from the
+# committed seed corpora in fuzz/corpus/ (new interesting inputs accumulate in
+# BUILD_DIR/corpus/, which is not committed). The targets live in the
 # sanitized build that scripts/run_sanitized_suite.sh also uses (scripts/lib/sanitized_build.sh),
 # so CI compiles them once. Prints each target's executions; exits non-zero when a target
 # crashed, hung (over FUZZ_TIMEOUT seconds on one input) or left an HDF5 object open; the
 # input is saved in BUILD_DIR/artifacts/. Leaks inside libhdf5 itself are not reported
 # (-detect_leaks=0): it loses memory on some malformed files, which this project cannot fix.
 #   FUZZ_SECONDS (default 60) per target, FUZZ_TIMEOUT (default 10), FUZZ_TARGETS
-#   (default "idx token_file checkpoint npy tokenizer_json"), FUZZ_BUILD_DIR (default: SAN_BUILD_DIR or
-#   build-sanitize), JOBS.
+#   (default "idx token_file checkpoint npy tokenizer_json token_shard"), FUZZ_BUILD_DIR
+#   (default: SAN_BUILD_DIR or build-sanitize), JOBS.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${FUZZ_BUILD_DIR:-${SAN_BUILD_DIR:-$root/build-sanitize}}"
 seconds="${FUZZ_SECONDS:-60}"
 timeout_s="${FUZZ_TIMEOUT:-10}"
-targets="${FUZZ_TARGETS:-idx token_file checkpoint npy tokenizer_json}"
+targets="${FUZZ_TARGETS:-idx token_file checkpoint npy tokenizer_json token_shard}"
 jobs="${JOBS:-$(nproc)}"
 # shellcheck source=lib/sanitized_build.sh
 . "$root/scripts/lib/sanitized_build.sh"

@@ -82,6 +82,7 @@ class Hdf5Source final : public ArraySource {
         throw std::runtime_error(a.origin + ": truncated file (the dataset runs past its end)");
       a.bytes = map_->bytes().subspan(static_cast<std::size_t>(h.file_offset), bytes);
       a.keep = map_;
+      a.mapped = true;
     } else {
       auto buf = std::make_shared<std::vector<std::uint8_t>>(std::move(h.bytes));
       a.bytes = std::span<const std::uint8_t>(buf->data(), buf->size());
@@ -173,7 +174,15 @@ Dataset make_split(const RawArray& x, const RawArray& y, const DataConfig& cfg, 
     bad(x, "has " + (x.shape.empty() ? std::string("no examples") : std::to_string(x.shape[0]) + " examples") +
                " but " + y.origin + " has " + std::to_string(y.shape[0]) + " labels");
   if (x.shape[0] == 0) bad(x, "no examples");
-  fill_images(x, cfg.layout == "nhwc", d);
+  const bool nhwc = cfg.layout == "nhwc";
+  if (x.dtype == ArrayDtype::u8 && x.mapped && !(nhwc && x.shape.size() == 4 && x.shape[3] > 1)) {
+    // Bytes in [N, C, H, W] order already: train from the map (Dataset::mapped).
+    d.mapped = x.bytes;
+    d.mapped_keep = x.keep;
+    d.mapped_shape = image_shape(x, nhwc);
+  } else {
+    fill_images(x, nhwc, d);
+  }
   d.classes = cfg.classes > 0 ? cfg.classes : largest + 1;
   return d;
 }

@@ -7,6 +7,7 @@
 // ever copies rows out of it (see sampler.hpp). The device copy is the trainer's
 // business (data/feed/batch_loader.hpp).
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,11 +39,25 @@ struct Dataset {
   // image value bit for bit (byte_codes.hpp); gather() reads these. Empty otherwise. Whoever
   // changes `images` after loading clears it.
   std::vector<std::uint8_t> codes;
+  // Where the examples are the bytes of a memory-mapped file (kind arrays: a uint8 .npy, a
+  // stored .npz member, a contiguous HDF5 dataset, in [N, C, H, W] order): the bytes, their
+  // owner and the shape. `images` then stays undefined and `codes` empty; rows are decoded
+  // from the map as from codes, so only the rows a batch touches are ever read, and a file
+  // larger than the memory left to the process trains.
+  std::span<const std::uint8_t> mapped;
+  std::shared_ptr<const void> mapped_keep;
+  kernels::Shape mapped_shape;
 
   std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
+  bool is_mapped() const { return mapped_keep != nullptr; }
+  kernels::Shape shape() const;           // [N, C, H, W]
   kernels::Shape example_shape() const;   // [C, H, W]
   std::int64_t example_numel() const;     // C * H * W
-  const float* example(std::int64_t i) const;  // row i, unchecked in release builds
+  const float* example(std::int64_t i) const;  // row i of `images`, unchecked in release builds
+  // The byte code of every value (codes, or the map), or nullptr where there are none.
+  const std::uint8_t* code_bytes() const;
+  // Rows [first, first + n) as float32, decoded where the values are byte codes.
+  void copy_rows(std::int64_t first, std::int64_t n, float* out) const;
 
   // Throws std::invalid_argument (naming the dataset) unless images is a CPU float32
   // [N, C, H, W] tensor with N == labels.size() >= 1 and every label is in [0, classes).

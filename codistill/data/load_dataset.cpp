@@ -75,10 +75,13 @@ Splits load_dataset(const DataConfig& cfg) {
   }
   if (cfg.train_limit > 0) truncate(s.train, cfg.train_limit);
   if (cfg.test_limit > 0) truncate(s.test, cfg.test_limit);
-  std::vector<std::uint8_t> train_codes = byte_codes(s.train), test_codes = byte_codes(s.test);
+  // A mapped dataset's values are byte codes already (Dataset::mapped).
+  std::vector<std::uint8_t> train_codes, test_codes;
+  if (!s.train.is_mapped()) train_codes = byte_codes(s.train);
+  if (!s.test.is_mapped()) test_codes = byte_codes(s.test);
   normalize(s, cfg.normalize, raw_max);
-  attach_codes(s.train, std::move(train_codes));
-  attach_codes(s.test, std::move(test_codes));
+  if (!s.train.is_mapped()) attach_codes(s.train, std::move(train_codes));
+  if (!s.test.is_mapped()) attach_codes(s.test, std::move(test_codes));
   return s;
 }
 

@@ -209,7 +209,9 @@ RawArray npy_array(std::span<const std::uint8_t> bytes, std::shared_ptr<const vo
 
 RawArray read_npy(const std::string& path) {
   auto map = std::make_shared<MappedFile>(path);
-  return npy_array(map->bytes(), map, path);
+  RawArray a = npy_array(map->bytes(), map, path);
+  a.mapped = true;
+  return a;
 }
 
 }  // namespace codistill::data

@@ -70,7 +70,9 @@ RawArray NpzFile::array(const std::string& key) {
     if (!z.map) z.map = std::make_shared<MappedFile>(z.path);
     if (at > z.map->size() || info.uncompressed_size > z.map->size() - at)
       throw std::runtime_error(origin + ": truncated archive (the member runs past the end of the file)");
-    return npy_array(z.map->bytes().subspan(at, info.uncompressed_size), z.map, origin);
+    RawArray a = npy_array(z.map->bytes().subspan(at, info.uncompressed_size), z.map, origin);
+    a.mapped = true;
+    return a;
   }
   // Deflated: inflate the whole member; the zip's CRC is checked at the close.
   // deflate expands at most 1032-fold: a larger claim is a corrupt directory, not a reason

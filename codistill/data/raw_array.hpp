@@ -26,6 +26,7 @@ struct RawArray {
   std::vector<std::int64_t> shape;
   std::span<const std::uint8_t> bytes;  // numel() * dtype_bytes(dtype), row-major
   std::shared_ptr<const void> keep;     // owns what bytes points into
+  bool mapped = false;                  // bytes lie in a memory map of the file
   std::string origin;                   // "file.npz: train_x", for messages
 
   std::int64_t numel() const;

@@ -124,13 +124,13 @@ std::int64_t EvalBatches::num_batches() const { return (data_->size() + batch_si
 bool EvalBatches::next(kernels::Tensor& images, std::vector<std::int32_t>& labels) {
   const std::int64_t n = std::min(batch_size_, data_->size() - begin_);
   if (n <= 0) return false;
-  kernels::Shape shape = data_->images.shape();
+  kernels::Shape shape = data_->shape();
   shape[0] = n;
   if (images.shape() != shape || images.dtype() != kernels::DType::f32 || !images.device().is_cpu() ||
       !images.defined())
     images = kernels::Tensor::empty(shape);
   // The test split is read in order, so a batch is one contiguous block of rows.
-  std::memcpy(images.raw(), data_->example(begin_), images.nbytes());
+  data_->copy_rows(begin_, n, images.data<float>());
   labels.assign(data_->labels.begin() + begin_, data_->labels.begin() + begin_ + n);
   begin_ += n;
   return true;

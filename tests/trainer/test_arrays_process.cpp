@@ -116,3 +116,39 @@ TEST_CASE("a shard per worker through {worker}, data.json refuses a restart on o
   CHECK(same.exit_code == 0);
   CHECK(same.out.find("has finished") != std::string::npos);
 }
+
+TEST_CASE("a .npy larger than the process may allocate trains from its map", "[process][arrays]") {
+  if (!numpy_and_fmnist()) return;
+  TempDir dir;
+  // 600,000 examples of 28 x 28 bytes: 470 MB on disk, 1.88 GB as float32. The data limit
+  // (RLIMIT_DATA: private writable memory, not a read-only map of a file) of 700 MB forbids
+  // the float copy; training from the map needs only the rows of a batch.
+  const auto w = run_command("/usr/bin/python3 -c \"import numpy as np; d = '" + dir.str() +
+                                 "'; n = 600000\n"
+                                 "x = np.lib.format.open_memmap(d + '/train_x.npy', mode='w+', dtype=np.uint8, "
+                                 "shape=(n, 28, 28))\n"
+                                 "for i in range(0, n, 50000): x[i:i + 50000] = (np.arange(50000 * 784) % 251)"
+                                 ".reshape(50000, 28, 28)\n"
+                                 "x.flush()\n"
+                                 "np.save(d + '/train_y.npy', np.arange(n) % 10)\n"
+                                 "np.save(d + '/test_x.npy', np.zeros((100, 28, 28), np.uint8))\n"
+                                 "np.save(d + '/test_y.npy', np.arange(100) % 10)\"",
+                             dir);
+  INFO(w.out << w.err);
+  REQUIRE(w.exit_code == 0);
+  REQUIRE(fs::file_size(dir.path() / "train_x.npy") > 470'000'000);
+  std::string limit = "ulimit -d 700000 && ";
+#if defined(CODISTILL_SANITIZED)
+  limit.clear();  // the sanitizers' shadow memory counts against the limit: the map alone is checked here
+#endif
+  const auto r = run_command(limit + train_exe() + " --config " + std::string(CODISTILL_SOURCE_DIR) +
+                                 "/configs/fmnist_mlp.yaml --run-dir " + dir.str("run") +
+                                 " --set data.kind=arrays --set data.path=" + dir.str() +
+                                 " --set train.steps=30 --set train.eval_every=0 --set checkpoint.every=0"
+                                 " --set run.threads=1",
+                             dir);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("600000 train / 100 test examples") != std::string::npos);
+  CHECK(r.out.find("done: 30 steps") != std::string::npos);
+}
