@@ -2,6 +2,7 @@
 // clear refusal, naming the origin, of every header or payload it must not take.
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,11 @@ Bytes npy(const std::string& dict, std::size_t data_bytes, int major = 1) {
   return b;
 }
 
-RawArray parse(const Bytes& b) { return npy_array(b, nullptr, "x.npy"); }
+// The array of a copy of b, which the array keeps (as a mapped file would be kept).
+RawArray parse(const Bytes& b) {
+  auto keep = std::make_shared<Bytes>(b);
+  return npy_array(*keep, keep, "x.npy");
+}
 
 }  // namespace
 
