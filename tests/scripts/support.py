@@ -54,12 +54,13 @@ def tools_python():
     return os.environ.get("CODISTILL_TOOLS_PYTHON") or os.path.join(SOURCE, ".venv-tools", "bin", "python")
 
 
-def require_tools():
-    """Continues in the tools environment (tensorboard): re-runs this test under it when
-    needed; where it is missing, exits 77 (CTest: skipped), or fails under
-    CODISTILL_REQUIRE_TOOLS (scripts/run_tests.sh creates it, so there it must be)."""
+def require_tools(module="tensorboard"):
+    """Continues in the tools environment (where `module` imports: tensorboard, tokenizers):
+    re-runs this test under it when needed; where it is missing, exits 77 (CTest: skipped),
+    or fails under CODISTILL_REQUIRE_TOOLS (scripts/run_tests.sh creates it, so there it
+    must be)."""
     try:
-        import tensorboard  # noqa: F401
+        __import__(module)
         return
     except ImportError:
         pass
@@ -68,8 +69,8 @@ def require_tools():
         os.environ["CODISTILL_TEST_REEXEC"] = "1"
         os.execv(python, [python] + sys.argv)
     if os.environ.get("CODISTILL_REQUIRE_TOOLS"):
-        sys.exit("%s has no tensorboard (scripts/setup.sh --tools) and CODISTILL_REQUIRE_TOOLS is set" % python)
-    print("skipped: no Python tools (%s; scripts/setup.sh --tools)" % python)
+        sys.exit("%s has no %s (scripts/setup.sh --tools) and CODISTILL_REQUIRE_TOOLS is set" % (python, module))
+    print("skipped: no Python %s (%s; scripts/setup.sh --tools)" % (module, python))
     sys.exit(77)
 
 

@@ -60,24 +60,6 @@ HARD_CASES = "".join([
 ])
 
 
-def tools_tokenizers():
-    """Continues where `tokenizers` imports: re-runs under .venv-tools when needed; exits 77
-    (CTest: skipped) where it is missing, unless CODISTILL_REQUIRE_TOOLS is set."""
-    try:
-        import tokenizers  # noqa: F401
-        return
-    except ImportError:
-        pass
-    python = support.tools_python()
-    if os.access(python, os.X_OK) and not os.environ.get("CODISTILL_TEST_REEXEC"):
-        os.environ["CODISTILL_TEST_REEXEC"] = "1"
-        os.execv(python, [python] + sys.argv)
-    if os.environ.get("CODISTILL_REQUIRE_TOOLS"):
-        sys.exit("%s has no tokenizers (scripts/setup.sh --tools) and CODISTILL_REQUIRE_TOOLS is set" % python)
-    print("skipped: no Python tokenizers (%s; scripts/setup.sh --tools)" % python)
-    sys.exit(77)
-
-
 def read_token_file(path):
     """(header fields, list of documents as lists of ids) of a token file v1."""
     with open(path, "rb") as f:
@@ -136,7 +118,7 @@ def compare(name, tok, out, texts, expect_differ=()):
 
 def main():
     full = "--full" in sys.argv[1:]
-    tools_tokenizers()
+    support.require_tools("tokenizers")
     from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
     if not os.path.isdir(CORPUS):
         print("skipped: no corpus %s (python3.11-doc; scripts/setup.sh)" % CORPUS)

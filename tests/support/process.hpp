@@ -68,6 +68,16 @@ inline ProcessResult run_command(const std::string& cmd, const TempDir& dir) {
   return r;
 }
 
+// Runs a Python script (Debian's interpreter, which has NumPy and h5py) with dir as its
+// argument (sys.argv[1]); the test fails with the script's output unless it succeeds.
+inline void run_python(const std::string& code, const TempDir& dir) {
+  const std::string script = dir.str("script.py");
+  write_text(script, code);
+  const ProcessResult r = run_command("/usr/bin/python3 " + script + " " + dir.str(), dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+}
+
 inline std::string train_exe() { return std::string(CODISTILL_BINARY_DIR) + "/trainer/codistill-train"; }
 
 // The command-line prefix that starts `ranks` ranks with `mpiexec` (OpenMPI's mpirun): the

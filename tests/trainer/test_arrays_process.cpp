@@ -53,13 +53,13 @@ TEST_CASE("fmnist_mlp on Fashion-MNIST as .npy, .npz and HDF5 ends in the IDX ru
 TEST_CASE("a bad array file stops codistill-train with its name, before the run starts", "[process][arrays]") {
   if (!numpy_and_fmnist()) return;
   TempDir dir;
-  const auto w = run_command("/usr/bin/python3 -c \"import numpy as np; d = '" + dir.str() +
-                                 "'; x = np.zeros((4, 8, 8), np.uint8); [np.save(d + '/' + k, v) for k, v in "
-                                 "(('train_x', x), ('test_x', x), ('test_y', np.zeros(4, np.int64)), "
-                                 "('train_y', np.array([0, 1, 2, None], dtype=object)))]\"",
-                             dir);
-  INFO(w.out << w.err);
-  REQUIRE(w.exit_code == 0);
+  run_python(R"(import sys
+import numpy as np
+d, x = sys.argv[1], np.zeros((4, 8, 8), np.uint8)
+for key, value in (("train_x", x), ("test_x", x), ("test_y", np.zeros(4, np.int64)),
+                   ("train_y", np.array([0, 1, 2, None], dtype=object))):
+    np.save(d + "/" + key, value)
+)", dir);
   const auto r = run_command(train_exe() + " --config " + std::string(CODISTILL_SOURCE_DIR) +
                                  "/configs/fmnist_mlp.yaml --run-dir " + dir.str("run") +
                                  " --set data.kind=arrays --set data.path=" + dir.str(),
@@ -73,16 +73,15 @@ TEST_CASE("a bad array file stops codistill-train with its name, before the run 
 TEST_CASE("a shard per worker through {worker}, data.json refuses a restart on other data", "[process][arrays]") {
   if (!numpy_and_fmnist()) return;
   TempDir dir;
-  const auto w = run_command("/usr/bin/python3 -c \"import numpy as np, os; d = '" + dir.str() +
-                                 "'; r = np.random.default_rng(1)\n"
-                                 "for s in ('shard-0', 'shard-1', 'other'):\n"
-                                 "  os.makedirs(d + '/' + s)\n"
-                                 "  for k, n in (('train', 256), ('test', 64)):\n"
-                                 "    np.save(d + '/' + s + '/' + k + '_x.npy', r.integers(0, 256, (n, 8, 8), np.uint8))\n"
-                                 "    np.save(d + '/' + s + '/' + k + '_y.npy', r.integers(0, 3, n))\"",
-                             dir);
-  INFO(w.out << w.err);
-  REQUIRE(w.exit_code == 0);
+  run_python(R"(import os, sys
+import numpy as np
+d, r = sys.argv[1], np.random.default_rng(1)
+for s in ("shard-0", "shard-1", "other"):
+    os.makedirs(d + "/" + s)
+    for k, n in (("train", 256), ("test", 64)):
+        np.save(d + "/" + s + "/" + k + "_x.npy", r.integers(0, 256, (n, 8, 8), np.uint8))
+        np.save(d + "/" + s + "/" + k + "_y.npy", r.integers(0, 3, n))
+)", dir);
   const std::string base = train_exe() + " --config " + std::string(CODISTILL_SOURCE_DIR) +
                            "/configs/fmnist_mlp.yaml --run-dir " + dir.str("run") +
                            " --set data.kind=arrays --set run.workers=2 --set run.threads=1"
@@ -123,19 +122,17 @@ TEST_CASE("a .npy larger than the process may allocate trains from its map", "[p
   // 600,000 examples of 28 x 28 bytes: 470 MB on disk, 1.88 GB as float32. The data limit
   // (RLIMIT_DATA: private writable memory, not a read-only map of a file) of 700 MB forbids
   // the float copy; training from the map needs only the rows of a batch.
-  const auto w = run_command("/usr/bin/python3 -c \"import numpy as np; d = '" + dir.str() +
-                                 "'; n = 600000\n"
-                                 "x = np.lib.format.open_memmap(d + '/train_x.npy', mode='w+', dtype=np.uint8, "
-                                 "shape=(n, 28, 28))\n"
-                                 "for i in range(0, n, 50000): x[i:i + 50000] = (np.arange(50000 * 784) % 251)"
-                                 ".reshape(50000, 28, 28)\n"
-                                 "x.flush()\n"
-                                 "np.save(d + '/train_y.npy', np.arange(n) % 10)\n"
-                                 "np.save(d + '/test_x.npy', np.zeros((100, 28, 28), np.uint8))\n"
-                                 "np.save(d + '/test_y.npy', np.arange(100) % 10)\"",
-                             dir);
-  INFO(w.out << w.err);
-  REQUIRE(w.exit_code == 0);
+  run_python(R"(import sys
+import numpy as np
+d, n = sys.argv[1], 600000
+x = np.lib.format.open_memmap(d + "/train_x.npy", mode="w+", dtype=np.uint8, shape=(n, 28, 28))
+for i in range(0, n, 50000):
+    x[i:i + 50000] = (np.arange(50000 * 784) % 251).reshape(50000, 28, 28)
+x.flush()
+np.save(d + "/train_y.npy", np.arange(n) % 10)
+np.save(d + "/test_x.npy", np.zeros((100, 28, 28), np.uint8))
+np.save(d + "/test_y.npy", np.arange(100) % 10)
+)", dir);
   REQUIRE(fs::file_size(dir.path() / "train_x.npy") > 470'000'000);
   std::string limit = "ulimit -d 700000 && ";
 #if defined(CODISTILL_SANITIZED)

@@ -180,14 +180,14 @@ TEST_CASE("arrays: a missing key in an .npz or HDF5 file names the keys there ar
   test::TempDir dir;
   if (std::system("/usr/bin/python3 -c 'import numpy, h5py' >/dev/null 2>&1") != 0)
     return test::skip("no NumPy/h5py for /usr/bin/python3 (scripts/setup.sh installs them)");
-  const std::string py =
-      "import numpy as np, h5py, sys; d = sys.argv[1]; x = np.zeros((2, 3), np.uint8); y = np.zeros(2, np.int64);"
-      "np.savez(d + '/a.npz', train_x=x, train_y=y, test_x=x);"
-      "f = h5py.File(d + '/a.h5', 'w'); f['train_x'] = x; f['train_y'] = y; f['test_x'] = x;"
-      "f['test_y'] = np.array([b'a', b'b']); f.close()";
-  const auto r = test::run_command("/usr/bin/python3 -c \"" + py + "\" " + dir.str(), dir);
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
+  test::run_python(R"(import sys
+import h5py
+import numpy as np
+d, x, y = sys.argv[1], np.zeros((2, 3), np.uint8), np.zeros(2, np.int64)
+np.savez(d + "/a.npz", train_x=x, train_y=y, test_x=x)
+with h5py.File(d + "/a.h5", "w") as f:
+    f["train_x"], f["train_y"], f["test_x"], f["test_y"] = x, y, x, np.array([b"a", b"b"])
+)", dir);
   CHECK_THROWS_WITH(load_dataset(arrays_config(dir.str("a.npz"))),
                     Catch::Contains("a.npz: no key 'test_y' (the archive holds: train_x, train_y, test_x)"));
   CHECK_THROWS_WITH(load_dataset(arrays_config(dir.str("a.h5"))),
