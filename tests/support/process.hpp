@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
