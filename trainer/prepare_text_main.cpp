@@ -21,7 +21,7 @@ namespace {
 
 const char* kUsage =
     "usage: codistill-prepare-text --corpus DIR|FILE [--corpus ...] --out DIR [--vocab-size N | --tokenizer FILE]\n"
-    "                              [--heldout-fraction F] [--seed S] [--suffix SUFFIX] [--force] [--json]\n";
+    "                              [--heldout-fraction F] [--seed S] [--suffix SUFFIX] [--llmc] [--force] [--json]\n";
 
 // Returns false after printing help. Throws po::error on bad usage.
 bool parse_args(const codistill::cli::Command& cmd, int argc, char** argv, text::PrepareOptions& o, bool& json) {
@@ -41,6 +41,7 @@ bool parse_args(const codistill::cli::Command& cmd, int argc, char** argv, text:
       ("heldout-fraction", po::value<double>(&o.heldout_fraction)->default_value(o.heldout_fraction, "0.05"),
        "fraction of the documents held out for validation, in [0, 1)")
       ("seed", po::value<std::uint64_t>(&o.seed)->default_value(o.seed), "seed of the held-out split")
+      ("llmc", "also write the splits as llm.c token shards, train.bin and valid.bin (data.kind tokens)")
       ("force", "replace the files of an earlier preparation in --out")
       ("json", "print the summary as one JSON object");
   po::variables_map vm;
@@ -48,6 +49,7 @@ bool parse_args(const codistill::cli::Command& cmd, int argc, char** argv, text:
   if (vm.count("tokenizer") && !vm["vocab-size"].defaulted())
     throw po::error("--vocab-size and --tokenizer exclude each other: the file's vocabulary is used as it is");
   o.force = vm.count("force") > 0;
+  o.llmc = vm.count("llmc") > 0;
   json = vm.count("json") > 0;
   return true;
 }

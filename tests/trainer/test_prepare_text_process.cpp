@@ -10,6 +10,7 @@
 
 #include "codistill/data/text/prepare.hpp"
 #include "codistill/data/text/token_file.hpp"
+#include "codistill/data/text/token_shard.hpp"
 #include "codistill/data/text/tokenizer.hpp"
 #include "support/process.hpp"
 
@@ -103,4 +104,39 @@ TEST_CASE("prepare-text usage errors exit 2 with a message", "[process][text]") 
   r = run_command(prepare_exe() + " --corpus " + dir.str("corpus") + " --vocab-size 300 --out " + dir.str("file/out"), dir);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("error:"));
+}
+
+TEST_CASE("prepare-text --llmc writes llm.c shards of both splits that data.kind tokens trains on", "[process][text]") {
+  TempDir dir;
+  make_corpus(dir);
+  ProcessResult r = run_command(prepare_exe() + " --corpus " + dir.str("corpus") + " --out " + dir.str("out") +
+                                    " --vocab-size 400 --heldout-fraction 0.3 --llmc",
+                                dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // Each shard is its split's documents, each led by the end-of-document token.
+  for (const char* split : {"train", "valid"}) {
+    const codistill::data::text::TokenFile f(dir.str("out/") + split + ".tokens");
+    const codistill::data::text::TokenShard s(dir.str("out/") + split + ".bin", 0);
+    REQUIRE(s.size() == f.tokens() + f.documents());
+    std::vector<std::int32_t> got(static_cast<std::size_t>(s.size()));
+    s.copy(0, s.size(), got.data());
+    std::vector<std::int32_t> want;
+    for (std::int64_t d = 0; d < f.documents(); ++d) {
+      want.push_back(static_cast<std::int32_t>(f.info().end_of_document));
+      for (std::int32_t t : f.document(d)) want.push_back(t);
+    }
+    CHECK(got == want);
+  }
+  const auto vocab = nlohmann::json::parse(read_text(dir.path() / "out" / "prepare.json"))["vocab_size"].get<int>();
+  r = run_command(train_exe() + " --config " + std::string(CODISTILL_SOURCE_DIR) + "/configs/text_gpt.yaml --run-dir " +
+                      dir.str("run") + " --set data.kind=tokens --set data.path=" + dir.str("out") +
+                      " --set data.train=train.bin --set data.valid=valid.bin --set model.vocab_size=" +
+                      std::to_string(vocab) + " --set data.context=32 --set model.seq_len=32 --set model.blocks=1"
+                      " --set train.steps=5 --set train.eval_every=5 --set checkpoint.every=0 --set data.test_limit=5"
+                      " --set run.threads=1",
+                  dir);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("(llm.c, 16-bit)") != std::string::npos);
 }

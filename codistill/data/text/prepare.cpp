@@ -12,6 +12,7 @@
 #include "codistill/data/text/bpe_trainer.hpp"
 #include "codistill/data/text/corpus.hpp"
 #include "codistill/data/text/token_file.hpp"
+#include "codistill/data/text/token_shard.hpp"
 #include "codistill/data/text/tokenizer.hpp"
 #include "codistill/data/text/tokenizer_json.hpp"
 
@@ -78,13 +79,25 @@ std::vector<CorpusDocument> usable_documents(const PrepareOptions& o, PrepareSum
   return docs;
 }
 
+// A split as llm.c's scripts write a shard: each document led by the end-of-document token.
+std::vector<std::int32_t> eod_led_stream(const TokenDocuments& docs, std::uint32_t eod) {
+  std::vector<std::int32_t> out;
+  out.reserve(docs.tokens.size() + docs.documents());
+  for (std::uint64_t d = 0; d < docs.documents(); ++d) {
+    out.push_back(static_cast<std::int32_t>(eod));
+    out.insert(out.end(), docs.tokens.begin() + static_cast<std::ptrdiff_t>(docs.offsets[d]),
+               docs.tokens.begin() + static_cast<std::ptrdiff_t>(docs.offsets[d + 1]));
+  }
+  return out;
+}
+
 // The folder's manifest: the summary, the options and which document went to which split.
 void write_manifest(const PrepareOptions& o, const PrepareSummary& sum, const std::vector<CorpusDocument>& docs,
                     const SplitAssignment& split, const fs::path& dir) {
   nlohmann::json manifest = nlohmann::json::parse(sum.json());
   nlohmann::json inputs = nlohmann::json::array();
   for (const auto& c : o.corpus) inputs.push_back(fs::absolute(c).string());
-  manifest["options"] = {{"corpus", inputs}, {"suffix", o.suffix}, {"vocab_size", o.vocab_size},
+  manifest["options"] = {{"corpus", inputs}, {"suffix", o.suffix}, {"vocab_size", o.vocab_size}, {"llmc", o.llmc},
                          {"heldout_fraction", o.heldout_fraction}, {"seed", o.seed}};
   if (!o.tokenizer.empty()) manifest["options"]["tokenizer"] = fs::absolute(o.tokenizer).string();
   for (auto [key, which] : {std::pair{"train_documents", &split.train}, std::pair{"valid_documents", &split.valid}}) {
@@ -205,6 +218,10 @@ PrepareSummary prepare_text(const PrepareOptions& o) {
   const auto eod = static_cast<std::uint32_t>(model ? model->end_of_document() : kEndOfDocument);
   write_token_file((dir / kTrainFile).string(), train, vocab, digest, eod);
   write_token_file((dir / kValidFile).string(), valid, vocab, digest, eod);
+  if (o.llmc) {
+    write_llmc_shard((dir / "train.bin").string(), eod_led_stream(train, eod));
+    write_llmc_shard((dir / "valid.bin").string(), eod_led_stream(valid, eod));
+  }
   sum.tokenizer_file_bytes = static_cast<std::int64_t>(fs::file_size(dir / (tok ? kTokenizerFile : kTokenizerJsonFile)));
   sum.train.file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kTrainFile));
   sum.valid.file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kValidFile));

@@ -8,6 +8,10 @@
 //                        it is the project's own)
 //   OUT/train.tokens     the training documents (token_file.hpp)
 //   OUT/valid.tokens     the held-out documents
+//   OUT/train.bin, OUT/valid.bin  with --llmc: the same splits as llm.c token shards
+//                        (token_shard.hpp; each document led by the end-of-document token,
+//                        as llm.c's preparation scripts write them), for data.kind tokens
+//                        and for llm.c's own loader
 //   OUT/prepare.json     what was done: options, document names of each split, counts
 // Each file is written atomically; prepare.json last, so its presence says the folder is
 // complete.
@@ -32,6 +36,7 @@ struct PrepareOptions {
   std::string out;
   bool force = false;               // replace the files of an earlier preparation
   std::string tokenizer;            // a tokenizer.json to encode with instead of training one
+  bool llmc = false;                // also write the splits as llm.c shards (train.bin, valid.bin)
 };
 
 // A usage problem (bad option, folder already prepared): the command exits 2 on it.
