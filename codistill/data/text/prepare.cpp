@@ -142,6 +142,30 @@ void copy_file_atomically(const std::string& from, const std::string& to) {
   write_file_atomically(to, [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); });
 }
 
+// The output folder's files but prepare.json (prepare.hpp), and their sizes into `sum`.
+void write_outputs(const PrepareOptions& o, const std::optional<Tokenizer>& tok, const std::optional<BpeModel>& model,
+                   const TokenDocuments& train, const TokenDocuments& valid, PrepareSummary& sum) {
+  fs::create_directories(o.out);
+  const fs::path dir(o.out);
+  if (tok) tok->save((dir / kTokenizerFile).string());
+  if (!o.tokenizer.empty())
+    copy_file_atomically(o.tokenizer, (dir / kTokenizerJsonFile).string());
+  else if (model)
+    save_tokenizer_json(*model, (dir / kTokenizerJsonFile).string());
+  const auto vocab = static_cast<std::uint32_t>(sum.vocab_size);
+  const std::uint64_t digest = tok ? tok->digest() : model->digest();
+  const auto eod = static_cast<std::uint32_t>(model ? model->end_of_document() : kEndOfDocument);
+  write_token_file((dir / kTrainFile).string(), train, vocab, digest, eod);
+  write_token_file((dir / kValidFile).string(), valid, vocab, digest, eod);
+  if (o.llmc) {
+    write_llmc_shard((dir / "train.bin").string(), eod_led_stream(train, eod));
+    write_llmc_shard((dir / "valid.bin").string(), eod_led_stream(valid, eod));
+  }
+  sum.tokenizer_file_bytes = static_cast<std::int64_t>(fs::file_size(dir / (tok ? kTokenizerFile : kTokenizerJsonFile)));
+  sum.train.file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kTrainFile));
+  sum.valid.file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kValidFile));
+}
+
 }  // namespace
 
 PrepareSummary prepare_text(const PrepareOptions& o) {
@@ -206,29 +230,11 @@ PrepareSummary prepare_text(const PrepareOptions& o) {
   sum.encode_s = since(t);
 
   t = Clock::now();
-  fs::create_directories(o.out);
-  const fs::path dir(o.out);
-  if (tok) tok->save((dir / kTokenizerFile).string());
-  if (!o.tokenizer.empty())
-    copy_file_atomically(o.tokenizer, (dir / kTokenizerJsonFile).string());
-  else if (model)
-    save_tokenizer_json(*model, (dir / kTokenizerJsonFile).string());
-  const auto vocab = static_cast<std::uint32_t>(sum.vocab_size);
-  const std::uint64_t digest = tok ? tok->digest() : model->digest();
-  const auto eod = static_cast<std::uint32_t>(model ? model->end_of_document() : kEndOfDocument);
-  write_token_file((dir / kTrainFile).string(), train, vocab, digest, eod);
-  write_token_file((dir / kValidFile).string(), valid, vocab, digest, eod);
-  if (o.llmc) {
-    write_llmc_shard((dir / "train.bin").string(), eod_led_stream(train, eod));
-    write_llmc_shard((dir / "valid.bin").string(), eod_led_stream(valid, eod));
-  }
-  sum.tokenizer_file_bytes = static_cast<std::int64_t>(fs::file_size(dir / (tok ? kTokenizerFile : kTokenizerJsonFile)));
-  sum.train.file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kTrainFile));
-  sum.valid.file_bytes = static_cast<std::int64_t>(fs::file_size(dir / kValidFile));
+  write_outputs(o, tok, model, train, valid, sum);
   sum.write_s = since(t);
   sum.total_s = since(start);
 
-  write_manifest(o, sum, docs, split, dir);
+  write_manifest(o, sum, docs, split, fs::path(o.out));
   return sum;
 }
 
