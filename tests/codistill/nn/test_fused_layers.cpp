@@ -4,6 +4,8 @@
 // differences (double, reference and fast; batch norm NCHW and channels-last, train and
 // eval), and the fused pairs against the same layers run apart in float32 (forward,
 // gradients, running statistics), synchronized batch norm included.
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <span>
 #include <string>
@@ -38,6 +40,19 @@ void randomize(BatchNorm& bn, std::uint64_t seed) {
   const Shape c{bn.channels()};
   for (auto& p : bn.params()) *p.value = random_tensor(c, seed + (p.name == "weight" ? 1 : 2), p.name == "weight" ? 0.5 : -1, 1.5);
   for (auto& b : bn.buffers()) *b.value = random_tensor(c, seed + (b.name == "running_mean" ? 3 : 4), 0.5, 2);
+}
+
+// The smallest |BatchNorm output| (a ReLU's input) for the draws of `seed` (the gradient
+// check's parameters and input).
+double min_abs_batchnorm(const Shape& xs, bool channels_last, std::uint64_t seed, bool training) {
+  BatchNorm probe(xs[1]);
+  probe.to_dtype(DType::f64);
+  randomize(probe, seed);
+  probe.set_channels_last(channels_last);
+  const std::vector<double> y = values(probe.forward(random_tensor(xs, seed + 5), training));
+  double m = 1e300;
+  for (double v : y) m = std::min(m, std::abs(v));
+  return m;
 }
 
 BatchNorm& bn_of(Sequential& s, std::size_t i) { return dynamic_cast<BatchNorm&>(*s.children()[i].second); }
@@ -156,7 +171,10 @@ TEST_CASE("fused BatchNorm+ReLU gradients match finite differences (NCHW and cha
   for (Impl impl : {Impl::reference, Impl::fast})
     for (const auto& c : cases)
       for (bool training : {true, false}) {
-        const auto seed = fresh_seed();
+        // Central differences step 1e-6 over ReLU: a pre-activation that close to its kink
+        // makes the numeric gradient wrong, not the layer; such draws are drawn again.
+        auto seed = fresh_seed();
+        while (min_abs_batchnorm(c.x, c.channels_last, seed, training) < 1e-4) seed += 7919;
         INFO("seed " << seed << (c.channels_last ? ", channels-last" : ""));
         Sequential s;
         auto bn = std::make_unique<BatchNorm>(c.x[1]);
