@@ -8,7 +8,8 @@ half-written picture). One line per worker (per worker and peer for churn), agai
 steps, from RUN_DIR/worker-XXX/metrics.jsonl (DESIGN.md section 7):
   training loss (total; dashed: the hard-label cross-entropy), distillation term, test loss,
   test accuracy, churn against each peer's teacher, teacher staleness (line: own step minus
-  the oldest teacher's step; markers: the same at each teacher load), throughput
+  the oldest teacher's step; markers: the same at each teacher load, a triangle where the
+  teacher gate refused the checkpoint), throughput
   (training examples/s), checkpoint write and stall times.
 A panel whose events are not there (yet) is drawn empty with a note, and said on stderr.
 A last line still being written is skipped. Needs matplotlib (Debian python3-matplotlib;
@@ -98,7 +99,15 @@ def draw_staleness(ax, run):
             n += len(s)
         for t in series_with_prefix(w, "teacher/"):
             if t.tag.endswith("/peer_step"):
-                ax.plot(t.steps, [st - p for st, p in zip(t.steps, t.values)], "x", ms=4, color=color(i))
+                # Checkpoints the teacher gate refused (teacher events with refused: true)
+                # get a triangle instead of the x: they were loaded but did not teach.
+                refused = w.series.get(t.tag[: -len("peer_step")] + "refused")
+                no = dict(zip(refused.steps, refused.values)) if refused else {}
+                for is_refused, marker in ((False, "x"), (True, "v")):
+                    pts = [(st, st - p) for st, p in zip(t.steps, t.values) if bool(no.get(st)) == is_refused]
+                    if pts:
+                        ax.plot([a for a, _ in pts], [b for _, b in pts], marker, ms=4, color=color(i),
+                                label="refused by the gate" if is_refused else None)
                 n += len(t)
     return n
 
@@ -120,7 +129,7 @@ PANELS = [
     ("Test loss", "loss", "no eval events", draw_tag("eval/test/loss", marker="o")),
     ("Test accuracy", "accuracy (%)", "no eval events", draw_tag("eval/test/accuracy", 100, marker="o")),
     ("Churn against each peer", "churn (%)", "no churn (no eval with a teacher)", draw_churn),
-    ("Teacher staleness (x: at each teacher load)", "steps behind", "no teacher in use", draw_staleness),
+    ("Teacher staleness (x: at each teacher load, v: refused by the gate)", "steps behind", "no teacher in use", draw_staleness),
     ("Throughput", "training examples/s", "no train events", draw_tag("train/examples_per_s")),
     ("Checkpoints (dashed: training stalled)", "ms", "no checkpoint events", draw_checkpoints),
 ]

@@ -53,6 +53,19 @@ struct CheckpointConfig {
   std::string on_busy = "wait";  // wait | skip: a request while a write is in flight
 };
 
+// The teacher gate (teachers/teacher_gate.hpp): a peer's checkpoint teaches only if its
+// mean cross-entropy on a fixed probe of this worker's held-out data is finite and within
+// the bounds below. A model at most accept_below nats is good by any measure and is never
+// refused by the ratio (a student near 0 loss would otherwise refuse nearly every peer).
+struct GateConfig {
+  bool enabled = true;
+  std::int64_t probe = 0;     // label rows scored (examples; tokens, in whole windows); 0: the data's
+                              // default (Modality::probe_rows: 128 examples, 1024 tokens)
+  double max_ratio = 2.0;     // refused above max_ratio x the student's own probe loss (0: no ratio bound)
+  double max_loss = 0.0;      // refused above this many nats whatever the student's (0: no absolute bound)
+  double accept_below = 0.1;  // never refused by the ratio at or below this many nats
+};
+
 struct CodistillConfig {
   bool enabled = false;
   std::int64_t burn_in = 0;
@@ -71,6 +84,7 @@ struct CodistillConfig {
   // The teachers' matrix products (their forwards, and their logits in the fused head):
   // same (as train.precision) | float32 | bf16.
   std::string teacher_precision = "same";
+  GateConfig gate;
 };
 
 // The worker's process group (codistill/dist/): how its ranks find each other and

@@ -9,6 +9,7 @@
 
 #include "codistill/persist/worker_state.hpp"
 #include "codistill/teachers/precision.hpp"
+#include "codistill/util/config_error.hpp"
 #include "codistill/util/run_errors.hpp"
 
 namespace codistill {
@@ -260,7 +261,7 @@ void TeacherPool::at_step(std::int64_t step, MetricsWriter* metrics) {
     for (const auto& w : warnings) log_->warn("{}", w);
   }
   // Async mode never stalls a step for an upload in flight; sync mode waits for it.
-  adopt(take_loaded(std::move(adopted), /*wait=*/c.mode == "sync"), metrics, step);
+  adopt(screen(take_loaded(std::move(adopted), /*wait=*/c.mode == "sync"), metrics, step), metrics, step);
 }
 
 void TeacherPool::resume(const std::vector<checkpoint::TeacherStep>& teacher_steps, MetricsWriter* metrics,
@@ -316,9 +317,17 @@ void TeacherPool::load_fixed(const std::vector<FixedTeacherFile>& files, const d
     loaded.push_back(std::move(t));
   }
   for (auto& t : take_loaded(std::move(loaded), /*wait=*/true)) {
-    if (metrics)
-      metrics->emit("teacher", step,
-                    {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}, {"path", t->path}});
+    if (gate_) {
+      t->verdict = gate_->judge(t->model, step);
+      if (!t->verdict->accepted)
+        throw ConfigError("codistill.fixed_teachers", "", 0,
+                          fmt::format("fixed teacher {} (from '{}') is refused by the teacher gate: {} (codistill.gate)",
+                                      t->path, files[static_cast<std::size_t>(-t->peer - 1)].source,
+                                      t->verdict->reason));
+    }
+    nlohmann::json fields = {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}, {"path", t->path}};
+    if (t->verdict) add_verdict_fields(fields, *t->verdict);
+    if (metrics) metrics->emit("teacher", step, fields);
     log_->info("fixed teacher {}: {} at step {} (loaded in {:.0f} ms)", t->label(), t->path, t->step, t->load_ms);
     fixed_.push_back(std::move(t));
   }
@@ -326,8 +335,13 @@ void TeacherPool::load_fixed(const std::vector<FixedTeacherFile>& files, const d
 
 void TeacherPool::adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step) {
   for (auto& t : adopted) {
-    if (metrics) metrics->emit("teacher", step, {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}});
-    log_->info("teacher: peer {} at step {} ({}, loaded in {:.0f} ms)", t->peer, t->step, t->path, t->load_ms);
+    nlohmann::json fields = {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}};
+    if (t->verdict) add_verdict_fields(fields, *t->verdict);
+    if (metrics) metrics->emit("teacher", step, fields);
+    log_->info("teacher: peer {} at step {} ({}, loaded in {:.0f} ms{})", t->peer, t->step, t->path, t->load_ms,
+               t->verdict ? fmt::format("; probe loss {:.4f}, this worker's {:.4f}, scored in {:.0f} ms",
+                                        t->verdict->loss, t->verdict->own_loss, t->verdict->ms)
+                          : "");
     auto same = std::find_if(teachers_.begin(), teachers_.end(), [&](const auto& u) { return u->peer == t->peer; });
     if (same != teachers_.end()) *same = std::move(t);
     else teachers_.push_back(std::move(t));

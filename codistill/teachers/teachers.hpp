@@ -21,12 +21,14 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/logger.h>
 
 #include "checkpoint/store.hpp"
 #include "codistill/config/config.hpp"
 #include "codistill/data/dataset.hpp"
 #include "codistill/teachers/fixed_teachers.hpp"
+#include "codistill/teachers/teacher_gate.hpp"
 #include "codistill/persist/metrics.hpp"
 #include "codistill/persist/worker_state.hpp"
 #include "codistill/models/model.hpp"
@@ -45,6 +47,7 @@ struct Teacher {
   std::int64_t step = 0;  // the peer's step when it published this checkpoint
   std::string path;
   double load_ms = 0;
+  std::optional<GateVerdict> verdict;  // the gate's, where one judged it
   Model model;  // forward-only (no gradient block), on its own queue
   std::unique_ptr<kernels::Event> loaded;        // after the parameter upload
   std::unique_ptr<kernels::Event> forward_done;  // after each forward: the student's loss waits on it
@@ -71,6 +74,10 @@ void check_teacher_fits(const std::string& teacher_model_yaml, const ModelConfig
 // rebuilt from its checkpoint's own model attribute (model_from_checkpoint), so the
 // fingerprint only has to match that attribute.
 checkpoint::ReadOptions teacher_read_options();
+
+// A teacher event's fields from the gate's verdict: refused, probe_loss, own_probe_loss
+// (null where not finite), probe_ms, and reason when refused.
+void add_verdict_fields(nlohmann::json& fields, const GateVerdict& v);
 
 class TeacherPool {
  public:
@@ -114,9 +121,16 @@ class TeacherPool {
   // Teachers in use, by peer id ascending (never more than one per peer).
   const std::vector<std::unique_ptr<Teacher>>& teachers() const { return teachers_; }
 
+  // The teacher gate (teachers/teacher_gate.hpp): from now on every checkpoint the pool
+  // loads is scored before it teaches (at_step, load_fixed); resume and follow take
+  // teachers that were accepted already. Unset: every valid checkpoint that fits teaches.
+  void set_gate(std::unique_ptr<TeacherGate> gate) { gate_ = std::move(gate); }
+  bool has_gate() const { return gate_ != nullptr; }
+
   // Fixed teachers (codistill.fixed_teachers, teachers/fixed_teachers.hpp): loaded once, on
   // the student's device, used at every step from the first. `normalization`: the
   // student's input mapping, which each teacher's own (from its checkpoint) must match.
+  // With a gate, each is scored first; a refused one is a ConfigError naming its file.
   void load_fixed(const std::vector<FixedTeacherFile>& files, const data::Normalization& normalization,
                   MetricsWriter* metrics, std::int64_t step);
   const std::vector<std::unique_ptr<Teacher>>& fixed() const { return fixed_; }
@@ -133,6 +147,10 @@ class TeacherPool {
   std::vector<std::unique_ptr<Teacher>> take_loaded(std::vector<std::unique_ptr<Teacher>> fresh, bool wait);
   void check_fits(int peer, const std::string& path);
   void adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step);
+  // The gate's pass over freshly loaded teachers (teachers_gate.cpp): those accepted, with
+  // their verdicts; a `teacher` event with `refused` for each of the others.
+  std::vector<std::unique_ptr<Teacher>> screen(std::vector<std::unique_ptr<Teacher>> loaded, MetricsWriter* metrics,
+                                               std::int64_t step);
 
   const Config& cfg_;
   ModelConfig model_cfg_;
@@ -145,6 +163,7 @@ class TeacherPool {
   std::vector<std::unique_ptr<Teacher>> teachers_;
   std::vector<std::unique_ptr<Teacher>> fixed_;
   std::vector<std::unique_ptr<Teacher>> staged_;  // uploads still in flight
+  std::unique_ptr<TeacherGate> gate_;
 
   // Shared with the watcher thread.
   std::mutex mu_;

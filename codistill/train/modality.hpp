@@ -39,6 +39,13 @@ class Modality {
   // The eval events' measure of a model (the student or a teacher); predictions, for churn,
   // per example or per token.
   virtual EvalResult evaluate(Model& model, std::vector<std::int32_t>* predictions) = 0;
+  // The teacher gate's measure (teachers/teacher_gate.hpp): `model` on a fixed probe of the
+  // held-out data, its first `rows` label rows (images: test examples; text: tokens, in
+  // whole held-out windows, at least one).
+  virtual EvalResult probe(Model& model, std::int64_t rows) = 0;
+  // The probe's size when codistill.gate.probe leaves it to the data (0): enough rows for a
+  // broken model to stand out, few enough to cost a small part of a reload period.
+  virtual std::int64_t probe_rows() const = 0;
   // What checkpoints record of the inputs, and what fixed teachers must share.
   virtual data::Normalization normalization() const = 0;
   // The data section this worker reads: the config's, with {worker} and {rank} resolved

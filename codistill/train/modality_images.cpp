@@ -1,5 +1,7 @@
 // Images (data.kind fashion-mnist | idx | synthetic): examples drawn by the sampler,
 // gathered and augmented on the host; loss and accuracy per example.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "codistill/config/feed_options.hpp"
@@ -49,6 +51,14 @@ class ImageModality final : public Modality {
   EvalResult evaluate(Model& model, std::vector<std::int32_t>* predictions) override {
     return codistill::evaluate(model, data_.test, c_.train.eval_batch_size, predictions);
   }
+  EvalResult probe(Model& model, std::int64_t rows) override {
+    if (!probe_ || probe_->size() != std::min(rows, data_.test.size())) {
+      probe_ = std::make_unique<data::Dataset>(data_.test);
+      data::truncate(*probe_, rows);
+    }
+    return codistill::evaluate(model, *probe_, c_.train.eval_batch_size);
+  }
+  std::int64_t probe_rows() const override { return 128; }
   data::Normalization normalization() const override { return data_.train.normalization; }
   const DataConfig& data() const override { return c_.data; }
 
@@ -72,6 +82,7 @@ class ImageModality final : public Modality {
   // The sampler the batch source draws from: the source keeps a reference, and the
   // modality outlives the step that owns the source.
   std::unique_ptr<data::BatchSampler> sampler_;
+  std::unique_ptr<data::Dataset> probe_;  // the teacher gate's: the test split's first rows
 };
 
 }  // namespace

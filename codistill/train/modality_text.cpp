@@ -2,6 +2,7 @@
 // shards (data/feed/lm_data.hpp); every token after
 // a window's first is a prediction, so loss, accuracy and churn are per token, and the loss
 // is read against the unigram baseline (nats per token).
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -69,6 +70,13 @@ class TextModality final : public Modality {
     const std::int64_t batch = eval_windows_per_batch(c_.train.eval_batch_size, c_.data.context);
     return evaluate_text(model, *eval_windows_, batch, c_.data.test_limit, predictions);
   }
+  EvalResult probe(Model& model, std::int64_t rows) override {
+    const std::int64_t T = c_.data.context;
+    const std::int64_t windows = std::max<std::int64_t>(1, (rows + T - 1) / T);
+    return evaluate_text(model, *eval_windows_, eval_windows_per_batch(c_.train.eval_batch_size, T), windows);
+  }
+  // Tokens of one window are of one document: several windows, for a loss of several.
+  std::int64_t probe_rows() const override { return 1024; }
   data::Normalization normalization() const override { return {}; }
   const DataConfig& data() const override { return c_.data; }
 

@@ -318,6 +318,17 @@ void start_teachers(Trainer::State& s, const Pending& p) {
   if (s.checkpoints) s.checkpoints->prepare(w);
   if (c.codistill.enabled || !c.codistill.fixed_teachers.empty())
     s.teachers = std::make_unique<TeacherPool>(s.cfg, p.mc, s.log, /*follower=*/!s.lead, s.opts.model_factory);
+  // The teacher gate scores fixed teachers when a worker starts (every rank, so that a
+  // refusal stops them all alike) and each peer checkpoint rank 0 loads; the teachers a
+  // resumed worker takes back were accepted already, so it is set after those are loaded.
+  auto set_gate = [&] {
+    if (!s.teachers || !c.codistill.gate.enabled || s.teachers->has_gate()) return;
+    GateConfig gate = c.codistill.gate;
+    if (gate.probe == 0) gate.probe = s.modality->probe_rows();
+    s.teachers->set_gate(std::make_unique<TeacherGate>(
+        gate, [m = s.modality.get(), rows = gate.probe](Model& model) { return m->probe(model, rows); }, s.model));
+  };
+  if (!p.resume_from) set_gate();
   if (!c.codistill.fixed_teachers.empty()) {
     // Chosen once per worker (recorded beside its checkpoints); a resumed worker takes the
     // recorded files again, even where a teacher run has published newer ones since. In a
@@ -336,6 +347,7 @@ void start_teachers(Trainer::State& s, const Pending& p) {
     s.teachers->load_fixed(files, s.modality->normalization(), s.metrics.get(), w.step);
   }
   if (c.codistill.enabled && s.lead) s.teachers->resume(w.teacher_steps, s.metrics.get(), w.step);
+  set_gate();
 }
 
 }  // namespace codistill::setup

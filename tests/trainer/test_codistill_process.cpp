@@ -1,11 +1,14 @@
 // Process-level codistillation: real workers exchanging checkpoints through a run directory.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/store.hpp"
+#include "support/checkpoint_compare.hpp"
+#include "support/poison.hpp"
 #include "support/process.hpp"
 
 using namespace codistill::test;
@@ -54,6 +57,17 @@ fs::path metrics_of(const TempDir& dir, const std::string& run, int w) {
   return dir.path() / run / ("worker-00" + std::to_string(w)) / "metrics.jsonl";
 }
 
+// Poisons every checkpoint in `folder` (its classifier, fc3/weight of kConfig's MLP).
+void poison_checkpoints(const fs::path& folder) {
+  int poisoned = 0;
+  for (const auto& e : fs::directory_iterator(folder))
+    if (e.path().extension() == ".h5") {
+      poison_checkpoint(e.path().string(), "fc3/weight");
+      ++poisoned;
+    }
+  REQUIRE(poisoned > 0);
+}
+
 }  // namespace
 
 TEST_CASE("two workers exchange checkpoints and distill from each other after burn-in", "[process]") {
@@ -74,6 +88,10 @@ TEST_CASE("two workers exchange checkpoints and distill from each other after bu
       CHECK(t.at("peer") == 1 - w);
       CHECK(t.at("peer_step").get<std::int64_t>() > 0);
       CHECK(t.at("load_ms").get<double>() >= 0);
+      // The teacher gate (on by default) scored it and let it teach.
+      CHECK(t.at("refused") == false);
+      CHECK(std::isfinite(t.at("probe_loss").get<double>()));
+      CHECK(t.at("probe_ms").get<double>() >= 0);
     }
     bool distilled = false;
     for (const auto& e : read_events(m, "train")) {
@@ -135,6 +153,46 @@ TEST_CASE("a corrupted peer checkpoint is skipped for the next freshest", "[proc
   auto teachers = read_events(metrics_of(dir, "run", 0), "teacher");
   REQUIRE(!teachers.empty());
   CHECK(teachers.front().at("peer_step") == 550);
+}
+
+TEST_CASE("a peer whose valid checkpoints hold a broken model is refused by the teacher gate", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  // Worker 1 runs first, alone, and leaves checkpoints 500..600, which are then poisoned.
+  // In `open` the same without the gate (part of the run's config, which its workers share).
+  const std::string no_gate = "--set codistill.gate.enabled=false";
+  REQUIRE(run_command(worker_cmd(dir, 1, "run"), dir).exit_code == 0);
+  REQUIRE(run_command(worker_cmd(dir, 1, "open", no_gate), dir).exit_code == 0);
+  poison_checkpoints(dir.path() / "run" / "worker-001");
+  poison_checkpoints(dir.path() / "open" / "worker-001");
+  SECTION("with the gate: refused once, and the worker trains as if alone") {
+    auto r = run_command(worker_cmd(dir, 0, "run"), dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("teacher refused: peer 1 at step 600") && Catch::Contains("max_ratio"));
+    // The refused step stays refused: the peer publishes nothing newer, so it is not
+    // loaded again at the next reloads.
+    auto teachers = read_events(metrics_of(dir, "run", 0), "teacher");
+    REQUIRE(teachers.size() == 1);
+    CHECK(teachers[0].at("refused") == true);
+    CHECK(teachers[0].at("peer_step") == 600);
+    CHECK_THAT(teachers[0].at("reason").get<std::string>(), Catch::Contains("max_ratio"));
+    CHECK(teachers[0].at("probe_loss").get<double>() > 2 * teachers[0].at("own_probe_loss").get<double>());
+    for (const auto& e : read_events(metrics_of(dir, "run", 0), "train")) CHECK(e.at("teachers") == 0);
+    // Bit for bit the run of a worker with codistillation off.
+    REQUIRE(run_command(worker_cmd(dir, 0, "alone", "--set codistill.enabled=false"), dir).exit_code == 0);
+    require_identical(ckpt::RunStore(dir.str("run")).checkpoint_path(0, 600),
+                      ckpt::RunStore(dir.str("alone")).checkpoint_path(0, 600));
+  }
+  SECTION("without it (codistill.gate.enabled false) the broken peer teaches") {
+    auto r = run_command(worker_cmd(dir, 0, "open", no_gate), dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    auto teachers = read_events(metrics_of(dir, "open", 0), "teacher");
+    REQUIRE(!teachers.empty());
+    CHECK(!teachers[0].contains("refused"));
+    CHECK(teachers[0].at("peer_step") == 600);
+  }
 }
 
 // A teacher is rebuilt from its checkpoint's own model attribute: what must match is the

@@ -9,6 +9,7 @@
 
 #include "checkpoint/store.hpp"
 #include "support/checkpoint_compare.hpp"
+#include "support/poison.hpp"
 #include "support/process.hpp"
 
 using namespace codistill::test;
@@ -159,6 +160,18 @@ TEST_CASE("fixed teacher entries that cannot teach are refused naming them", "[p
     auto r = run_command(train(dir, "s", "--set codistill.fixed_teachers=[" + dir.str("bad.h5") + "]"), dir);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("not a valid checkpoint"));
+  }
+  SECTION("a valid teacher whose model is broken: refused by the teacher gate") {
+    REQUIRE(run_command(train(dir, "t", "--set train.steps=50"), dir).exit_code == 0);
+    const std::string file = ckpt::RunStore(dir.str("t")).checkpoint_path(0, 50);
+    poison_checkpoint(file, "fc2/weight");
+    auto r = run_command(train(dir, "s", "--set codistill.fixed_teachers=[" + file + "]"), dir);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("codistill.fixed_teachers") && Catch::Contains(file) &&
+                          Catch::Contains("refused by the teacher gate") && Catch::Contains("max_ratio"));
+    auto open = run_command(train(dir, "o", "--set codistill.fixed_teachers=[" + file + "] --set train.steps=20 "
+                                            "--set codistill.gate.enabled=false"), dir);
+    CHECK(open.exit_code == 0);
   }
   SECTION("a teacher predicting other classes") {
     auto t = run_command(train(dir, "five", "--set data.synthetic_classes=5 --set train.steps=50"), dir);
