@@ -15,6 +15,14 @@ Directives, HTML comments that the rendered guide does not show:
   <!-- guide-test: skip REASON -->  on the line before a ```sh block: not run here (it needs
       a GPU, a cluster, starts a server that runs until stopped, installs packages...); the
       reason is printed.
+  <!-- guide-test: needs WHAT... -->  the guide runs only where this machine has WHAT:
+      `slurm` (Debian's slurm-wlm and munge, and root: what scripts/slurm/local_cluster.sh
+      needs to start a one-node Slurm), `mpi` (a build with the MPI process group). Elsewhere
+      its test is skipped, saying what is missing; under CODISTILL_REQUIRE_SLURM (as
+      scripts/run_tests.sh sets it, like tests/scripts/test_slurm_cluster.py) a skip fails.
+      A `slurm` guide's blocks see no SLURM_* variable of a job this test may run in, and
+      CODISTILL_SLURM_OWNER_PID names the guide's shell, so that a cluster it leaves running
+      (a block failed before the one that stops it) is stopped by local_cluster.sh's watcher.
 Each guide is one test (test_guide_<name>); the other tests check the marking, the links and
 the index (docs/guide/README.md), without running anything. Needs the tools environment
 (.venv-tools: the export guide's torch, onnxruntime and safetensors; TensorBoard), entered
@@ -22,6 +30,7 @@ as tests/scripts/test_to_tensorboard.py does."""
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,6 +49,25 @@ GUIDE_TIMEOUT_S = 120  # a guide takes 10-25 s on 2 cores; a hang fails well ins
 FENCE = re.compile(r"^(\s*)(```+)\s*([^\s`]*)\s*(.*)$")
 DIRECTIVE = re.compile(r"^\s*<!--\s*guide-test:\s*(.*?)\s*-->\s*$")
 MARK = "@@guide-block"
+SLURM_TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "sinfo", "sbatch", "squeue", "scancel", "sbcast")
+
+
+def missing_slurm():
+    """Why scripts/slurm/local_cluster.sh could not start a cluster here, or None."""
+    absent = [t for t in SLURM_TOOLS if not shutil.which(t) and not os.access("/usr/sbin/" + t, os.X_OK)]
+    if absent:
+        return "no Slurm (%s missing; scripts/setup.sh --slurm)" % ", ".join(absent)
+    if os.geteuid() != 0:
+        return "a local Slurm cluster needs root (slurmd runs jobs as their users)"
+    return None
+
+
+# What a guide may need (<!-- guide-test: needs ... -->): a function saying why it is
+# missing here, or None.
+NEEDS = {
+    "slurm": missing_slurm,
+    "mpi": lambda: None if support.mpi_built() else "this build has no MPI (CODISTILL_HAVE_MPI is not ON)",
+}
 
 
 class Block:
@@ -52,7 +80,7 @@ class Guide:
 
     def __init__(self, path):
         self.path, self.name = path, os.path.basename(path)
-        self.blocks, self.env, self.problems = [], {}, []
+        self.blocks, self.env, self.needs, self.problems = [], {}, [], []
         with open(path) as f:
             lines = f.read().split("\n")
         skip, skip_line, i = None, 0, 0
@@ -67,12 +95,19 @@ class Guide:
                         if not eq or not re.fullmatch(r"[A-Za-z_]\w*", key):
                             self.problems.append("line %d: env wants NAME=VALUE, got %r" % (n, item))
                         self.env[key] = value
+                elif word == "needs":
+                    for what in rest.split():
+                        if what not in NEEDS:
+                            self.problems.append("line %d: needs %r: valid are %s" % (n, what, ", ".join(sorted(NEEDS))))
+                        self.needs.append(what)
+                    if not rest.split():
+                        self.problems.append("line %d: needs without what" % n)
                 elif word == "skip":
                     if not rest.strip():
                         self.problems.append("line %d: skip without a reason" % n)
                     skip, skip_line = rest.strip() or "?", n
                 else:
-                    self.problems.append("line %d: unknown directive %r (valid: env, skip)" % (n, word))
+                    self.problems.append("line %d: unknown directive %r (valid: env, needs, skip)" % (n, word))
                 i += 1
                 continue
             m = FENCE.match(line)
@@ -132,6 +167,8 @@ def run_guide(guide, tmp):
         os.symlink(target, os.path.join(work, name))
     tools_dir(work)
     driver = ["set -euo pipefail"]
+    if "slurm" in guide.needs:  # a cluster left running outlives this shell by a second at most
+        driver.append("export CODISTILL_SLURM_OWNER_PID=$$")
     run, skipped = [], []
     for b in guide.runnable():
         if b.skip is not None:
@@ -145,6 +182,8 @@ def run_guide(guide, tmp):
         run.append(b)
     driver.append("printf '\\n%s end %%s\\n' \"$EPOCHREALTIME\"" % MARK)
     env = dict(os.environ, BUILD_DIR=os.path.abspath(support.BINARY), **guide.env)
+    if "slurm" in guide.needs:  # not the variables of a Slurm job this test may run in
+        env = {k: v for k, v in env.items() if not k.startswith("SLURM_") and not k.startswith("SBATCH_")}
     proc = subprocess.Popen(["bash", "-c", "\n".join(driver) + "\n"], cwd=work, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                             start_new_session=True)
@@ -231,6 +270,9 @@ def make_test(path):
     def test(self):
         guide = Guide(path)
         self.assertEqual(guide.problems, [], guide.name)
+        missing = [why for why in (NEEDS[what]() for what in guide.needs) if why]
+        if missing:
+            self.skipTest("%s: %s" % (guide.name, "; ".join(missing)))
         with tempfile.TemporaryDirectory(prefix="test_guides.") as tmp:
             rc, parts, skipped, ended, work = run_guide(guide, tmp)
             env = " ".join("%s=%s" % kv for kv in sorted(guide.env.items()))
@@ -267,4 +309,6 @@ for _path in guide_paths():
 
 
 if __name__ == "__main__":
-    support.main(Guides)
+    # A guide that needs Slurm skips where there is none (CTest: the file skipped), unless
+    # CODISTILL_REQUIRE_SLURM is set (scripts/run_tests.sh): then it fails.
+    support.main(Guides, required_by="CODISTILL_REQUIRE_SLURM")
