@@ -8,9 +8,14 @@
 //           as one llm.c shard (data.kind tokens).
 //   bench_feed --npy DIR --text DIR [--batch 128] [--text-batch 16] [--context 128]
 //              [--reps 2000] [--rounds 4] [--threads 2]
+//   floors: what any format pays for an image batch on this machine, with the same threads
+//           and random rows: the rows' bytes copied with nothing decoded (the reading), and a
+//           float32 batch of that size stored with nothing read (the writing every format
+//           that hands the model float32 inputs does).
 // Prints the best and median microseconds per batch of each contender and a JSON line.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -103,7 +108,25 @@ int main(int argc, char** argv) {
     TextBatchSource from_shard(std::make_shared<text::ShardStream>(std::vector<const text::TokenShard*>{&shard}, 1),
                                prepared.info().vocab_size, wo);
 
+    const std::uint8_t* bytes = idx.train.code_bytes();
+    if (!bytes) throw std::runtime_error("the IDX training split has no byte codes");
+    const std::int64_t row = idx.train.example_numel();
+    std::vector<std::uint8_t> byte_rows(static_cast<std::size_t>(a.batch * row));
+    auto bytes_only = [&] {
+      for (auto& i : rows) i = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(idx.train.size()));
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < a.batch; ++i)
+        std::memcpy(byte_rows.data() + i * row, bytes + rows[static_cast<std::size_t>(i)] * row,
+                    static_cast<std::size_t>(row));
+    };
+    auto store_only = [&] {
+      float* o = out.data<float>();
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < a.batch * row; ++i) o[i] = 1.0f;
+    };
     std::vector<Contender> cs = {{"images from IDX", [&](std::int64_t) { gather_from(idx.train); }, {}},
+                                 {"floor: byte rows, no decode", [&](std::int64_t) { bytes_only(); }, {}},
+                                 {"floor: float32 batch store, no read", [&](std::int64_t) { store_only(); }, {}},
                                  {"images from .npy", [&](std::int64_t) { gather_from(npy.train); }, {}},
                                  {"tokens from prepared file", [&](std::int64_t r) { from_text.group_windows(r); }, {}},
                                  {"tokens from llm.c shard", [&](std::int64_t r) { from_shard.group_windows(r); }, {}}};

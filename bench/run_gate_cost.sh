@@ -7,7 +7,7 @@
 # against the run's wall time, teachers accepted and refused, and the final test
 # accuracy (or held-out loss for text).
 #   bench/run_gate_cost.sh [CONFIG...]   (default: configs/fmnist_mlp.yaml configs/text_gpt.yaml)
-# Environment: REPEATS (3), STEPS (per config: 6000 for the MLP, 600 otherwise), BUILD_DIR,
+# Environment: REPEATS (3), STEPS (per config: 6000 for the MLP, 300 otherwise), BUILD_DIR,
 #   RESULTS_DIR (bench/results), NAME (gate_cost).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,7 +27,7 @@ trap 'rm -rf "$work"' EXIT
 for cfg in "${configs[@]}"; do
   name="$(basename "$cfg" .yaml)"
   steps="${STEPS:-}"
-  [ -z "$steps" ] && { case "$name" in *mlp*) steps=6000 ;; *) steps=600 ;; esac; }
+  [ -z "$steps" ] && { case "$name" in *mlp*) steps=6000 ;; *) steps=300 ;; esac; }
   for ((r = 1; r <= repeats; r++)); do
     for gate in on off; do
       dir="$work/$name-$gate-$r"
