@@ -143,83 +143,80 @@ void TrainStep::after_loss(const kernels::DistillLossResult& part, Slot& slot, s
                                     part.loss, step));
 }
 
-kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, std::size_t i, double share,
-                                                 const std::vector<Teacher*>& teachers, StepTimes* times) {
-  if (fused_head_) return micro_step_fused_head(step, slot, i, share, teachers, times);
-  kernels::Queue& q = student_.queue();
-  Micro& m = slot.micro[i];
-  // 2. teachers first, so that their queues are busy while the student's forward runs. After
-  // the first micro-batch they also wait until the last loss has read their logits.
-  kernels::Event* ready = i == 0 ? slot.input_ready.get() : logits_read_.get();
+// Phase 2: each teacher's forward on the micro-batch, queued once `ready` is reached: its
+// logits, or with the fused head its features and head (the loss applies the head itself,
+// chunk by chunk, never holding a teacher's logits).
+void TrainStep::queue_teachers(const Tensor& x, kernels::Event* ready, const std::vector<Teacher*>& teachers) {
   teacher_logits_.clear();
-  for (Teacher* t : teachers) teacher_logits_.push_back(&t->forward(m.x, ready));
-  mark(times, StepTimes::teachers);
-
-  // 3. student forward; 4. the loss once every teacher's forward is done.
-  const Tensor logits = student_.forward(m.x, /*training=*/true);
-  kernels::check_shape(logits, dlogits_.shape(), "student logits");
-  mark(times, StepTimes::forward);
-  for (Teacher* t : teachers) q.wait(*t->forward_done);
-  // The loss is linear in its weights (DESIGN.md section 6): scaling both by the share
-  // scales the gradient and the loss by it, in the one fused call.
-  kernels::DistillLossParams params = params_;
-  params.weight *= share;
-  params.hard_weight *= share;
-  const kernels::DistillLossResult part =
-      q.backend().distill_loss(logits, teacher_logits_, m.labels, &dlogits_, params, q);
-  after_loss(part, slot, step);
-
-  mark(times, StepTimes::loss);
-  // 5. backward, into gradients zeroed once per step (lazily: a model of Linears writes
-  // them in its first backward instead).
-  if (i == 0) student_.zero_grad_lazily();
-  mark(times, StepTimes::zero_grad);
-  student_.backward(dlogits_);
-  mark(times, StepTimes::backward);
-  return part;
-}
-
-kernels::DistillLossResult TrainStep::micro_step_fused_head(std::int64_t step, Slot& slot, std::size_t i, double share,
-                                                            const std::vector<Teacher*>& teachers, StepTimes* times) {
-  kernels::Queue& q = student_.queue();
-  Micro& m = slot.micro[i];
-  // 2. the teachers' features (their heads are applied inside the loss, chunk by chunk).
-  kernels::Event* ready = i == 0 ? slot.input_ready.get() : logits_read_.get();
   head_teachers_.clear();
   for (Teacher* t : teachers) {
+    if (!fused_head_) {
+      teacher_logits_.push_back(&t->forward(x, ready));
+      continue;
+    }
     const auto head = t->model.linear_head();
     if (!head)
       throw TrainingError(fmt::format("train.fused_head: teacher {} (step {}) does not end in a linear layer to its "
                                       "logits; it cannot teach through the fused head",
                                       t->label(), t->step));
-    head_teachers_.push_back({&t->forward_features(m.x, ready), head->weight, head->bias});
+    head_teachers_.push_back({&t->forward_features(x, ready), head->weight, head->bias});
   }
-  mark(times, StepTimes::teachers);
+}
 
-  // 3. student forward up to its head.
-  const Tensor features = student_.forward_features(m.x, /*training=*/true);
+// Phase 4 on the student's output `out` (its logits, or its features with the fused head,
+// which also accumulates the head's gradients); leaves the gradient of `out` in dlogits_
+// or dfeatures_. The loss is linear in its weights (DESIGN.md section 6): scaling both by
+// the share scales the gradient and the loss by it, in the one fused call.
+kernels::DistillLossResult TrainStep::loss(const Tensor& out, const Micro& m, double share) {
+  kernels::Queue& q = student_.queue();
+  kernels::DistillLossParams params = params_;
+  params.weight *= share;
+  params.hard_weight *= share;
+  if (!fused_head_) {
+    kernels::check_shape(out, dlogits_.shape(), "student logits");
+    return q.backend().distill_loss(out, teacher_logits_, m.labels, &dlogits_, params, q);
+  }
+  if (!dfeatures_.defined() || dfeatures_.shape() != out.shape() || dfeatures_.dtype() != out.dtype())
+    dfeatures_ = Tensor::empty(out.shape(), out.dtype(), q.device());
   const Model::LinearHead head = *student_.linear_head();
+  kernels::DistillHeadParams head_params;
+  head_params.loss = params;
+  head_params.teacher_compute = teacher_compute_;
+  return q.backend().linear_distill_head(out, *head.weight, head.bias, head_teachers_, m.labels, &dfeatures_,
+                                         head.weight_grad, head.bias_grad, head_params, q);
+}
+
+kernels::DistillLossResult TrainStep::micro_step(std::int64_t step, Slot& slot, std::size_t i, double share,
+                                                 const std::vector<Teacher*>& teachers, StepTimes* times) {
+  kernels::Queue& q = student_.queue();
+  Micro& m = slot.micro[i];
+  // 2. teachers first, so that their queues are busy while the student's forward runs. After
+  // the first micro-batch they also wait until the last loss has read their logits.
+  queue_teachers(m.x, i == 0 ? slot.input_ready.get() : logits_read_.get(), teachers);
+  mark(times, StepTimes::teachers);
+  // 3. student forward (up to its head with the fused head).
+  const Tensor out = fused_head_ ? student_.forward_features(m.x, /*training=*/true)
+                                 : student_.forward(m.x, /*training=*/true);
   mark(times, StepTimes::forward);
-  // 4 and the head's part of 5: the loss also accumulates the head's gradients, so the
-  // step's gradients are zeroed before it (the unfused step zeroes them after its loss,
-  // which touches none), eagerly: the loss adds, it does not write.
-  if (i == 0) student_.zero_grad();
-  mark(times, StepTimes::zero_grad);
+  // Gradients are zeroed once per step. The fused loss adds the head's gradients, so they
+  // are zeroed before it, eagerly; otherwise after the loss (which touches none), lazily (a
+  // model of Linears writes them in its first backward instead).
+  if (fused_head_ && i == 0) student_.zero_grad();
+  if (fused_head_) mark(times, StepTimes::zero_grad);
+  // 4. the loss once every teacher's forward is done.
   for (Teacher* t : teachers) q.wait(*t->forward_done);
-  if (!dfeatures_.defined() || dfeatures_.shape() != features.shape() || dfeatures_.dtype() != features.dtype())
-    dfeatures_ = Tensor::empty(features.shape(), features.dtype(), q.device());
-  kernels::DistillHeadParams params;
-  params.loss = params_;
-  params.teacher_compute = teacher_compute_;
-  params.loss.weight *= share;
-  params.loss.hard_weight *= share;
-  const kernels::DistillLossResult part = q.backend().linear_distill_head(
-      features, *head.weight, head.bias, head_teachers_, m.labels, &dfeatures_, head.weight_grad, head.bias_grad,
-      params, q);
+  const kernels::DistillLossResult part = loss(out, m, share);
   after_loss(part, slot, step);
   mark(times, StepTimes::loss);
-  // 5. the rest of the backward, from the features' gradient.
-  student_.backward_features(dfeatures_);
+  // 5. backward.
+  if (!fused_head_) {
+    if (i == 0) student_.zero_grad_lazily();
+    mark(times, StepTimes::zero_grad);
+  }
+  if (fused_head_)
+    student_.backward_features(dfeatures_);
+  else
+    student_.backward(dlogits_);
   mark(times, StepTimes::backward);
   return part;
 }

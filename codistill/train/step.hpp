@@ -181,10 +181,10 @@ class TrainStep {
   kernels::DistillLossParams params_;
   std::vector<Slot> slots_;  // one, or two with prefetch
   std::size_t current_ = 0;  // the slot of the next step
-  // Phases 3-5 with the head fused into the loss (set_fused_head).
-  kernels::DistillLossResult micro_step_fused_head(std::int64_t step, Slot& slot, std::size_t i, double share,
-                                                   const std::vector<Teacher*>& teachers, StepTimes* times);
-  // Shared by both variants, after the loss: the logits-read event and the finiteness check.
+  // The parts of micro_step that differ with the head fused into the loss (set_fused_head).
+  void queue_teachers(const kernels::Tensor& x, kernels::Event* ready, const std::vector<Teacher*>& teachers);
+  kernels::DistillLossResult loss(const kernels::Tensor& out, const Micro& m, double share);
+  // After the loss: the logits-read event and the finiteness check.
   void after_loss(const kernels::DistillLossResult& part, Slot& slot, std::int64_t step);
 
   bool fused_head_ = false;
