@@ -6,9 +6,9 @@
 #   RUNS=300 JOBS=2 BUILD_DIR=build OUT=/tmp/stress-sigterm scripts/stress_sigterm.sh [CONFIG]
 # CONFIG (one worker: worker-000's checkpoints are watched) defaults to the process tests' MLP
 # (tests/trainer/test_resume_process.cpp's kConfig: batch 64, 256-256 hidden, AdamW, a
-# checkpoint every 100 steps). It found the heap corruption that a SIGTERM handler running
-# inside oneDNN's JIT sgemm caused (5 of 600 runs before the fix, docs/results.md
-# "Stopping with SIGTERM inside oneDNN's sgemm").
+# checkpoint every 100 steps). It catches the heap corruption that a SIGTERM handler running
+# inside oneDNN's JIT sgemm causes (5 of 600 runs of a trainer that handles the signal on any
+# thread, docs/results.md "Stopping with SIGTERM inside oneDNN's sgemm").
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs="${RUNS:-300}" jobs="${JOBS:-2}" out="${OUT:-/tmp/stress-sigterm}"

@@ -27,9 +27,9 @@ void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, s
 // output; null for no activation) in one parallel region: dpre = relu_y > 0 ? dy : 0 (a
 // select, as relu_backward; each thread its block), a barrier, then each thread's parts of
 // the dx and dw GEMMs (gemm's splits, so the same bits as gemm) and its columns of db. A
-// separate pass per op cost a fork and join each, and left the other thread idle in the
-// small ones: 10 regions for fmnist_mlp's backward, 3 now. float32 without bf16 and
-// float64; dx and db may be null.
+// separate pass per op would cost a fork and join each and leave the other thread idle in
+// the small ones: fmnist_mlp's backward would take 10 regions instead of 3. float32 without
+// bf16 and float64; dx and db may be null.
 template <class T>
 void linear_backward_relu(const T* x, const T* w, const T* dy, const T* relu_y, T* dpre, T* dx, T* dw, T* db,
                           std::int64_t M, std::int64_t N, std::int64_t K, bool accumulate);

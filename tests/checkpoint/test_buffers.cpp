@@ -245,7 +245,7 @@ TEST_CASE("a file written before /buffers existed reads back valid, with no buff
   CHECK(old.meta.content_digest_algorithm == "xxh64");  // no content_digest_algorithm attribute
 
   // Its content written again by this version with XXH64: same digest, same objects, no
-  // /buffers. With XXH3 (the default now) the digest differs and names its algorithm.
+  // /buffers. With XXH3 (the default) the digest differs and names its algorithm.
   test::TempDir dir;
   std::string copy = dir.str("rewritten.h5");
   WriteOptions as_before;

@@ -109,9 +109,9 @@ TEST_CASE("SIGTERM finishes the step, publishes a checkpoint and exits 0, the ru
   TempDir dir;
   const int code = signal_after_first_checkpoint(dir, SIGTERM);
   auto s = store(dir, "run");
-  // This once ended in exit 134 or 139 about one run in 150: the SIGTERM handler ran on the
-  // main thread inside oneDNN 2.6's JIT sgemm, which points rsp into the heap (oneDNN issue
-  // #4845). The signal now goes to a thread of its own (train/training.cpp;
+  // A SIGTERM handler on the main thread can run inside oneDNN 2.6's JIT sgemm, which points
+  // rsp into the heap (oneDNN issue #4845), and end the run in exit 134 or 139 (about one run
+  // in 150); the signal goes to a thread of its own (train/training.cpp;
   // tests/codistill/train/test_stop_signals.cpp checks the masks).
   INFO("stdout:\n" << read_text(dir.path() / "child.out") << "\nstderr:\n" << read_text(dir.path() / "child.err"));
   CHECK(code == 0);

@@ -63,9 +63,9 @@ constexpr std::int64_t kChunk = 256;
 // Prefetches [p + c, p + end) into cache, one request per 64-byte line; p may be null.
 // kL1: into L1 (prefetcht0); else into L2 only (prefetcht1). A K >= 2 row's own working set
 // (its K + 1 logit rows and four scratch rows: 36 KiB at K = 4, V = 1000) nearly fills a
-// 48 KiB L1, and the next row's logit and gradient rows pulled in beside it evict it (we
-// think; not measured with counters): prefetching them to L2 measured 1-2.6% faster at
-// K = 4, about 2% in the final runs (docs/results.md), and all rows to L2 1.5% slower at
+// 48 KiB L1, and the next row's logit and gradient rows pulled in beside it evict it (a
+// guess, not measured with counters): prefetching them to L2 measured 1-2.6% faster at
+// K = 4, about 2% in docs/results.md's runs, and all rows to L2 1.5% slower at
 // K = 1, whose rows still fit. (A write prefetch built with PRFCHW, e.g. -march=native,
 // becomes prefetchw and ignores the hint; this build's targets do not enable it.)
 template <class T, bool kL1, bool kWrite = false>
