@@ -231,13 +231,17 @@ inline std::int64_t distill_head_chunk_rows(std::int64_t N, std::int64_t V, int 
 //          (mu = 0: p -= lr * d, no slot)
 //   adamw: m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
 //          p = p*decay - step_size * m / (sqrt(v)*inv_sqrt_bc2 + eps)
+// grad_scale multiplies every gradient before the update reads it (gradient clipping by
+// global norm, optimizer.clip_grad_norm); at 1 the update is bit for bit the one without it.
 struct SgdScalars {
   double lr = 0, weight_decay = 0, momentum = 0;
   bool nesterov = false;
+  double grad_scale = 1;
 };
 
 struct AdamWScalars {
   double decay = 1, beta1 = 0.9, beta2 = 0.999, step_size = 0, inv_sqrt_bc2 = 1, eps = 1e-8;
+  double grad_scale = 1;
 };
 
 }  // namespace codistill::kernels

@@ -30,6 +30,7 @@ void AdamW::update(double lr, const OptimizerBlocks* from) {
   s.step_size = lr / (1.0 - std::pow(beta1_, t));
   s.inv_sqrt_bc2 = 1.0 / std::sqrt(1.0 - std::pow(beta2_, t));
   s.decay = 1.0 - lr * weight_decay_;
+  s.grad_scale = clip_scale();
   kernels::UpdateSource src;
   if (from) src = {&from->values, &from->slots.at("adam_m"), &from->slots.at("adam_v")};
   model_->queue().backend().adamw_update(arena.values(), arena.grads(), slot("adam_m"), slot("adam_v"), s, src,

@@ -6,6 +6,7 @@
 // parameter so that checkpoints save them as /optimizer/<path>/<slot>.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,13 @@ class Optimizer {
   // The live blocks (slots created first), and new uninitialized ones laid out like them.
   OptimizerBlocks live_blocks();
   OptimizerBlocks blocks_like();
+  // Gradient clipping by global norm (optimizer.clip_grad_norm, as torch.nn.utils.
+  // clip_grad_norm_): each update reads the gradients scaled by min(1, max_norm / (norm +
+  // 1e-6)), norm the L2 norm of all of them; 0 turns it off. Throws std::invalid_argument
+  // for a negative or non-finite max_norm.
+  void set_clip_grad_norm(double max_norm);
+  // The gradients' global norm before clipping at the last update; nullopt without clipping.
+  std::optional<double> last_grad_norm() const { return last_grad_norm_; }
   std::int64_t steps_taken() const { return t_; }
   void set_steps_taken(std::int64_t t) { t_ = t; }
   // Slot tensors (views into the slot blocks) by parameter path then slot name, for
@@ -55,6 +63,10 @@ class Optimizer {
   virtual std::vector<std::string> slot_names() const = 0;
   // The flat slot block `name`, created or moved to follow the arena's dtype and device.
   kernels::Tensor& slot(const std::string& name);
+  // The factor the update applies to the gradients (kernels::SgdScalars::grad_scale): 1
+  // without clipping; with it, measures the norm (one pass over the gradients, waiting for
+  // the queue) and records it.
+  double clip_scale();
 
   Trainable* model_;
   std::int64_t t_ = 0;
@@ -63,6 +75,8 @@ class Optimizer {
   std::map<std::string, kernels::Tensor> slots_;
   std::map<std::string, std::map<std::string, kernels::Tensor>> views_;
   const void* views_of_ = nullptr;  // the slot memory the views were made for
+  double clip_grad_norm_ = 0;
+  std::optional<double> last_grad_norm_;
 };
 
 // sgd (momentum, nesterov, L2 weight decay as in PyTorch SGD) | adamw (decoupled weight

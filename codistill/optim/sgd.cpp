@@ -28,6 +28,7 @@ void SGD::update(double lr, const OptimizerBlocks* from) {
   s.weight_decay = weight_decay_;
   s.momentum = momentum_;
   s.nesterov = nesterov_;
+  s.grad_scale = clip_scale();
   kernels::Tensor* momentum = momentum_ > 0 ? &slot("momentum") : nullptr;
   kernels::UpdateSource src;
   if (from) {
