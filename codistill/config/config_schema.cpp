@@ -131,6 +131,7 @@ std::vector<Field> make_training_keys() {
       CODISTILL_KEY(optimizer.beta2, in_co(0, 1)),
       CODISTILL_KEY(optimizer.eps, gt(0)),
       CODISTILL_KEY(optimizer.clip_grad_norm, ge(0)),
+      CODISTILL_KEY(optimizer.decay, one_of({"all", "matrices"})),
       // The kinds of learning_rate (codistill/optim/schedule.cpp); a test keeps the two equal.
       CODISTILL_KEY(optimizer.schedule.kind, one_of({"constant", "step", "exponential", "cosine", "cyclical", "sgdr"})),
       CODISTILL_KEY(optimizer.schedule.warmup_steps, ge(0)),

@@ -114,12 +114,37 @@ double Optimizer::clip_scale() {
   return norm > clip_grad_norm_ && std::isfinite(norm) ? clip_grad_norm_ / (norm + 1e-6) : 1.0;
 }
 
+void Optimizer::set_decay_filter(const std::string& which) {
+  if (which != "all" && which != "matrices")
+    throw std::invalid_argument(kind() + ": unknown decay filter '" + which + "' (valid: all, matrices)");
+  decay_matrices_only_ = which == "matrices";
+}
+
+std::vector<Optimizer::DecayRun> Optimizer::decay_runs() {
+  const std::int64_t n = model_->arena().values().numel();
+  if (!decay_matrices_only_) return {{0, n, true}};
+  std::vector<DecayRun> runs;
+  for (const ArenaEntry& e : model_->arena().param_entries()) {
+    const bool decay = e.shape.size() >= 2;
+    if (!runs.empty() && runs.back().decay == decay) continue;
+    if (!runs.empty()) runs.back().end = e.offset;
+    runs.push_back({runs.empty() ? 0 : e.offset, n, decay});
+  }
+  if (runs.empty()) runs.push_back({0, n, true});
+  return runs;
+}
+
+kernels::Tensor Optimizer::part(const kernels::Tensor& block, const DecayRun& r) {
+  return block.view(r.begin, {r.end - r.begin});
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Trainable& model) {
   std::unique_ptr<Optimizer> o;
   if (cfg.kind == "sgd") o = std::make_unique<SGD>(model, cfg.momentum, cfg.nesterov, cfg.weight_decay);
   if (cfg.kind == "adamw") o = std::make_unique<AdamW>(model, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay);
   if (o) {
     o->set_clip_grad_norm(cfg.clip_grad_norm);
+    o->set_decay_filter(cfg.decay);
     return o;
   }
   std::string valid;

@@ -47,6 +47,9 @@ class Optimizer {
   // 1e-6)), norm the L2 norm of all of them; 0 turns it off. Throws std::invalid_argument
   // for a negative or non-finite max_norm.
   void set_clip_grad_norm(double max_norm);
+  // optimizer.decay: "all" (every parameter decays) or "matrices" (only parameters of 2 or
+  // more dimensions). Anything else throws std::invalid_argument listing the valid values.
+  void set_decay_filter(const std::string& which);
   // The gradients' global norm before clipping at the last update; nullopt without clipping.
   std::optional<double> last_grad_norm() const { return last_grad_norm_; }
   std::int64_t steps_taken() const { return t_; }
@@ -67,6 +70,16 @@ class Optimizer {
   // without clipping; with it, measures the norm (one pass over the gradients, waiting for
   // the queue) and records it.
   double clip_scale();
+  // Elements [begin, end) of the arena's blocks, all decaying or all not (optimizer.decay):
+  // one run over everything with "all"; with "matrices", the runs of consecutive parameters
+  // of the same kind (padding goes with the parameter before it: it stays zero either way).
+  struct DecayRun {
+    std::int64_t begin = 0, end = 0;
+    bool decay = true;
+  };
+  std::vector<DecayRun> decay_runs();
+  // The run's part of a block laid out like the arena (a value, gradient or slot block).
+  static kernels::Tensor part(const kernels::Tensor& block, const DecayRun& r);
 
   Trainable* model_;
   std::int64_t t_ = 0;
@@ -76,6 +89,7 @@ class Optimizer {
   std::map<std::string, std::map<std::string, kernels::Tensor>> views_;
   const void* views_of_ = nullptr;  // the slot memory the views were made for
   double clip_grad_norm_ = 0;
+  bool decay_matrices_only_ = false;
   std::optional<double> last_grad_norm_;
 };
 

@@ -203,6 +203,62 @@ TEST_CASE("gradient clipping by global norm matches PyTorch's clip_grad_norm_", 
   }
 }
 
+// A matrix [2, 2] and a vector [4], both starting at kP0 with the gradient a * p + b.
+class MatrixAndVector : public Layer {
+ public:
+  MatrixAndVector()
+      : w_(Tensor::from_vector({2, 2}, kP0).to(DType::f32)), dw_(Tensor::zeros({2, 2}, DType::f32)),
+        b_(Tensor::from_vector({4}, kP0).to(DType::f32)), db_(Tensor::zeros({4}, DType::f32)) {}
+  std::string kind() const override { return "matrix_and_vector"; }
+  std::vector<Param> params() override { return {{"w", &w_, &dw_}, {"b", &b_, &db_}}; }
+  kernels::Shape output_shape(const kernels::Shape& input) const override { return input; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, bool) override { return x; }
+  Tensor do_backward(const Tensor& dy, bool) override { return dy; }
+
+ private:
+  Tensor w_, dw_, b_, db_;
+};
+
+// After three steps of `cfg` with optimizer.decay `which`: the values of w then b.
+std::vector<double> train_matrix_and_vector(OptimizerConfig cfg, const std::string& which) {
+  Model model;
+  model.add("layer", std::make_unique<MatrixAndVector>());
+  model.finalize();
+  cfg.decay = which;
+  auto opt = make_optimizer(cfg, model);
+  auto params = model.params();
+  for (int t = 0; t < 3; ++t) {
+    for (const auto& p : params)
+      for (int i = 0; i < 4; ++i)
+        p.grad->data<float>()[i] = static_cast<float>(kA[i] * double(p.value->data<float>()[i]) + kB[i]);
+    opt->step(0.1);
+  }
+  std::vector<double> out = values(params.at(0).value), b = values(params.at(1).value);
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+TEST_CASE("optimizer.decay matrices: weight decay on parameters of 2 or more dimensions only", "[optim]") {
+  for (const OptimizerConfig& cfg : {sgd(0.9, true, 0.1), adamw(0.9, 0.999, 1e-8, 0.1)}) {
+    INFO(cfg.kind);
+    OptimizerConfig no_decay = cfg;
+    no_decay.weight_decay = 0;
+    const auto all = train_matrix_and_vector(cfg, "all"), none = train_matrix_and_vector(no_decay, "all");
+    const auto matrices = train_matrix_and_vector(cfg, "matrices");
+    // Elementwise updates with the same gradients: the matrix as with decay, the vector as
+    // without, bit for bit.
+    for (int i = 0; i < 4; ++i) CHECK(matrices[static_cast<std::size_t>(i)] == all[static_cast<std::size_t>(i)]);
+    for (int i = 4; i < 8; ++i) CHECK(matrices[static_cast<std::size_t>(i)] == none[static_cast<std::size_t>(i)]);
+    CHECK(all[4] != none[4]);  // decay does change the vector when it applies
+  }
+  Problem prob(DType::f32);
+  OptimizerConfig bad = sgd(0.9, false, 0.1);
+  bad.decay = "vectors";
+  CHECK_THROWS_WITH(make_optimizer(bad, prob.model), Catch::Contains("valid: all, matrices"));
+}
+
 TEST_CASE("first SGD-momentum step by hand", "[optim]") {
   // buf = g = a*p0 + b; p1 = p0 - lr * buf
   Problem prob(DType::f64);
