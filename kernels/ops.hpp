@@ -55,12 +55,15 @@ const char* compute_name(Compute c);  // "float32", "bf16": the config's spellin
 Compute parse_compute(const std::string& name);
 
 // relu: y = max(x, 0), backward from y; gelu: exact erf form, backward from x.
-// silu: y = x * sigmoid(x) (swish), backward from x.
-enum class Activation : std::uint8_t { none, relu, gelu, silu };
+// silu: y = x * sigmoid(x) (swish), backward from x. gelu_tanh: GELU's tanh approximation
+// (GPT-2's, PyTorch's approximate='tanh'), backward from x.
+enum class Activation : std::uint8_t { none, relu, gelu, silu, gelu_tanh };
 const char* activation_name(Activation a);
 // Whether act's backward reads the activation's input (gelu, silu: a fused linear keeps its
 // pre-activation for it) rather than its output (relu) or nothing (none).
-constexpr bool keeps_input(Activation act) { return act == Activation::gelu || act == Activation::silu; }
+constexpr bool keeps_input(Activation act) {
+  return act == Activation::gelu || act == Activation::silu || act == Activation::gelu_tanh;
+}
 
 // 2-D convolution (cross-correlation, as PyTorch), NCHW, weight [O, C, KH, KW].
 // OH = (H + 2*pad_h - KH) / stride_h + 1, likewise OW.

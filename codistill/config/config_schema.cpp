@@ -64,6 +64,7 @@ std::vector<Field> make_model_keys() {
       CODISTILL_KEY(model.pool, ge(1)),
       CODISTILL_KEY(model.blocks, ge(1)),
       CODISTILL_KEY(model.activation, one_of({"relu", "gelu"})),
+      CODISTILL_KEY(model.gelu, one_of({"erf", "tanh"})),
       CODISTILL_KEY(model.dropout, in_co(0, 1)),
       CODISTILL_KEY(model.init, one_of({"kaiming_uniform", "kaiming_normal", "xavier_uniform"})),
       CODISTILL_KEY(model.layers, any()),  // checked entry by entry by the layer schema
