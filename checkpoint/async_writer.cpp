@@ -5,6 +5,23 @@
 
 namespace codistill::checkpoint {
 
+std::optional<TeacherWriteOutcome> write_teacher_of(const WriteJob& job, const CheckpointView& view) {
+  if (job.teacher_path.empty()) return std::nullopt;
+  TeacherWriteOutcome t;
+  t.path = job.teacher_path;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    WriteOptions o;  // the checkpoint's injected faults are the checkpoint's
+    o.fsync = job.options.fsync;
+    t.result = write_teacher(job.teacher_path, view, job.teacher_type, o);
+    t.ok = true;
+  } catch (const std::exception& e) {
+    t.error = e.what();
+  }
+  t.write_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return t;
+}
+
 AsyncWriter::AsyncWriter() : thread_([this] { run(); }) {}
 
 AsyncWriter::~AsyncWriter() {
@@ -54,6 +71,7 @@ void AsyncWriter::run() {
     WriteOutcome out;
     out.path = job.path;
     out.step = job.snapshot.meta.step;
+    out.teacher = write_teacher_of(job, job.snapshot.view());
     auto t0 = std::chrono::steady_clock::now();
     try {
       out.result = write(job.path, job.snapshot.view(), job.options);

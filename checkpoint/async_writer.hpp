@@ -25,7 +25,24 @@ struct WriteJob {
   // Runs on the writer thread after a successful publish (e.g. RunStore::retain with the
   // step just written as known valid). Its failure is reported, not thrown.
   std::function<void(const WriteResult&)> after_publish;
+  // When set, a teacher file of the snapshot (write_teacher: params and buffers stored as
+  // teacher_type) is published there first, so that a peer which sees the checkpoint also
+  // sees its teacher file (sync mode decides by it). Its failure is reported, and the
+  // checkpoint is written all the same.
+  std::string teacher_path = {};
+  ElemType teacher_type = ElemType::f32;
 };
+
+// The teacher file's part of a write.
+struct TeacherWriteOutcome {
+  std::string path;
+  bool ok = false;
+  std::string error;
+  WriteResult result;
+  double write_ms = 0;
+};
+// Publishes the teacher file a job asks for (nullopt when it asks for none); never throws.
+std::optional<TeacherWriteOutcome> write_teacher_of(const WriteJob& job, const CheckpointView& view);
 
 struct WriteOutcome {
   std::string path;
@@ -34,7 +51,8 @@ struct WriteOutcome {
   std::string error;        // why the write failed (CheckpointError::what())
   std::string after_error;  // why after_publish failed, if it did
   WriteResult result;
-  double write_ms = 0;      // time from start of write to publish
+  double write_ms = 0;      // time from start of write to publish (of the checkpoint alone)
+  std::optional<TeacherWriteOutcome> teacher;  // when the job asked for a teacher file
   CheckpointData snapshot;  // the job's snapshot, handed back for reuse (snapshot_into)
 };
 

@@ -63,13 +63,17 @@ struct CheckpointView {
   std::vector<TensorRef>& section(Section s);
 };
 
-// What read() returns. Within each section tensors come in the file's creation order,
+// What read() returns. bfloat16 datasets (teacher files) come widened to float32, exactly.
+// Within each section tensors come in the file's creation order,
 // depth first: the written order whenever names that share a prefix are written together
 // (as a model's parameter list is). A file without a /buffers group (every file
 // written before buffers existed) reads as one with no buffers.
 struct CheckpointData {
   CheckpointMeta meta;
   std::vector<TensorValue> params, buffers, optimizer, state;
+  // read(): bytes of dataset storage read from the file (chunks with their checksums,
+  // contiguous data); the sections not returned count when the digest made them read.
+  std::uint64_t bytes_read = 0;
 
   const std::vector<TensorValue>& section(Section s) const;
   std::vector<TensorValue>& section(Section s);
@@ -105,6 +109,10 @@ struct WriteOptions {
   bool direct_chunk_io = true;
   // The content digest's algorithm; XXH64 only to reproduce files written before XXH3.
   DigestAlgorithm digest_algorithm = DigestAlgorithm::xxh3_64;
+  // The element type /params and /buffers are stored in: f32, or bf16 (teacher files:
+  // rounded to nearest even, chunk by chunk as they are written; the digest covers the
+  // bf16 bytes).
+  ElemType model_type = ElemType::f32;
   // Test hook: fail (as a full disk would) before the data bytes written exceed this.
   std::int64_t fail_after_bytes = -1;
   // Test hook: at that point SIGKILL the whole process instead, leaving a partly written
@@ -122,6 +130,15 @@ struct WriteResult {
 // (never replacing an existing file) and fsyncs the folder. On any failure the temp file
 // is removed, `path` does not exist, and CheckpointError(path, reason) is thrown.
 WriteResult write(const std::string& path, const CheckpointView& ckpt, const WriteOptions& options = {});
+
+// A teacher file (docs/checkpoint-format.md, "Teacher files"): what a peer needs to use a
+// checkpoint as a teacher and nothing more. The same root attributes as the checkpoint
+// (content digest over what it holds), /params and /buffers stored as `type` (f32 or bf16),
+// and empty /optimizer and /state groups, so any checkpoint reader reads it. Published like
+// a checkpoint; a file already at `path` is a leftover of an earlier attempt at the same
+// step (a crash between it and its checkpoint, a failed checkpoint write) and is replaced.
+WriteResult write_teacher(const std::string& path, const CheckpointView& ckpt, ElemType type,
+                          const WriteOptions& options = {});
 
 struct ReadOptions {
   // When set, a file whose model_fingerprint differs is rejected.

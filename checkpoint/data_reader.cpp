@@ -14,9 +14,15 @@ using layout::Dims;
 DatasetInfo inspect(hid_t dset, const std::string& path, Section s) {
   h5::Handle t = h5::type(H5Dget_type(dset), ("reading the type of " + path).c_str());
   auto e = h5::elem_type(t.get());
-  if (!e || (s != Section::state && *e != ElemType::f32))
+  // bfloat16 only where a teacher file puts it: parameters and buffers.
+  const bool ok = e && (s == Section::state    ? *e != ElemType::bf16
+                        : finite_checked(s) ? *e == ElemType::f32 || *e == ElemType::bf16
+                                            : *e == ElemType::f32);
+  if (!ok)
     throw h5::Error("dataset " + path + " has type " + h5::describe_type(t.get()) + ", expected " +
-                    (s == Section::state ? "float32, float64, int64 or uint64" : "float32"));
+                    (s == Section::state  ? "float32, float64, int64 or uint64"
+                     : finite_checked(s) ? "float32 or bfloat16"
+                                         : "float32"));
   auto dims = h5::dims_of(dset);
   return {*e, Dims(dims.begin(), dims.end()), H5Tequal(t.get(), h5::file_type(*e)) > 0};
 }
@@ -43,6 +49,10 @@ std::optional<layout::ChunkPlan> direct_plan(hid_t dset, const Dims& dims) {
 void DataReader::read(hid_t dset, const std::string& path, Section s, const std::string& name,
                       const DatasetInfo& info, unsigned char* dest) {
   const std::size_t esize = elem_size(info.type);
+  // bfloat16 is widened into float32 storage by check(): its chunks always go through a
+  // staging buffer, and their place in `dest` is counted in float32 elements.
+  const bool widen = info.type == ElemType::bf16;
+  const std::size_t dest_esize = widen ? sizeof(float) : esize;
   std::uint64_t numel = 1;
   for (auto d : info.dims) numel *= d;
   ReadTask base;
@@ -54,11 +64,13 @@ void DataReader::read(hid_t dset, const std::string& path, Section s, const std:
   auto plan = opt_.direct_chunk_io && info.little_endian ? direct_plan(dset, info.dims) : std::nullopt;
   if (!plan) {  // HDF5 reads (and checks) it whole; then it is checked here like a chunk
     check_.drain();
-    std::vector<unsigned char> scratch(dest ? 0 : numel * esize);
-    unsigned char* buf = dest ? dest : scratch.data();
+    std::vector<unsigned char> scratch(dest && !widen ? 0 : numel * esize);
+    unsigned char* buf = dest && !widen ? dest : scratch.data();
     if (numel > 0 && H5Dread(dset, h5::memory_type(info.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
       h5::fail("corrupt or unreadable dataset " + path);
-    base.buf = base.dest = buf;
+    bytes_read_ += H5Dget_storage_size(dset);
+    base.buf = buf;
+    base.dest = dest;
     base.n = numel * esize;
     check(base);  // on this thread: the helper is idle and scratch dies here
     return;
@@ -77,7 +89,8 @@ void DataReader::read(hid_t dset, const std::string& path, Section s, const std:
     // of the next chunk's range, which is read afterwards; so the last chunk (whose
     // checksum would fall past the end) and partial ones go through a staging buffer.
     std::size_t at = piece.first * esize, n = piece.elements * esize;
-    unsigned char* buf = dest && n == full && at + full + 4 <= total ? dest + at : stage(full + 4);
+    unsigned char* buf = dest && !widen && n == full && at + full + 4 <= total ? dest + at : stage(full + 4);
+    bytes_read_ += stored;
     std::uint32_t mask = 0;
     h5::check(H5Dread_chunk(dset, H5P_DEFAULT, offset.data(), &mask, buf), ("reading a chunk of " + path).c_str());
     if (mask != 0)
@@ -91,7 +104,7 @@ void DataReader::read(hid_t dset, const std::string& path, Section s, const std:
     t.full = full;
     t.n = n;
     std::memcpy(&t.stored, buf + full, 4);
-    t.dest = dest ? dest + at : nullptr;
+    t.dest = dest ? dest + piece.first * dest_esize : nullptr;
     check_.push(std::move(t));
   }
 }
@@ -116,7 +129,10 @@ void DataReader::check(ReadTask& t) {
     std::int64_t i = layout::first_non_finite(t.buf, t.n / esize, t.type);
     if (i >= 0) {
       float v;
-      std::memcpy(&v, t.buf + static_cast<std::size_t>(i) * esize, sizeof v);
+      if (t.type == ElemType::bf16)
+        layout::from_bf16(t.buf + static_cast<std::size_t>(i) * esize, &v, 1);
+      else
+        std::memcpy(&v, t.buf + static_cast<std::size_t>(i) * esize, sizeof v);
       throw h5::Error(std::string(t.section == Section::buffers ? "buffer " : "parameter ") + *t.name + " holds " +
                       (std::isnan(v) ? "NaN" : "Inf") + " at index " +
                       std::to_string(t.first + static_cast<std::uint64_t>(i)));
@@ -126,7 +142,10 @@ void DataReader::check(ReadTask& t) {
     digest_.update(t.header.data(), t.header.size());
     digest_.update(t.buf, t.n);
   }
-  if (t.dest && t.dest != t.buf) std::memcpy(t.dest, t.buf, t.n);
+  if (t.dest && t.type == ElemType::bf16)
+    layout::from_bf16(t.buf, reinterpret_cast<float*>(t.dest), t.n / 2);
+  else if (t.dest && t.dest != t.buf)
+    std::memcpy(t.dest, t.buf, t.n);
 }
 
 }  // namespace codistill::checkpoint::data

@@ -60,6 +60,9 @@ class DataReader {
   void read(hid_t dset, const std::string& path, Section s, const std::string& name, const DatasetInfo& info,
             unsigned char* dest);
 
+  // Bytes of dataset storage read so far (chunks with their checksums, contiguous data).
+  std::uint64_t bytes_read() const { return bytes_read_; }
+
   // Waits for the checks of everything read; returns the digest.
   std::uint64_t finish() {
     check_.stop();
@@ -74,6 +77,7 @@ class DataReader {
   ContentDigest digest_;  // helper only (or the caller's thread while the helper is idle)
   std::vector<std::vector<unsigned char>> stages_;
   std::size_t next_ = 0;
+  std::uint64_t bytes_read_ = 0;
   Pipeline<ReadTask> check_;  // last: joined first, while the stages still exist
 };
 

@@ -270,12 +270,44 @@ std::vector<std::pair<std::int64_t, std::int64_t>> read_attr_pairs(hid_t loc, co
   return out;
 }
 
+namespace {
+
+// bfloat16 as HDF5 describes a custom float: 16 bits, sign at 15, an 8-bit exponent at 7
+// (bias 127), a 7-bit mantissa at 0, little-endian: the type ml_dtypes' bfloat16 has when
+// h5py writes it, and the one h5py reads back (as float32, converted by HDF5). Created
+// once and never closed (like HDF5's predefined types).
+hid_t bf16_type() {
+  static const hid_t t = [] {
+    init();
+    hid_t id = check_id(H5Tcopy(H5T_IEEE_F32LE), "creating the bfloat16 type");
+    check(H5Tset_fields(id, 15, 7, 8, 0, 7), "creating the bfloat16 type");
+    check(H5Tset_precision(id, 16), "creating the bfloat16 type");
+    check(H5Tset_size(id, 2), "creating the bfloat16 type");
+    check(H5Tset_ebias(id, 127), "creating the bfloat16 type");
+    return id;
+  }();
+  return t;
+}
+
+bool is_bf16(hid_t t, H5T_order_t order) {
+  if (H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != 2 || H5Tget_order(t) != order) return false;
+  std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+  if (H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  return spos == 15 && epos == 7 && esize == 8 && mpos == 0 && msize == 7 && H5Tget_ebias(t) == 127;
+}
+
+}  // namespace
+
 hid_t file_type(ElemType t) {
   switch (t) {
     case ElemType::f32: return H5T_IEEE_F32LE;
     case ElemType::f64: return H5T_IEEE_F64LE;
     case ElemType::i64: return H5T_STD_I64LE;
     case ElemType::u64: return H5T_STD_U64LE;
+    case ElemType::bf16: return bf16_type();
   }
   throw std::logic_error("file_type: bad element type");
 }
@@ -286,6 +318,7 @@ hid_t memory_type(ElemType t) {
     case ElemType::f64: return H5T_NATIVE_DOUBLE;
     case ElemType::i64: return H5T_NATIVE_INT64;
     case ElemType::u64: return H5T_NATIVE_UINT64;
+    case ElemType::bf16: return bf16_type();  // raw bits, as stored (little-endian hosts only)
   }
   throw std::logic_error("memory_type: bad element type");
 }
@@ -293,7 +326,9 @@ hid_t memory_type(ElemType t) {
 std::optional<ElemType> elem_type(hid_t t) {
   for (ElemType e : {ElemType::f32, ElemType::f64, ElemType::i64, ElemType::u64})
     if (H5Tequal(t, file_type(e)) > 0) return e;
-  // Big-endian forms are accepted too (HDF5 converts them when reading).
+  if (is_bf16(t, H5T_ORDER_LE)) return ElemType::bf16;
+  // Big-endian forms are accepted too (HDF5 converts them when reading); a big-endian
+  // bfloat16 is not (nothing writes one, and the reader reads bfloat16 bits as they are).
   if (H5Tequal(t, H5T_IEEE_F32BE) > 0) return ElemType::f32;
   if (H5Tequal(t, H5T_IEEE_F64BE) > 0) return ElemType::f64;
   if (H5Tequal(t, H5T_STD_I64BE) > 0) return ElemType::i64;

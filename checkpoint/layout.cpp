@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/bf16.hpp"
+
 namespace codistill::checkpoint::layout {
 
 ChunkPlan::Piece ChunkPlan::piece(std::uint64_t k, const Dims& dims) const {
@@ -140,7 +142,24 @@ std::int64_t first_non_finite(const void* data, std::uint64_t n, ElemType t) {
   auto p = static_cast<const unsigned char*>(data);
   if (t == ElemType::f32) return scan<std::uint32_t>(p, n, 0x7f800000u);
   if (t == ElemType::f64) return scan<std::uint64_t>(p, n, 0x7ff0000000000000ull);
+  if (t == ElemType::bf16) return scan<std::uint16_t>(p, n, static_cast<std::uint16_t>(0x7f80u));
   return -1;
+}
+
+// memcpy per element: `out` and `in` are byte buffers of any alignment (chunk buffers).
+void to_bf16(const float* x, unsigned char* out, std::uint64_t n) {
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::uint16_t b = kernels::cpu::bf16_round(x[i]);
+    std::memcpy(out + 2 * i, &b, 2);
+  }
+}
+
+void from_bf16(const unsigned char* in, float* y, std::uint64_t n) {
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::uint16_t b;
+    std::memcpy(&b, in + 2 * i, 2);
+    y[i] = kernels::cpu::bf16_to_float(b);
+  }
 }
 
 }  // namespace codistill::checkpoint::layout

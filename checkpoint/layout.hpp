@@ -51,7 +51,12 @@ std::string name_problem(const std::string& name);
 //   full path, NUL, element type name, NUL, rank as u64 LE, each dimension as u64 LE.
 std::string digest_header(const std::string& full_path, ElemType t, const Dims& dims);
 
-// Index of the first NaN/Inf among n floats of type t, or -1.
+// Index of the first NaN/Inf among n floats of type t (f32, f64, bf16), or -1.
 std::int64_t first_non_finite(const void* data, std::uint64_t n, ElemType t);
+
+// float32 -> bfloat16 bits (round to nearest even, NaN kept; kernels/cpu/bf16.hpp's rule),
+// little-endian, into `out` (2n bytes); and back, exactly.
+void to_bf16(const float* x, unsigned char* out, std::uint64_t n);
+void from_bf16(const unsigned char* in, float* y, std::uint64_t n);
 
 }  // namespace codistill::checkpoint::layout

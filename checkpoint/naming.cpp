@@ -45,20 +45,35 @@ std::string temp_file_name(std::int64_t step, long pid) {
   return name;
 }
 
-std::optional<std::int64_t> parse_checkpoint_file_name(std::string_view name) {
-  constexpr std::string_view prefix = "ckpt-", suffix = ".h5";
+namespace {
+std::optional<std::int64_t> parse_step_name(std::string_view name, std::string_view prefix) {
+  constexpr std::string_view suffix = ".h5";
   if (name.size() < prefix.size() + 9 + suffix.size() || !name.starts_with(prefix) ||
       !name.ends_with(suffix))
     return std::nullopt;
   return parse_digits<std::int64_t>(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
 }
+}  // namespace
+
+std::optional<std::int64_t> parse_checkpoint_file_name(std::string_view name) { return parse_step_name(name, "ckpt-"); }
+
+std::string teacher_file_name(std::int64_t step) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "teacher-%09lld.h5", static_cast<long long>(step));
+  return buf;
+}
+
+std::optional<std::int64_t> parse_teacher_file_name(std::string_view name) {
+  return parse_step_name(name, "teacher-");
+}
 
 std::optional<long> parse_temp_file_pid(std::string_view name) {
   constexpr std::string_view marker = ".tmp.";
-  if (!name.starts_with(".ckpt-")) return std::nullopt;
+  if (!name.starts_with(".ckpt-") && !name.starts_with(".teacher-")) return std::nullopt;
   auto at = name.rfind(marker);
   if (at == std::string_view::npos) return std::nullopt;
-  if (!parse_checkpoint_file_name(name.substr(1, at - 1))) return std::nullopt;
+  const std::string_view published = name.substr(1, at - 1);
+  if (!parse_checkpoint_file_name(published) && !parse_teacher_file_name(published)) return std::nullopt;
   return parse_digits<long>(name.substr(at + marker.size()));
 }
 

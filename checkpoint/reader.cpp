@@ -104,6 +104,7 @@ std::vector<Found> list_datasets(hid_t file) {
 TensorValue take_or_allocate(std::map<std::pair<Section, std::string>, TensorValue>& pool, Section s,
                              const std::string& name, const Dims& dims, ElemType type) {
   kernels::Shape shape(dims.begin(), dims.end());
+  if (type == ElemType::bf16) type = ElemType::f32;  // widened as it is read
   if (auto it = pool.find({s, name}); it != pool.end() && it->second.shape == shape && it->second.type == type) {
     TensorValue v = std::move(it->second);
     pool.erase(it);
@@ -173,6 +174,7 @@ void read_impl(const std::string& path, CheckpointData& out, const ReadOptions& 
     reader.read(dset.get(), job.path, job.found.section, job.found.name, info, dest);
   }
   std::string computed = hex64(reader.finish());
+  out.bytes_read = reader.bytes_read();
   if (opt.verify_digest && computed != out.meta.content_digest)
     throw h5::Error("content digest mismatch: stored " + out.meta.content_digest + ", computed " + computed);
   // Back to the file's order (jobs ran in digest order).

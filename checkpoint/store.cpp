@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "checkpoint/fsutil.hpp"
 #include "checkpoint/naming.hpp"
@@ -33,12 +34,22 @@ std::vector<std::string> names_in(const std::string& dir, std::string* unreadabl
 
 }  // namespace
 
+const char* file_kind_name(FileKind k) { return k == FileKind::teacher ? "teacher" : "checkpoint"; }
+
 RunStore::RunStore(std::string run_dir) : dir_(std::move(run_dir)) {}
 
 std::string RunStore::worker_dir(int worker) const { return (fs::path(dir_) / worker_dir_name(worker)).string(); }
 
 std::string RunStore::checkpoint_path(int worker, std::int64_t step) const {
   return (fs::path(worker_dir(worker)) / checkpoint_file_name(step)).string();
+}
+
+std::string RunStore::teacher_path(int worker, std::int64_t step) const {
+  return (fs::path(worker_dir(worker)) / teacher_file_name(step)).string();
+}
+
+std::string RunStore::path(FileKind kind, int worker, std::int64_t step) const {
+  return kind == FileKind::teacher ? teacher_path(worker, step) : checkpoint_path(worker, step);
 }
 
 std::vector<int> RunStore::workers() const {
@@ -52,10 +63,20 @@ std::vector<int> RunStore::workers() const {
 }
 
 std::vector<CheckpointFile> RunStore::checkpoints(int worker, std::string* unreadable) const {
+  return files(FileKind::checkpoint, worker, unreadable);
+}
+
+std::vector<CheckpointFile> RunStore::teacher_files(int worker, std::string* unreadable) const {
+  return files(FileKind::teacher, worker, unreadable);
+}
+
+std::vector<CheckpointFile> RunStore::files(FileKind kind, int worker, std::string* unreadable) const {
   std::vector<CheckpointFile> files;
   std::string dir = worker_dir(worker);
-  for (const auto& name : names_in(dir, unreadable))
-    if (auto step = parse_checkpoint_file_name(name)) files.push_back({worker, *step, (fs::path(dir) / name).string()});
+  for (const auto& name : names_in(dir, unreadable)) {
+    auto step = kind == FileKind::teacher ? parse_teacher_file_name(name) : parse_checkpoint_file_name(name);
+    if (step) files.push_back({worker, *step, (fs::path(dir) / name).string(), kind});
+  }
   std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
   return files;
 }
@@ -79,11 +100,13 @@ std::optional<CheckpointFile> RunStore::freshest_valid(int worker, const std::op
 }
 
 std::optional<LoadedCheckpoint> RunStore::load_freshest(int worker, const ReadOptions& options,
-                                                        std::optional<std::int64_t> max_step) const {
-  auto files = checkpoints(worker);
+                                                        std::optional<std::int64_t> max_step, FileKind kind,
+                                                        std::optional<std::int64_t> after_step) const {
+  auto files = this->files(kind, worker);
   std::vector<std::string> skipped;
   for (auto it = files.rbegin(); it != files.rend(); ++it) {
     if (max_step && it->step > *max_step) continue;
+    if (after_step && it->step <= *after_step) break;
     try {
       CheckpointData data = read(it->path, options);
       if (auto why = step_mismatch(*it, data.meta.step); !why.empty()) {
@@ -102,19 +125,29 @@ std::vector<std::string> RunStore::retain(int worker, int keep, std::optional<st
   if (keep < 1) throw CheckpointError(worker_dir(worker), "retention needs keep >= 1, got " + std::to_string(keep));
   auto files = checkpoints(worker);
   std::vector<std::string> deleted;
-  if (files.size() <= static_cast<std::size_t>(keep)) return deleted;
-  // The newest valid checkpoint is what a restart (or a peer) would fall back to.
-  std::optional<std::int64_t> newest_valid;
-  for (auto it = files.rbegin(); it != files.rend() && !newest_valid; ++it)
-    if ((known_valid_step && it->step == *known_valid_step) || verify(it->path).valid) newest_valid = it->step;
-  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < files.size(); ++i) {
-    if (newest_valid && files[i].step == *newest_valid) continue;
+  auto remove = [&](const CheckpointFile& f) {
     try {
-      if (fsutil::remove_if_exists(files[i].path)) deleted.push_back(files[i].path);
+      if (fsutil::remove_if_exists(f.path)) deleted.push_back(f.path);
     } catch (const std::exception& e) {
-      throw CheckpointError(files[i].path, std::string("retention: ") + e.what());
+      throw CheckpointError(f.path, std::string("retention: ") + e.what());
+    }
+  };
+  std::set<std::int64_t> kept;
+  for (const auto& f : files) kept.insert(f.step);
+  if (files.size() > static_cast<std::size_t>(keep)) {
+    // The newest valid checkpoint is what a restart (or a peer) would fall back to.
+    std::optional<std::int64_t> newest_valid;
+    for (auto it = files.rbegin(); it != files.rend() && !newest_valid; ++it)
+      if ((known_valid_step && it->step == *known_valid_step) || verify(it->path).valid) newest_valid = it->step;
+    for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < files.size(); ++i) {
+      if (newest_valid && files[i].step == *newest_valid) continue;
+      remove(files[i]);
+      kept.erase(files[i].step);
     }
   }
+  const std::int64_t newest = files.empty() ? -1 : files.back().step;
+  for (const auto& t : teacher_files(worker))
+    if (t.step <= newest && !kept.count(t.step)) remove(t);
   return deleted;
 }
 

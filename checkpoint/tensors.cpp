@@ -10,6 +10,7 @@ std::size_t elem_size(ElemType t) {
     case ElemType::f64: return 8;
     case ElemType::i64: return 8;
     case ElemType::u64: return 8;
+    case ElemType::bf16: return 2;
   }
   throw std::logic_error("elem_size: bad element type");
 }
@@ -20,6 +21,7 @@ const char* elem_name(ElemType t) {
     case ElemType::f64: return "float64";
     case ElemType::i64: return "int64";
     case ElemType::u64: return "uint64";
+    case ElemType::bf16: return "bfloat16";
   }
   return "?";
 }
@@ -47,6 +49,7 @@ TensorValue TensorValue::allocate(std::string name, kernels::Shape shape, ElemTy
     case ElemType::f64: v.real = kernels::Tensor::zeros(shape, kernels::DType::f64); break;
     case ElemType::i64: v.int64.assign(static_cast<std::size_t>(kernels::shape_numel(shape)), 0); break;
     case ElemType::u64: v.uint64.assign(static_cast<std::size_t>(kernels::shape_numel(shape)), 0); break;
+    case ElemType::bf16: throw std::invalid_argument("tensor " + v.name + ": bfloat16 datasets are read as float32");
   }
   v.shape = std::move(shape);
   return v;
@@ -74,6 +77,7 @@ void* TensorValue::data() {
     case ElemType::f64: return real.raw();
     case ElemType::i64: return int64.data();
     case ElemType::u64: return uint64.data();
+    case ElemType::bf16: break;  // never held (read() widens it)
   }
   return nullptr;
 }

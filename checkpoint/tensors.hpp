@@ -13,11 +13,14 @@
 namespace codistill::checkpoint {
 
 // Element types of checkpoint datasets. kernels::DType has no integers, and /state needs
-// them (RNG words, epoch, cursor), so the format keeps its own small enum.
-enum class ElemType : std::uint8_t { f32, f64, i64, u64 };
+// them (RNG words, epoch, cursor), so the format keeps its own small enum. bf16 (bfloat16,
+// the upper half of a float32) exists only in files: teacher files may store /params and
+// /buffers in it (WriteOptions::model_type); read() widens it to float32, exactly, so no
+// TensorRef or TensorValue ever holds it.
+enum class ElemType : std::uint8_t { f32, f64, i64, u64, bf16 };
 
 std::size_t elem_size(ElemType t);
-const char* elem_name(ElemType t);  // "float32", "float64", "int64", "uint64"
+const char* elem_name(ElemType t);  // "float32", "float64", "int64", "uint64", "bfloat16"
 
 template <class T> constexpr ElemType elem_type_of();
 template <> constexpr ElemType elem_type_of<float>() { return ElemType::f32; }

@@ -50,6 +50,7 @@ void validate_section(Section s, const std::vector<TensorRef>& tensors) {
 
 struct Entry {
   const TensorRef* ref = nullptr;
+  ElemType type = ElemType::f32;  // in the file: ref->type, or WriteOptions::model_type
   std::string path;  // "/params/fc1/weight"
   Dims dims;
   std::optional<layout::ChunkPlan> plan;
@@ -94,7 +95,7 @@ h5::Handle create_dataset(hid_t file, Entry& e) {
     h5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), "setting the chunk shape");
     h5::check(H5Pset_fletcher32(dcpl.get()), "adding the fletcher32 filter");
   }
-  return h5::dataset(H5Dcreate2(file, e.path.c_str(), h5::file_type(e.ref->type), space.get(), H5P_DEFAULT,
+  return h5::dataset(H5Dcreate2(file, e.path.c_str(), h5::file_type(e.type), space.get(), H5P_DEFAULT,
                                 dcpl.get(), H5P_DEFAULT),
                      ("creating dataset " + e.path).c_str());
 }
@@ -127,22 +128,33 @@ class DataWriter {
 
   void write(Entry& e) {
     const TensorRef& t = *e.ref;
-    std::string header = layout::digest_header(e.path, t.type, e.dims);
+    const bool narrow = e.type != t.type;  // float32 stored as bf16
+    std::string header = layout::digest_header(e.path, e.type, e.dims);
     digest_.update(header.data(), header.size());
     auto src = static_cast<const unsigned char*>(t.data);
     if (!e.plan || !opt_.direct_chunk_io) {
-      charge(t.nbytes());
-      digest_.update(src, t.nbytes());
-      io_.push({&e, {}, src, t.nbytes()});
+      std::size_t bytes = t.nbytes();
+      if (narrow) {  // kept until finish(): the helper writes from it
+        auto& b = narrowed_.emplace_back(static_cast<std::size_t>(t.numel()) * elem_size(e.type));
+        layout::to_bf16(static_cast<const float*>(t.data), b.data(), static_cast<std::uint64_t>(t.numel()));
+        src = b.data();
+        bytes = b.size();
+      }
+      charge(bytes);
+      digest_.update(src, bytes);
+      io_.push({&e, {}, src, bytes});
       io_.push({&e, {}, nullptr, 0, true});
       return;
     }
-    const std::size_t esize = elem_size(t.type), full = e.plan->chunk_elements() * esize;
+    const std::size_t esize = elem_size(e.type), full = e.plan->chunk_elements() * esize;
     for (std::uint64_t k = 0; k < e.plan->count(); ++k) {
       auto piece = e.plan->piece(k, e.dims);
       std::size_t n = piece.elements * esize;
       unsigned char* buf = buffers_[next_++ % buffers_.size()].get();
-      std::memcpy(buf, src + piece.first * esize, n);
+      if (narrow)
+        layout::to_bf16(static_cast<const float*>(t.data) + piece.first, buf, piece.elements);
+      else
+        std::memcpy(buf, src + piece.first * esize, n);
       std::memset(buf + n, 0, full - n);  // HDF5 stores edge chunks whole
       digest_.update(buf, n);             // from the copy, while it is in cache
       std::uint32_t sum = fletcher32(buf, full);
@@ -175,7 +187,7 @@ class DataWriter {
     if (t.close) return e.dataset.close(("closing dataset " + e.path).c_str());
     if (t.offset.empty()) {
       if (t.bytes > 0)
-        h5::check(H5Dwrite(e.dataset.get(), h5::memory_type(e.ref->type), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.buf),
+        h5::check(H5Dwrite(e.dataset.get(), h5::memory_type(e.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.buf),
                   ("writing " + e.path).c_str());
     } else {
       h5::check(H5Dwrite_chunk(e.dataset.get(), H5P_DEFAULT, 0, t.offset.data(), t.bytes, t.buf),
@@ -194,6 +206,7 @@ class DataWriter {
   std::uint64_t written_ = 0;    // caller's thread only
   std::uint64_t unflushed_ = 0;  // helper only
   std::vector<std::unique_ptr<unsigned char[]>> buffers_;
+  std::vector<std::vector<unsigned char>> narrowed_;  // whole bf16 datasets (no direct chunk I/O)
   std::size_t next_ = 0;
   Pipeline<WriteTask> io_;  // last: destroyed (joined) first, while the buffers still exist
 };
@@ -256,10 +269,11 @@ std::string fill_file(hid_t root, int fd, const CheckpointView& c, const WriteOp
     for (const auto& t : list) {
       Entry e;
       e.ref = &t;
+      e.type = s == Section::params || s == Section::buffers ? opt.model_type : t.type;
       e.path = layout::full_path(s, t.name);
       for (auto d : t.shape) e.dims.push_back(static_cast<std::uint64_t>(d));
       e.plan = layout::plan_chunks(e.dims, static_cast<std::uint64_t>(std::max<std::int64_t>(opt.chunk_elements, 1)));
-      if (e.plan) max_chunk_bytes = std::max(max_chunk_bytes, e.plan->chunk_elements() * elem_size(t.type));
+      if (e.plan) max_chunk_bytes = std::max(max_chunk_bytes, e.plan->chunk_elements() * elem_size(e.type));
       groups.make_parents(e.path);
       e.dataset = create_dataset(root, e);
       entries.push_back(std::move(e));
@@ -270,7 +284,7 @@ std::string fill_file(hid_t root, int fd, const CheckpointView& c, const WriteOp
   std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->path < b->path; });
 
   std::uint64_t total = 0;
-  for (const Entry* e : order) total += e->ref->nbytes();
+  for (const Entry* e : order) total += e->ref->nbytes() / elem_size(e->ref->type) * elem_size(e->type);
   DataWriter w(opt, max_chunk_bytes, total >= (8u << 20), fd);  // a thread only pays off for big files
   for (Entry* e : order) w.write(*e);
   std::string hex = hex64(w.finish());
@@ -291,6 +305,9 @@ WriteResult write(const std::string& path, const CheckpointView& ckpt, const Wri
   tmp_name += std::to_string(fsutil::this_pid());
   std::string tmp = (fs::path(dir) / tmp_name).string();
   try {
+    if (options.model_type != ElemType::f32 && options.model_type != ElemType::bf16)
+      throw std::invalid_argument(std::string("params and buffers cannot be stored as ") +
+                                  elem_name(options.model_type) + " (valid: float32, bfloat16)");
     for (Section s : kSections) validate_section(s, ckpt.section(s));
   } catch (const std::invalid_argument& e) {
     throw CheckpointError(path, e.what());
@@ -326,6 +343,22 @@ WriteResult write(const std::string& path, const CheckpointView& ckpt, const Wri
   }
   result.bytes = fs::file_size(path, ec);
   return result;
+}
+
+WriteResult write_teacher(const std::string& path, const CheckpointView& ckpt, ElemType type,
+                          const WriteOptions& options) {
+  CheckpointView teacher;
+  teacher.meta = ckpt.meta;
+  teacher.params = ckpt.params;
+  teacher.buffers = ckpt.buffers;
+  WriteOptions o = options;
+  o.model_type = type;
+  try {
+    fsutil::remove_if_exists(path);  // a leftover of the same step (see checkpoint.hpp)
+  } catch (const std::exception& e) {
+    throw CheckpointError(path, std::string("removing a leftover teacher file: ") + e.what());
+  }
+  return write(path, teacher, o);
 }
 
 }  // namespace codistill::checkpoint

@@ -117,12 +117,15 @@ Stats tensor_stats(const checkpoint::TensorValue& t) {
     case ElemType::f64: return stats_of(t.values<double>());
     case ElemType::i64: return stats_of(t.values<std::int64_t>());
     case ElemType::u64: return stats_of(t.values<std::uint64_t>());
+    case ElemType::bf16: break;  // read() widens it to float32
   }
   return {};
 }
 
 std::string name_step_mismatch(const std::string& path, std::int64_t step_attribute) {
-  auto named = checkpoint::parse_checkpoint_file_name(std::filesystem::path(path).filename().string());
+  const std::string name = std::filesystem::path(path).filename().string();
+  auto named = checkpoint::parse_checkpoint_file_name(name);
+  if (!named) named = checkpoint::parse_teacher_file_name(name);
   if (!named || *named == step_attribute) return "";
   return fmt::format("step attribute {} disagrees with the file name (step {})", step_attribute, *named);
 }
