@@ -51,6 +51,11 @@ struct CheckpointConfig {
   int keep = 3;
   bool async = true;
   std::string on_busy = "wait";  // wait | skip: a request while a write is in flight
+  // Teacher files beside the checkpoints (parameters and buffers only, what a peer reads):
+  // none | float32 | bf16. float32 by default: peers read a third of an AdamW checkpoint,
+  // and learn from exactly the same numbers as from the checkpoint.
+  std::string teacher_dtype = "float32";
+  std::int64_t teacher_every = 1;  // beside every k-th checkpoint (and the last one)
 };
 
 // The teacher gate (teachers/teacher_gate.hpp): a peer's checkpoint teaches only if its

@@ -155,6 +155,8 @@ std::vector<Field> make_training_keys() {
       CODISTILL_KEY(checkpoint.keep, ge(1)),
       CODISTILL_KEY(checkpoint.async, any()),
       CODISTILL_KEY(checkpoint.on_busy, one_of({"wait", "skip"})),
+      CODISTILL_KEY(checkpoint.teacher_dtype, one_of({"none", "float32", "bf16"})),
+      CODISTILL_KEY(checkpoint.teacher_every, ge(1)),
       CODISTILL_KEY(codistill.enabled, any()),
       CODISTILL_KEY(codistill.burn_in, ge(0)),
       CODISTILL_KEY(codistill.reload_every, ge(1)),

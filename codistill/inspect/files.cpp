@@ -106,7 +106,7 @@ std::string status_text(const json& e) {
 }
 
 std::string list_text(const json& doc) {
-  std::int64_t files = 0, invalid = 0;
+  std::int64_t files = 0, teacher_files = 0, invalid = 0;
   Table table({"WORKER", "STEP", "FILE", "SIZE", "AGE", "STATUS"}, "rrlrrl");
   std::vector<std::string> temps;
   for (const auto& w : doc["workers"]) {
@@ -114,6 +114,13 @@ std::string list_text(const json& doc) {
     if (w["checkpoints"].empty()) table.add({id, "-", "(no checkpoints)", "", "", ""});
     for (const auto& e : w["checkpoints"]) {
       ++files;
+      invalid += e["valid"] == false;
+      table.add({id, std::to_string(e["step"].get<std::int64_t>()), e["file"].get<std::string>(),
+                 e["bytes"].is_null() ? "-" : human_bytes(e["bytes"].get<std::uint64_t>()),
+                 e["age_s"].is_null() ? "-" : human_duration(e["age_s"].get<double>()), status_text(e)});
+    }
+    for (const auto& e : w.value("teacher_files", json::array())) {
+      ++teacher_files;
       invalid += e["valid"] == false;
       table.add({id, std::to_string(e["step"].get<std::int64_t>()), e["file"].get<std::string>(),
                  e["bytes"].is_null() ? "-" : human_bytes(e["bytes"].get<std::uint64_t>()),
@@ -132,6 +139,7 @@ std::string list_text(const json& doc) {
   }
   std::string out = fmt::format("run directory {}: {} worker(s), {} checkpoint(s)", doc["run_dir"].get<std::string>(),
                                 doc["workers"].size(), files);
+  if (teacher_files > 0) out += fmt::format(", {} teacher file(s)", teacher_files);
   if (invalid > 0) out += fmt::format(", {} invalid", invalid);
   out += "\n";
   if (!doc["workers"].empty()) out += table.render();
@@ -158,6 +166,9 @@ Report list_run(const std::string& run_dir, const ListOptions& options) {
       jw["checkpoints"].push_back(std::move(e));
     }
     jw["freshest_valid_step"] = freshest;
+    // Teacher files (docs/checkpoint-format.md): what peers read instead of the checkpoints.
+    jw["teacher_files"] = json::array();
+    for (const auto& f : store.teacher_files(w)) jw["teacher_files"].push_back(list_entry(f, options.verify));
     jw["temp_files"] = temp_files(store.worker_dir(w));
     workers.push_back(std::move(jw));
   }

@@ -37,8 +37,8 @@ struct Report {
   bool ok = true;      // false: the command ran but found a problem (verify: an invalid file)
 };
 
-// `list RUN_DIR`: every worker folder, its published checkpoints (step, size, age,
-// validity and why not) and temp files. verify = false only reads the attributes
+// `list RUN_DIR`: every worker folder, its published checkpoints and teacher files (step,
+// size, age, validity and why not; JSON: `checkpoints`, `teacher_files`) and temp files. verify = false only reads the attributes
 // (fast on large runs); validity is then "unchecked".
 struct ListOptions {
   bool verify = true;

@@ -30,6 +30,20 @@ checkpoint::WriteOptions CheckpointManager::write_options_for(std::int64_t step)
   return o;
 }
 
+std::string CheckpointManager::teacher_path_for(std::int64_t step, bool last) const {
+  const auto& c = cfg_.checkpoint;
+  if (c.teacher_dtype == "none") return {};
+  // Every k-th on the grid of checkpoint.every; the last one of a run (or of a stop) always:
+  // it is what peers that finish later learn from.
+  const bool due = last || step >= cfg_.train.steps || c.teacher_every <= 1 || c.every <= 0 ||
+                   (step % c.every == 0 && (step / c.every) % c.teacher_every == 0);
+  return due ? store_.teacher_path(cfg_.run.worker, step) : std::string();
+}
+
+checkpoint::ElemType CheckpointManager::teacher_type() const {
+  return cfg_.checkpoint.teacher_dtype == "bf16" ? checkpoint::ElemType::bf16 : checkpoint::ElemType::f32;
+}
+
 struct CheckpointManager::Pending {
   // The parameters and slots (the live blocks, or a device's host copy of them) plus copies
   // of the small state, taken at the step.
@@ -37,6 +51,7 @@ struct CheckpointManager::Pending {
   Optimizer* optimizer = nullptr;  // whose live blocks the view borrows
   std::int64_t step = 0;
   std::string path;
+  std::string teacher_path;  // empty: no teacher file beside it
   // The copy of a device's host copy on a helper thread; not valid where the view borrows
   // the live blocks (the next update keeps them, out of place, or flush() copies them).
   std::future<checkpoint::CheckpointData> copy;
@@ -94,10 +109,11 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
   if (w.step == last_saved_step_) return;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string path = store_.checkpoint_path(cfg_.run.worker, w.step);
+  const std::string teacher_path = teacher_path_for(w.step, !overlap);
   StateView sv = make_state_view(w);
   last_saved_step_ = w.step;
   if (!writer_) {
-    write_here(sv.view, w.step, path, t0);
+    write_here(sv.view, w.step, path, teacher_path, t0);
     return;
   }
   const bool wait = cfg_.checkpoint.on_busy == "wait";
@@ -113,6 +129,7 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
   pending_->optimizer = w.optimizer;
   pending_->step = w.step;
   pending_->path = path;
+  pending_->teacher_path = teacher_path;
   if (!pending_->view.borrows_live_blocks) {
     const checkpoint::CheckpointView* view = &pending_->view.view;
     checkpoint::CheckpointData buffer;
@@ -130,10 +147,16 @@ void CheckpointManager::save(const WorkerState& w, bool overlap) {
 }
 
 void CheckpointManager::write_here(const checkpoint::CheckpointView& view, std::int64_t step,
-                                   const std::string& path, std::chrono::steady_clock::time_point t0) {
+                                   const std::string& path, const std::string& teacher_path,
+                                   std::chrono::steady_clock::time_point t0) {
   checkpoint::WriteOutcome o;
   o.path = path;
   o.step = step;
+  checkpoint::WriteJob teacher;  // the teacher file first, as the writer thread does
+  teacher.options = write_options_for(step);
+  teacher.teacher_path = teacher_path;
+  teacher.teacher_type = teacher_type();
+  o.teacher = checkpoint::write_teacher_of(teacher, view);
   try {
     o.result = checkpoint::write(path, view, write_options_for(step));
     o.ok = true;
@@ -200,7 +223,7 @@ std::optional<OptimizerBlocks> CheckpointManager::before_update(Optimizer& optim
     log_->warn("checkpoint at step {}: no memory for an out-of-place update ({}); writing it synchronously",
                pending_->step, e.what());
     for (auto& o : writer_->wait()) report(o);
-    write_here(pending_->view.view, pending_->step, pending_->path, t0);  // its stall: the write
+    write_here(pending_->view.view, pending_->step, pending_->path, pending_->teacher_path, t0);  // stall: the write
     pending_.reset();
     return std::nullopt;
   }
@@ -269,6 +292,8 @@ void CheckpointManager::submit(checkpoint::CheckpointData snapshot, double wait_
   job.path = pending_->path;
   job.snapshot = std::move(snapshot);
   job.options = write_options_for(pending_->step);
+  job.teacher_path = pending_->teacher_path;
+  job.teacher_type = teacher_type();
   const int worker = cfg_.run.worker, keep = keep_;
   const std::int64_t step = pending_->step;
   // After retention, this process's own leftovers: a write that failed part-way in a
@@ -334,6 +359,8 @@ void CheckpointManager::report(checkpoint::WriteOutcome& o) {
   }
   double stall = stall_ms_.count(o.step) ? stall_ms_[o.step] : 0.0;
   stall_ms_.erase(o.step);
+  if (o.teacher && !o.teacher->ok)
+    log_->warn("teacher file at step {} failed: {}; peers read the checkpoint instead", o.step, o.teacher->error);
   if (!o.ok) {
     log_->error("checkpoint at step {} failed: {}; earlier checkpoints are kept and training goes on", o.step,
                 o.error);
@@ -341,9 +368,15 @@ void CheckpointManager::report(checkpoint::WriteOutcome& o) {
     return;
   }
   if (!o.after_error.empty()) log_->warn("checkpoint retention after step {}: {}", o.step, o.after_error);
-  if (metrics_)
-    metrics_->emit("checkpoint", o.step,
-                   {{"path", o.path}, {"bytes", o.result.bytes}, {"write_ms", o.write_ms}, {"stall_ms", stall}});
+  if (metrics_) {
+    nlohmann::json fields = {{"path", o.path}, {"bytes", o.result.bytes}, {"write_ms", o.write_ms}, {"stall_ms", stall}};
+    if (o.teacher && o.teacher->ok) {
+      fields["teacher_path"] = o.teacher->path;
+      fields["teacher_bytes"] = o.teacher->result.bytes;
+      fields["teacher_write_ms"] = o.teacher->write_ms;
+    }
+    metrics_->emit("checkpoint", o.step, fields);
+  }
   log_->info("checkpoint {} ({:.1f} MB, write {:.0f} ms, training stalled {:.1f} ms)", o.path,
              static_cast<double>(o.result.bytes) / 1e6, o.write_ms, stall);
 }

@@ -71,6 +71,10 @@ class CheckpointManager {
  private:
   void report(checkpoint::WriteOutcome& o);
   checkpoint::WriteOptions write_options_for(std::int64_t step) const;
+  // Where the teacher file of a checkpoint at `step` goes; empty when it gets none
+  // (checkpoint.teacher_dtype none, or neither a teacher_every-th checkpoint nor the last).
+  std::string teacher_path_for(std::int64_t step, bool last) const;
+  checkpoint::ElemType teacher_type() const;
   // A pending snapshot that waits for an out-of-place update gets copied here instead,
   // then handed to the writer (save() with one pending, finish()).
   void flush();
@@ -83,7 +87,7 @@ class CheckpointManager {
   // Writes on this thread (synchronous mode; an asynchronous one without memory for its
   // out-of-place update) and reports; failures are logged.
   void write_here(const checkpoint::CheckpointView& view, std::int64_t step, const std::string& path,
-                  std::chrono::steady_clock::time_point t0);
+                  const std::string& teacher_path, std::chrono::steady_clock::time_point t0);
   static std::vector<kernels::Tensor> block_list(const OptimizerBlocks& b);  // values, then slots
   double in_place_update_s() const;  // the median of in_place_update_s_
 

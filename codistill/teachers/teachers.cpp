@@ -67,11 +67,13 @@ void TeacherPool::check_fits(int peer, const std::string& path) {
 }
 
 std::unique_ptr<Teacher> TeacherPool::make_teacher(int peer, const checkpoint::CheckpointData& data,
-                                                   const std::string& path, double load_ms) {
+                                                   const std::string& path, double load_ms, checkpoint::FileKind file) {
   auto t = std::make_unique<Teacher>();
   t->peer = peer;
   t->step = data.meta.step;
   t->path = path;
+  t->file = file;
+  t->bytes_read = data.bytes_read;
   t->model = model_from_checkpoint(data, factory_);
   upload(*t);
   t->load_ms = load_ms;
@@ -156,16 +158,38 @@ std::unique_ptr<Teacher> TeacherPool::load_async(int peer, std::int64_t held_ste
   } else {
     silent_[i] = false;
   }
+  // The peer's teacher file newer than the one held, else (none, or none valid) its
+  // checkpoint as before teacher files existed.
+  if (auto t = load_freshest(peer, checkpoint::FileKind::teacher, held_step, own_step, 0)) return t;
   if (files.empty() || newest <= held_step) return nullptr;
+  return load_freshest(peer, checkpoint::FileKind::checkpoint, held_step, own_step, files.size());
+}
+
+std::unique_ptr<Teacher> TeacherPool::load_freshest(int peer, checkpoint::FileKind kind, std::int64_t held_step,
+                                                    std::int64_t own_step, std::size_t listed) {
+  const bool teacher_file = kind == checkpoint::FileKind::teacher;
+  const auto files = store_.files(kind, peer);
+  if (files.empty() || files.back().step <= held_step) return nullptr;
+  // Teacher files past max_staleness are passed over (the checkpoint path may hold a newer
+  // one, with teacher_every > 1); the checkpoint path says why it uses none.
+  std::int64_t after = held_step;
+  if (teacher_file && cfg_.codistill.max_staleness > 0)
+    after = std::max(after, own_step - cfg_.codistill.max_staleness - 1);
   check_fits(peer, files.back().path);
   auto t0 = Clock::now();
-  auto loaded = store_.load_freshest(peer, teacher_read_options());
+  auto loaded = store_.load_freshest(peer, teacher_read_options(), {}, kind, after);
   std::lock_guard lock(mu_);
   if (loaded)
     for (const auto& s : loaded->skipped) warnings_.push_back(fmt::format("peer {}: skipped {}", peer, s));
   if (!loaded) {
+    if (teacher_file) {
+      if (files.back().step > after)
+        warnings_.push_back(fmt::format("peer {}: no valid teacher file newer than step {}; reading its checkpoint",
+                                        peer, after));
+      return nullptr;
+    }
     warnings_.push_back(fmt::format("peer {}: no valid checkpoint among {} file(s); going on without it", peer,
-                                    files.size()));
+                                    listed));
     return nullptr;
   }
   if (loaded->file.step <= held_step) return nullptr;
@@ -176,30 +200,7 @@ std::unique_ptr<Teacher> TeacherPool::load_async(int peer, std::int64_t held_ste
                                     peer, loaded->file.step, lag, cfg_.codistill.max_staleness));
     return nullptr;
   }
-  return make_teacher(peer, loaded->data, loaded->file.path, ms_since(t0));
-}
-
-std::unique_ptr<Teacher> TeacherPool::load_exact(int peer, std::int64_t peer_step) {
-  const std::string path = store_.checkpoint_path(peer, peer_step);
-  const auto t0 = Clock::now();
-  const auto deadline = t0 + std::chrono::duration<double>(cfg_.codistill.sync_timeout_s);
-  std::string last_error = "not published yet";
-  for (;;) {
-    try {
-      check_fits(peer, path);
-      auto data = checkpoint::read(path, teacher_read_options());
-      return make_teacher(peer, data, path, ms_since(t0));
-    } catch (const TrainingError&) {
-      throw;
-    } catch (const std::exception& e) {
-      last_error = e.what();
-    }
-    if (Clock::now() > deadline)
-      throw TrainingError(fmt::format("codistill.mode sync: waited {} s (codistill.sync_timeout_s) for peer {}'s "
-                                      "checkpoint of step {} ({}): {}",
-                                      cfg_.codistill.sync_timeout_s, peer, peer_step, path, last_error));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  return make_teacher(peer, loaded->data, loaded->file.path, ms_since(t0), kind);
 }
 
 void TeacherPool::watch() {
@@ -277,8 +278,7 @@ void TeacherPool::resume(const std::vector<checkpoint::TeacherStep>& teacher_ste
       continue;
     }
     try {
-      auto data = checkpoint::read(store_.checkpoint_path(peer, ts.step), teacher_read_options());
-      adopted.push_back(make_teacher(peer, data, store_.checkpoint_path(peer, ts.step), 0));
+      adopted.push_back(load_step(peer, ts.step, 0));
     } catch (const std::exception& e) {
       log_->warn("peer {}: the teacher in use before the restart (step {}) is gone ({}); the next reload finds "
                  "its freshest",
@@ -325,8 +325,8 @@ void TeacherPool::load_fixed(const std::vector<FixedTeacherFile>& files, const d
                                       t->path, files[static_cast<std::size_t>(-t->peer - 1)].source,
                                       t->verdict->reason));
     }
-    nlohmann::json fields = {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}, {"path", t->path}};
-    if (t->verdict) add_verdict_fields(fields, *t->verdict);
+    nlohmann::json fields = teacher_event_fields(*t);
+    fields["path"] = t->path;
     if (metrics) metrics->emit("teacher", step, fields);
     log_->info("fixed teacher {}: {} at step {} (loaded in {:.0f} ms)", t->label(), t->path, t->step, t->load_ms);
     fixed_.push_back(std::move(t));
@@ -335,9 +335,7 @@ void TeacherPool::load_fixed(const std::vector<FixedTeacherFile>& files, const d
 
 void TeacherPool::adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step) {
   for (auto& t : adopted) {
-    nlohmann::json fields = {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}};
-    if (t->verdict) add_verdict_fields(fields, *t->verdict);
-    if (metrics) metrics->emit("teacher", step, fields);
+    if (metrics) metrics->emit("teacher", step, teacher_event_fields(*t));
     log_->info("teacher: peer {} at step {} ({}, loaded in {:.0f} ms{})", t->peer, t->step, t->path, t->load_ms,
                t->verdict ? fmt::format("; probe loss {:.4f}, this worker's {:.4f}, scored in {:.0f} ms",
                                         t->verdict->loss, t->verdict->own_loss, t->verdict->ms)

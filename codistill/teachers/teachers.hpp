@@ -47,6 +47,10 @@ struct Teacher {
   std::int64_t step = 0;  // the peer's step when it published this checkpoint
   std::string path;
   double load_ms = 0;
+  // What it was loaded from: a teacher file (teacher-*.h5) or a checkpoint, and the bytes
+  // of dataset storage that read (teacher events' `file` and `bytes_read`).
+  checkpoint::FileKind file = checkpoint::FileKind::checkpoint;
+  std::uint64_t bytes_read = 0;
   std::optional<GateVerdict> verdict;  // the gate's, where one judged it
   Model model;  // forward-only (no gradient block), on its own queue
   std::unique_ptr<kernels::Event> loaded;        // after the parameter upload
@@ -74,6 +78,10 @@ void check_teacher_fits(const std::string& teacher_model_yaml, const ModelConfig
 // rebuilt from its checkpoint's own model attribute (model_from_checkpoint), so the
 // fingerprint only has to match that attribute.
 checkpoint::ReadOptions teacher_read_options();
+
+// A teacher event's fields: peer, peer_step, load_ms, file ("teacher" | "checkpoint"),
+// bytes_read; the gate's verdict's where it judged.
+nlohmann::json teacher_event_fields(const Teacher& t);
 
 // A teacher event's fields from the gate's verdict: refused, probe_loss, own_probe_loss
 // (null where not finite), probe_ms, and reason when refused.
@@ -140,9 +148,16 @@ class TeacherPool {
  private:
   void watch();
   std::unique_ptr<Teacher> load_async(int peer, std::int64_t held_step, std::int64_t own_step);
+  // Peers' files (teachers_files.cpp). Each prefers the peer's teacher file and falls back
+  // to its checkpoint: load_exact, sync mode, waits for step peer_step's; load_step takes
+  // it if it is there (resume, follow) and throws the checkpoint's error when neither reads.
   std::unique_ptr<Teacher> load_exact(int peer, std::int64_t peer_step);
+  std::unique_ptr<Teacher> load_step(int peer, std::int64_t peer_step, double load_ms);
+  // load_async's reads: the freshest valid file of `kind` newer than held_step.
+  std::unique_ptr<Teacher> load_freshest(int peer, checkpoint::FileKind kind, std::int64_t held_step,
+                                         std::int64_t own_step, std::size_t listed);
   std::unique_ptr<Teacher> make_teacher(int peer, const checkpoint::CheckpointData& data, const std::string& path,
-                                        double load_ms);
+                                        double load_ms, checkpoint::FileKind file = checkpoint::FileKind::checkpoint);
   void upload(Teacher& t);
   std::vector<std::unique_ptr<Teacher>> take_loaded(std::vector<std::unique_ptr<Teacher>> fresh, bool wait);
   void check_fits(int peer, const std::string& path);

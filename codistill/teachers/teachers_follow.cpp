@@ -23,8 +23,7 @@ void TeacherPool::follow(const std::vector<checkpoint::TeacherStep>& chosen, Met
       throw TrainingError(fmt::format("rank 0 uses peer {} as a teacher, which is not a peer of this worker", peer));
     const std::string path = store_.checkpoint_path(peer, ts.step);
     try {
-      check_fits(peer, path);
-      fresh.push_back(make_teacher(peer, checkpoint::read(path, teacher_read_options()), path, 0));
+      fresh.push_back(load_step(peer, ts.step, 0));
     } catch (const TrainingError&) {
       throw;
     } catch (const std::exception& e) {

@@ -9,6 +9,16 @@
 
 namespace codistill {
 
+nlohmann::json teacher_event_fields(const Teacher& t) {
+  nlohmann::json fields = {{"peer", t.peer},
+                           {"peer_step", t.step},
+                           {"load_ms", t.load_ms},
+                           {"file", checkpoint::file_kind_name(t.file)},
+                           {"bytes_read", t.bytes_read}};
+  if (t.verdict) add_verdict_fields(fields, *t.verdict);
+  return fields;
+}
+
 void add_verdict_fields(nlohmann::json& fields, const GateVerdict& v) {
   fields["refused"] = !v.accepted;
   fields["probe_loss"] = std::isfinite(v.loss) ? nlohmann::json(v.loss) : nlohmann::json(nullptr);
@@ -30,9 +40,7 @@ std::vector<std::unique_ptr<Teacher>> TeacherPool::screen(std::vector<std::uniqu
     // The held step stays the refused one (the watcher set it), so the peer is not loaded
     // again until it publishes a newer checkpoint; the teacher held from it, if any, goes on.
     if (metrics) {
-      nlohmann::json fields = {{"peer", t->peer}, {"peer_step", t->step}, {"load_ms", t->load_ms}};
-      add_verdict_fields(fields, *t->verdict);
-      metrics->emit("teacher", step, fields);
+      metrics->emit("teacher", step, teacher_event_fields(*t));
     }
     log_->warn("teacher refused: peer {} at step {} ({}): {} (probe of {} rows in {:.0f} ms){}", t->peer, t->step,
                t->path, t->verdict->reason, gate_->config().probe, t->verdict->ms,

@@ -144,8 +144,9 @@ TEST_CASE("a corrupted peer checkpoint is skipped for the next freshest", "[proc
   // Worker 1 runs first (alone: no teacher ever appears) and leaves checkpoints 500..600.
   REQUIRE(run_command(worker_cmd(dir, 1, "run"), dir).exit_code == 0);
   ckpt::RunStore s(dir.str("run"));
-  auto newest = s.checkpoint_path(1, 600);
-  fs::resize_file(newest, fs::file_size(newest) / 2);
+  // Its teacher file of that step too, which the peer would read first.
+  for (const auto& newest : {s.checkpoint_path(1, 600), s.teacher_path(1, 600)})
+    fs::resize_file(newest, fs::file_size(newest) / 2);
   auto r = run_command(worker_cmd(dir, 0, "run"), dir);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
@@ -311,4 +312,44 @@ TEST_CASE("sync mode: a worker killed and restarted still ends bit-identical", "
     auto b = ckpt::read(ckpt::RunStore(dir.str("killed")).checkpoint_path(w, 2000));
     CHECK(a.meta.content_digest == b.meta.content_digest);
   }
+}
+
+TEST_CASE("teacher files: a peer's are loaded when present, its checkpoints otherwise", "[process]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  // Worker 1 runs first, alone, and publishes checkpoints 500..600 with bf16 teacher files
+  // beside them (retained with them); in `plain` it publishes none. (The settings are part
+  // of each run's config, which its workers share.)
+  const std::string bf16 = "--set checkpoint.teacher_dtype=bf16", none = "--set checkpoint.teacher_dtype=none";
+  REQUIRE(run_command(worker_cmd(dir, 1, "run", bf16), dir).exit_code == 0);
+  REQUIRE(run_command(worker_cmd(dir, 1, "plain", none), dir).exit_code == 0);
+  ckpt::RunStore run(dir.str("run")), plain(dir.str("plain"));
+  std::vector<std::int64_t> teacher_steps, checkpoint_steps;
+  for (const auto& f : run.teacher_files(1)) teacher_steps.push_back(f.step);
+  for (const auto& f : run.checkpoints(1)) checkpoint_steps.push_back(f.step);
+  CHECK(teacher_steps == std::vector<std::int64_t>{500, 550, 600});
+  CHECK(checkpoint_steps == teacher_steps);
+  CHECK(plain.teacher_files(1).empty());
+  for (const auto& e : read_events(metrics_of(dir, "run", 1), "checkpoint")) {
+    CHECK(e.at("teacher_bytes").get<std::int64_t>() > 0);
+    CHECK(e.at("teacher_bytes").get<std::int64_t>() < e.at("bytes").get<std::int64_t>());
+  }
+  const auto ckpt_bytes = static_cast<std::int64_t>(fs::file_size(run.checkpoint_path(1, 600)));
+
+  REQUIRE(run_command(worker_cmd(dir, 0, "run", bf16), dir).exit_code == 0);
+  auto teachers = read_events(metrics_of(dir, "run", 0), "teacher");
+  REQUIRE(!teachers.empty());
+  CHECK(teachers.front().at("peer_step") == 600);
+  CHECK(teachers.front().at("file") == "teacher");
+  // SGD with momentum: the checkpoint holds the parameters twice in float32, the bf16
+  // teacher file once in bfloat16.
+  CHECK(teachers.front().at("bytes_read").get<std::int64_t>() * 3 < ckpt_bytes);
+  CHECK(run.teacher_files(0).size() == 3);  // worker 0's own
+
+  REQUIRE(run_command(worker_cmd(dir, 0, "plain", none), dir).exit_code == 0);
+  teachers = read_events(metrics_of(dir, "plain", 0), "teacher");
+  REQUIRE(!teachers.empty());
+  CHECK(teachers.front().at("peer_step") == 600);
+  CHECK(teachers.front().at("file") == "checkpoint");
+  CHECK(teachers.front().at("bytes_read").get<std::int64_t>() * 3 > ckpt_bytes * 2);
 }

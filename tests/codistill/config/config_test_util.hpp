@@ -165,6 +165,8 @@ checkpoint:
   keep: 5
   async: false
   on_busy: skip
+  teacher_dtype: bf16
+  teacher_every: 2
 codistill:
   enabled: true
   burn_in: 200

@@ -66,6 +66,8 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.codistill.teacher_precision == "float32");
   CHECK_FALSE(c.checkpoint.async);
   CHECK(c.checkpoint.on_busy == "skip");
+  CHECK(c.checkpoint.teacher_dtype == "bf16");
+  CHECK(c.checkpoint.teacher_every == 2);
   CHECK(c.codistill.enabled);
   CHECK(c.codistill.hard_weight == 0.75);
   CHECK(c.codistill.mode == "sync");
