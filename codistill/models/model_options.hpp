@@ -28,7 +28,7 @@ struct ModelConfig {
   std::int64_t d_model = 128;       // width of the token rows
   std::int64_t heads = 4;           // attention heads (divide d_model)
   std::int64_t mlp_ratio = 4;       // MLP hidden width = mlp_ratio * d_model
-  bool tie_embeddings = false;      // true is refused for now (untied head only)
+  bool tie_embeddings = false;      // true: the head reuses the token embedding (GPT-2)
   // Fine-tuning: a checkpoint file, or a worker or run directory (its freshest valid
   // checkpoint), whose parameters and buffers replace the initialization at step 0. Not
   // part of the architecture: not in model_fields(), so not in a checkpoint's `model`.
