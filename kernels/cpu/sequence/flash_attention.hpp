@@ -19,9 +19,12 @@
 
 namespace codistill::kernels::cpu {
 
-// Query and key rows per block of the fast path: at head_dim 64 a block of q, k, v or
-// scores is 16 KB in float32, so one block step's operands fit a 48 KB L1 plus L2.
-inline constexpr std::int64_t kFlashBlock = 64;
+// Query and key rows per block of the fast path. At head_dim 64 in float32 a block of q, k
+// or v is 32 KB and one of scores 64 KB: a block step's operands stay in L2. Measured on
+// the loaded 2-thread Xeon (AVX-512) of bench/results/attention_cpu_2026-11-29.txt at
+// T = 2048: 64 rows ~10% slower than 128 (more GEMM calls, each smaller), 256 within noise
+// of 128 but with half the tasks to share out and more work wasted on the diagonal.
+inline constexpr std::int64_t kFlashBlock = 128;
 
 template <class T>
 void flash_attention_forward(const T* qkv, T* y, T* lse, const AttentionShape& s, Impl impl = Impl::fast);

@@ -182,19 +182,19 @@ TEST_CASE("gpt: whole-model gradients match finite differences (double), tied he
 
 TEST_CASE("gpt: flash attention gives the materialized model's logits and gradients, without the probabilities",
           "[models][gpt]") {
-  // T = 100: two blocks of the CPU's flash kernel, the second one short.
-  ModelConfig cfg = tiny_gpt(2, 32, 2, 100, 64);
+  // T = 150: two blocks of the CPU's flash kernel (kFlashBlock), the second one short.
+  ModelConfig cfg = tiny_gpt(2, 32, 2, 150, 64);
   Rng ra(5), rb(5);
   Model a = build_model(cfg, ra);
   cfg.attention = "flash";
   Model b = build_model(cfg, rb);
   CHECK(a.fingerprint() == b.fingerprint());  // not part of the architecture
-  std::vector<std::int32_t> ids(2 * 100);
+  std::vector<std::int32_t> ids(2 * 150);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 13 + i / 7) % 64);
   std::vector<std::vector<float>> logits, grads;
   for (Model* m : {&a, &b}) {
     m->zero_grad();
-    const Tensor z = m->forward(tokens(ids, 2, 100), true);
+    const Tensor z = m->forward(tokens(ids, 2, 150), true);
     logits.emplace_back(z.data<float>(), z.data<float>() + z.numel());
     Tensor dz = Tensor::empty(z.shape(), DType::f32);
     for (std::int64_t i = 0; i < dz.numel(); ++i) dz.data<float>()[i] = static_cast<float>(std::sin(0.37 * i)) / 200;
@@ -209,7 +209,7 @@ TEST_CASE("gpt: flash attention gives the materialized model's logits and gradie
     if (auto* attn = dynamic_cast<CausalSelfAttention*>(&m)) {
       CHECK(attn->attention_kernel() == AttentionKernel::flash);
       CHECK_FALSE(attn->probs().defined());
-      CHECK(attn->lse().shape() == Shape{2, 2, 100});
+      CHECK(attn->lse().shape() == Shape{2, 2, 150});
       ++flash_layers;
     }
   });
