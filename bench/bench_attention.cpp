@@ -108,7 +108,8 @@ void run_length(const Args& a, std::int64_t T) {
       const bool flash = (i == 0) == (r % 2 == 1);
       ms[flash].push_back(call_ms(p, flash));
     }
-  const double tt_bytes = 4.0 * static_cast<double>(a.B * a.H * T * T), lse_bytes = 4.0 * static_cast<double>(a.B * a.H * T);
+  const double tt_bytes = 4.0 * static_cast<double>(a.B * a.H * T * T);
+  const double lse_bytes = 4.0 * static_cast<double>(a.B * a.H * T);
   for (int flash = 0; flash < 2; ++flash)
     std::printf("%6lld  %-12s  %10.2f  %10.2f  %14.0f  %14.0f\n", static_cast<long long>(T),
                 flash ? "flash" : "materialized", *std::min_element(ms[flash].begin(), ms[flash].end()),
