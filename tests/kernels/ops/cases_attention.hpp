@@ -2,7 +2,8 @@
 // Op cases of the gpt ops: embedding (gather forward, scatter-add backward, repeated ids)
 // and the causal self-attention core (forward: y and the probabilities; backward: dqkv),
 // odd sizes included: T = 1, T = 7, head_dim not a multiple of 4, one head; and flash attention
-// (y, the log-sum-exp, dqkv; no T x T tensor), from T = 1 to 2048. See op_case.hpp.
+// (y and dqkv against the materialized op's, the log-sum-exp; no T x T tensor), from T = 1 to
+// 2048. See op_case.hpp.
 #include <tuple>
 
 #include "op_case.hpp"
@@ -68,6 +69,8 @@ class FlashAttentionCase final : public OpCase {
            sizes({{"B", s_.batch}, {"T", s_.seq}, {"H", s_.heads}, {"hd", s_.head_dim}});
   }
   std::vector<Op> ops() const override { return {Op::flash_attention}; }
+  // On the reference queue y and dqkv come from the materialized op (the ground truth
+  // flash attention must match), lse from flash attention's reference.
   std::vector<Output> run(Ctx& c) const override {
     const std::int64_t rows = s_.rows(), D = s_.d_model();
     Tensor qkv = c.random({rows, 3 * D}, seed, -2, 2), y = c.poison({rows, D});
@@ -75,6 +78,13 @@ class FlashAttentionCase final : public OpCase {
     c.backend().flash_attention_forward(qkv, y, lse, s_, c.q);
     Tensor dy = c.random({rows, D}, seed + 1), dqkv = c.poison({rows, 3 * D});
     c.backend().flash_attention_backward(qkv, y, lse, dy, dqkv, s_, c.q);
+    if (c.reference()) {
+      const Shape ps{s_.batch, s_.heads, s_.seq, s_.seq};
+      Tensor probs = c.poison(ps), scratch = c.poison(ps);
+      y = c.poison({rows, D}), dqkv = c.poison({rows, 3 * D});
+      c.backend().attention_forward(qkv, y, probs, s_, c.q);
+      c.backend().attention_backward(qkv, probs, dy, dqkv, scratch, s_, c.q);
+    }
     const double terms = static_cast<double>(s_.seq * s_.head_dim);
     // lse is a log of O(T) terms, compared on the scale of 1 (it may pass through zero).
     return {c.out("y", y, c.bound(terms)), c.out("lse", lse, c.bound(terms), 1.0),
