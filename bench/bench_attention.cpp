@@ -5,7 +5,8 @@
 //   bench_attention [--T 256,512,...] [--B 1] [--H 12] [--hd 64] [--threads 2] [--repeats 5]
 // For each T the two contenders alternate call by call (materialized first on even
 // repeats, flash first on odd ones), so that a change of the machine's load lands on both;
-// after one warm-up call each, best and median of the repeats. The bytes columns are what
+// after one warm-up call each, best and median of the repeats (forward + backward), and the
+// medians of the forward and the backward alone. The bytes columns are what
 // each keeps between forward and backward beyond qkv and y (which both keep), and the
 // backward's own T x T scratch (the materialized op's dP / dS).
 #include <omp.h>
@@ -80,16 +81,24 @@ Problem make_problem(const AttentionShape& s) {
   return p;
 }
 
-double call_ms(Problem& p, bool flash) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (flash) {
-    cpu::flash_attention_forward<float>(p.qkv.data(), p.y.data(), p.lse.data(), p.s);
+// One call's forward and backward times in ms.
+struct Times {
+  double fwd, bwd;
+};
+
+Times call_ms(Problem& p, bool flash) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  if (flash) cpu::flash_attention_forward<float>(p.qkv.data(), p.y.data(), p.lse.data(), p.s);
+  else cpu::attention_forward<float>(p.qkv.data(), p.y.data(), p.probs.data(), p.s);
+  const auto t1 = Clock::now();
+  if (flash)
     cpu::flash_attention_backward<float>(p.qkv.data(), p.y.data(), p.lse.data(), p.dy.data(), p.dqkv.data(), p.s);
-  } else {
-    cpu::attention_forward<float>(p.qkv.data(), p.y.data(), p.probs.data(), p.s);
+  else
     cpu::attention_backward<float>(p.qkv.data(), p.probs.data(), p.dy.data(), p.dqkv.data(), p.scratch.data(), p.s);
-  }
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const auto t2 = Clock::now();
+  return {std::chrono::duration<double, std::milli>(t1 - t0).count(),
+          std::chrono::duration<double, std::milli>(t2 - t1).count()};
 }
 
 double median(std::vector<double> v) {
@@ -101,21 +110,23 @@ double median(std::vector<double> v) {
 void run_length(const Args& a, std::int64_t T) {
   const AttentionShape s{a.B, T, a.H, a.hd};
   Problem p = make_problem(s);
-  std::vector<double> ms[2];
+  std::vector<double> total[2], fwd[2], bwd[2];
   call_ms(p, false), call_ms(p, true);  // warm-up: first touch of the buffers, library setup
   for (int r = 0; r < a.repeats; ++r)
     for (int i = 0; i < 2; ++i) {
       const bool flash = (i == 0) == (r % 2 == 1);
-      ms[flash].push_back(call_ms(p, flash));
+      const Times t = call_ms(p, flash);
+      total[flash].push_back(t.fwd + t.bwd), fwd[flash].push_back(t.fwd), bwd[flash].push_back(t.bwd);
     }
   const double tt_bytes = 4.0 * static_cast<double>(a.B * a.H * T * T);
   const double lse_bytes = 4.0 * static_cast<double>(a.B * a.H * T);
   for (int flash = 0; flash < 2; ++flash)
-    std::printf("%6lld  %-12s  %10.2f  %10.2f  %14.0f  %14.0f\n", static_cast<long long>(T),
-                flash ? "flash" : "materialized", *std::min_element(ms[flash].begin(), ms[flash].end()),
-                median(ms[flash]), flash ? lse_bytes : tt_bytes, flash ? 0.0 : tt_bytes);
+    std::printf("%6lld  %-12s  %10.2f  %10.2f  %10.2f  %10.2f  %14.0f  %14.0f\n", static_cast<long long>(T),
+                flash ? "flash" : "materialized", *std::min_element(total[flash].begin(), total[flash].end()),
+                median(total[flash]), median(fwd[flash]), median(bwd[flash]), flash ? lse_bytes : tt_bytes,
+                flash ? 0.0 : tt_bytes);
   std::printf("%6lld  flash/materialized median: %.2f\n", static_cast<long long>(T),
-              median(ms[1]) / median(ms[0]));
+              median(total[1]) / median(total[0]));
   std::fflush(stdout);
 }
 
@@ -129,8 +140,8 @@ int main(int argc, char** argv) {
                 "flash block %lld\n",
                 static_cast<long long>(a.B), static_cast<long long>(a.H), static_cast<long long>(a.hd), a.threads,
                 a.repeats, cpu::isa_name(cpu::chosen_isa()), static_cast<long long>(cpu::kFlashBlock));
-    std::printf("%6s  %-12s  %10s  %10s  %14s  %14s\n", "T", "kernel", "best_ms", "median_ms", "saved_bytes",
-                "bwd_scratch_B");
+    std::printf("%6s  %-12s  %10s  %10s  %10s  %10s  %14s  %14s\n", "T", "kernel", "best_ms", "median_ms",
+                "fwd_med_ms", "bwd_med_ms", "saved_bytes", "bwd_scratch_B");
     for (std::int64_t T : a.seqs) run_length(a, T);
     return 0;
   } catch (const std::exception& e) {
