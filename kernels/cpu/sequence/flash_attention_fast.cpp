@@ -164,20 +164,18 @@ void query_block(const Bwd<T>& w, const Pair<T>& p, std::int64_t qb, T* S, T* dP
   }
 }
 
-// Di = dy_i . y_i per (pair, row), summed in double: the term every dS of row i subtracts.
+// Di = dy_i . y_i for the rows of pair bh, summed in double: the term every dS of row i
+// subtracts. Computed inside the backward's parallel region (by each pair's task, or in an
+// `omp for` before the key blocks) rather than in a region of its own: one fork and join
+// fewer, each of which waits for the slowest thread (on a loaded machine, a preempted one).
 template <class T>
-std::vector<T> row_dots(const T* y, const T* dy, const AttentionShape& s) {
-  const std::int64_t pairs = s.batch * s.heads;
-  std::vector<T> Di(static_cast<std::size_t>(pairs * s.seq));
-#pragma omp parallel for schedule(static) if (pairs * s.seq * s.head_dim > (1 << 16) && !omp_in_parallel())
-  for (std::int64_t bh = 0; bh < pairs; ++bh)
-    for (std::int64_t t = 0; t < s.seq; ++t) {
-      const std::int64_t o = row_off(s, bh, t);
-      double acc = 0;
-      for (std::int64_t c = 0; c < s.head_dim; ++c) acc += static_cast<double>(dy[o + c]) * y[o + c];
-      Di[static_cast<std::size_t>(bh * s.seq + t)] = static_cast<T>(acc);
-    }
-  return Di;
+void row_dots(const T* y, const T* dy, const AttentionShape& s, std::int64_t bh, T* Di) {
+  for (std::int64_t t = 0; t < s.seq; ++t) {
+    const std::int64_t o = row_off(s, bh, t);
+    double acc = 0;
+    for (std::int64_t c = 0; c < s.head_dim; ++c) acc += static_cast<double>(dy[o + c]) * y[o + c];
+    Di[bh * s.seq + t] = static_cast<T>(acc);
+  }
 }
 
 }  // namespace
@@ -210,7 +208,7 @@ constexpr int kPairsPerThread = 4;
 template <class T>
 void backward_fast(const T* qkv, const T* y, const T* lse, const T* dy, T* dqkv, const AttentionShape& s, Isa isa) {
   const std::int64_t pairs = s.batch * s.heads, nb = (s.seq + kB - 1) / kB, tasks = pairs * nb;
-  const std::vector<T> Di = row_dots(y, dy, s);
+  std::vector<T> Di(static_cast<std::size_t>(pairs * s.seq));
   const Bwd<T> w{s, row_fns<T>(isa), dy, lse, Di.data(), dqkv};
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const bool per_pair = threads == 1 || pairs >= static_cast<std::int64_t>(kPairsPerThread) * threads;
@@ -221,10 +219,13 @@ void backward_fast(const T* qkv, const T* y, const T* lse, const T* dy, T* dqkv,
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t bh = 0; bh < pairs; ++bh) {
         const Pair<T> p = pair_of(qkv, s, bh);
+        row_dots(y, dy, s, bh, Di.data());
         zero_rows(dqkv + p.off, p.ld, 0, s.seq, s.head_dim);
         for (std::int64_t kb = 0; kb < nb; ++kb) key_block(w, p, kb, true, S.data(), dP.data());
       }
     } else {
+#pragma omp for schedule(static)
+      for (std::int64_t bh = 0; bh < pairs; ++bh) row_dots(y, dy, s, bh, Di.data());
       // The first key blocks and the last query blocks see the most of the other kind: first.
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t t = 0; t < tasks; ++t)
