@@ -24,6 +24,7 @@ const char* activation_name(Activation a) {
     case Activation::relu: return "relu";
     case Activation::gelu: return "gelu";
     case Activation::silu: return "silu";
+    case Activation::gelu_tanh: return "gelu_tanh";
   }
   return "?";
 }

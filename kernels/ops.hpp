@@ -55,12 +55,15 @@ const char* compute_name(Compute c);  // "float32", "bf16": the config's spellin
 Compute parse_compute(const std::string& name);
 
 // relu: y = max(x, 0), backward from y; gelu: exact erf form, backward from x.
-// silu: y = x * sigmoid(x) (swish), backward from x.
-enum class Activation : std::uint8_t { none, relu, gelu, silu };
+// silu: y = x * sigmoid(x) (swish), backward from x. gelu_tanh: GELU's tanh approximation
+// (GPT-2's, PyTorch's approximate='tanh'), backward from x.
+enum class Activation : std::uint8_t { none, relu, gelu, silu, gelu_tanh };
 const char* activation_name(Activation a);
 // Whether act's backward reads the activation's input (gelu, silu: a fused linear keeps its
 // pre-activation for it) rather than its output (relu) or nothing (none).
-constexpr bool keeps_input(Activation act) { return act == Activation::gelu || act == Activation::silu; }
+constexpr bool keeps_input(Activation act) {
+  return act == Activation::gelu || act == Activation::silu || act == Activation::gelu_tanh;
+}
 
 // 2-D convolution (cross-correlation, as PyTorch), NCHW, weight [O, C, KH, KW].
 // OH = (H + 2*pad_h - KH) / stride_h + 1, likewise OW.
@@ -231,13 +234,17 @@ inline std::int64_t distill_head_chunk_rows(std::int64_t N, std::int64_t V, int 
 //          (mu = 0: p -= lr * d, no slot)
 //   adamw: m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
 //          p = p*decay - step_size * m / (sqrt(v)*inv_sqrt_bc2 + eps)
+// grad_scale multiplies every gradient before the update reads it (gradient clipping by
+// global norm, optimizer.clip_grad_norm); at 1 the update is bit for bit the one without it.
 struct SgdScalars {
   double lr = 0, weight_decay = 0, momentum = 0;
   bool nesterov = false;
+  double grad_scale = 1;
 };
 
 struct AdamWScalars {
   double decay = 1, beta1 = 0.9, beta2 = 0.999, step_size = 0, inv_sqrt_bc2 = 1, eps = 1e-8;
+  double grad_scale = 1;
 };
 
 }  // namespace codistill::kernels

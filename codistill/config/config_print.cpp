@@ -75,6 +75,8 @@ std::string model_yaml(const ModelConfig& model) {
   // exporters that predate the key read.
   std::vector<std::string> skip;
   if (model.layers.empty()) skip.emplace_back("model.layers");
+  // model.gelu only where not the default: the attribute of every earlier model stays as it was.
+  if (model.gelu == "erf") skip.emplace_back("model.gelu");
   // The gpt keys only for a gpt, likewise.
   if (model.kind != "gpt")
     for (const char* k : {"model.vocab_size", "model.seq_len", "model.d_model", "model.heads", "model.mlp_ratio",

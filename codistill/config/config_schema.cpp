@@ -64,6 +64,7 @@ std::vector<Field> make_model_keys() {
       CODISTILL_KEY(model.pool, ge(1)),
       CODISTILL_KEY(model.blocks, ge(1)),
       CODISTILL_KEY(model.activation, one_of({"relu", "gelu"})),
+      CODISTILL_KEY(model.gelu, one_of({"erf", "tanh"})),
       CODISTILL_KEY(model.dropout, in_co(0, 1)),
       CODISTILL_KEY(model.init, one_of({"kaiming_uniform", "kaiming_normal", "xavier_uniform"})),
       CODISTILL_KEY(model.layers, any()),  // checked entry by entry by the layer schema
@@ -130,6 +131,8 @@ std::vector<Field> make_training_keys() {
       CODISTILL_KEY(optimizer.beta1, in_co(0, 1)),
       CODISTILL_KEY(optimizer.beta2, in_co(0, 1)),
       CODISTILL_KEY(optimizer.eps, gt(0)),
+      CODISTILL_KEY(optimizer.clip_grad_norm, ge(0)),
+      CODISTILL_KEY(optimizer.decay, one_of({"all", "matrices"})),
       // The kinds of learning_rate (codistill/optim/schedule.cpp); a test keeps the two equal.
       CODISTILL_KEY(optimizer.schedule.kind, one_of({"constant", "step", "exponential", "cosine", "cyclical", "sgdr"})),
       CODISTILL_KEY(optimizer.schedule.warmup_steps, ge(0)),

@@ -59,7 +59,7 @@ class Builder {
   void activation() {
     const std::string name = "act" + std::to_string(++acts_);
     if (cfg_.activation == "relu") push(name, [] { return std::make_unique<ReLU>(); });
-    else push(name, [] { return std::make_unique<GELU>(); });
+    else push(name, [this] { return std::make_unique<GELU>(cfg_.gelu == "tanh"); });
   }
 
   // Hidden fully connected blocks (fcK -> actN -> dropN), then the output layer fc<n>.
@@ -123,7 +123,7 @@ ModulePtr conv3x3(std::int64_t in, std::int64_t out, std::int64_t stride) {
 
 ModulePtr activation_of(const ModelConfig& cfg) {
   if (cfg.activation == "relu") return std::make_unique<ReLU>();
-  return std::make_unique<GELU>();
+  return std::make_unique<GELU>(cfg.gelu == "tanh");
 }
 
 // One basic block (He et al. 2016): conv3x3(stride) -> bn -> act -> conv3x3 -> bn, plus the
@@ -211,6 +211,8 @@ Model build_model(const ModelConfig& given, Rng& rng) {
     throw std::invalid_argument("model '" + cfg.kind + "': classes must be >= 1, got " + std::to_string(cfg.classes));
   if (cfg.activation != "relu" && cfg.activation != "gelu")
     throw std::invalid_argument("unknown activation '" + cfg.activation + "' (valid: gelu, relu)");
+  if (cfg.gelu != "erf" && cfg.gelu != "tanh")
+    throw std::invalid_argument("unknown gelu form '" + cfg.gelu + "' (valid: erf, tanh)");
   if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0))
     throw std::invalid_argument("model '" + cfg.kind + "': dropout must be in [0, 1), got " + std::to_string(cfg.dropout));
   nn::check_init_kind(cfg.init);

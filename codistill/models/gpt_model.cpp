@@ -75,7 +75,7 @@ void build_gpt(const ModelConfig& raw, Rng& rng, Model& model) {
   const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(L));
   const AttentionKernel kernel = parse_attention_kernel(cfg.attention);
   for (std::int64_t l = 0; l < L; ++l) {
-    auto block = transformer_block({D, cfg.heads, T, cfg.mlp_ratio, cfg.dropout, kernel});
+    auto block = transformer_block({D, cfg.heads, T, cfg.mlp_ratio, cfg.dropout, kernel, cfg.gelu == "tanh"});
     // Tree order: dropout streams seeded, LayerNorms reset, linears drawn in order.
     visit_modules(*block, [&](const std::string& path, Module& m) {
       if (auto* lin = dynamic_cast<Linear*>(&m)) {

@@ -112,7 +112,7 @@ class LayerBuilder {
     } else if (t == "relu") {
       m = std::make_unique<ReLU>();
     } else if (t == "gelu") {
-      m = std::make_unique<GELU>();
+      m = std::make_unique<GELU>(cfg_.gelu == "tanh");
     } else if (t == "residual") {
       m = residual(at);
     } else {

@@ -18,6 +18,7 @@ struct ModelConfig {
   std::int64_t kernel_size = 5;                    // cnn: square kernel, 'same' padding
   std::int64_t pool = 2;                           // cnn: max-pool window and stride
   std::string activation = "relu";                 // relu | gelu
+  std::string gelu = "erf";                        // erf | tanh: the form of every GELU of the model
   double dropout = 0.0;                            // before each hidden linear layer's output
   std::string init = "kaiming_uniform";            // kaiming_uniform | kaiming_normal | xavier_uniform
   std::vector<LayerSpec> layers;                   // layers: the whole model, layer by layer

@@ -29,11 +29,22 @@ void AdamW::update(double lr, const OptimizerBlocks* from) {
   s.eps = eps_;
   s.step_size = lr / (1.0 - std::pow(beta1_, t));
   s.inv_sqrt_bc2 = 1.0 / std::sqrt(1.0 - std::pow(beta2_, t));
-  s.decay = 1.0 - lr * weight_decay_;
-  kernels::UpdateSource src;
-  if (from) src = {&from->values, &from->slots.at("adam_m"), &from->slots.at("adam_v")};
-  model_->queue().backend().adamw_update(arena.values(), arena.grads(), slot("adam_m"), slot("adam_v"), s, src,
-                                         model_->queue());
+  s.grad_scale = clip_scale();
+  kernels::Tensor& m = slot("adam_m");
+  kernels::Tensor& v = slot("adam_v");
+  for (const DecayRun& r : decay_runs()) {
+    s.decay = r.decay ? 1.0 - lr * weight_decay_ : 1.0;
+    kernels::Tensor value = part(arena.values(), r), mr = part(m, r), vr = part(v, r);
+    kernels::Tensor fv, fm, fvv;  // the run's part of the blocks an out-of-place step reads
+    kernels::UpdateSource src;
+    if (from) {
+      fv = part(from->values, r);
+      fm = part(from->slots.at("adam_m"), r);
+      fvv = part(from->slots.at("adam_v"), r);
+      src = {&fv, &fm, &fvv};
+    }
+    model_->queue().backend().adamw_update(value, part(arena.grads(), r), mr, vr, s, src, model_->queue());
+  }
 }
 
 }  // namespace codistill

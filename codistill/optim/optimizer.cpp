@@ -2,6 +2,7 @@
 // with the list of valid ones), and the slot blocks every optimizer shares.
 #include "codistill/optim/optimizer.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
 #include "codistill/optim/adamw.hpp"
@@ -96,9 +97,56 @@ OptimizerBlocks Optimizer::step_into(double lr, OptimizerBlocks into) {
 
 std::vector<std::string> optimizer_kinds() { return {"adamw", "sgd"}; }
 
+void Optimizer::set_clip_grad_norm(double max_norm) {
+  if (!(max_norm >= 0 && std::isfinite(max_norm)))
+    throw std::invalid_argument(kind() + ": clip_grad_norm must be >= 0 and finite, got " + std::to_string(max_norm));
+  clip_grad_norm_ = max_norm;
+  if (max_norm == 0) last_grad_norm_.reset();
+}
+
+double Optimizer::clip_scale() {
+  if (clip_grad_norm_ == 0) return 1;
+  const Tensor& grads = model_->arena().grads();
+  const double norm = std::sqrt(model_->queue().backend().sum_squares(grads, model_->queue()));
+  last_grad_norm_ = norm;
+  // A norm that is not finite leaves the gradients as they are: the loss of that step was
+  // not finite either, and the step stops the run (train/step.hpp) before any update.
+  return norm > clip_grad_norm_ && std::isfinite(norm) ? clip_grad_norm_ / (norm + 1e-6) : 1.0;
+}
+
+void Optimizer::set_decay_filter(const std::string& which) {
+  if (which != "all" && which != "matrices")
+    throw std::invalid_argument(kind() + ": unknown decay filter '" + which + "' (valid: all, matrices)");
+  decay_matrices_only_ = which == "matrices";
+}
+
+std::vector<Optimizer::DecayRun> Optimizer::decay_runs() {
+  const std::int64_t n = model_->arena().values().numel();
+  if (!decay_matrices_only_) return {{0, n, true}};
+  std::vector<DecayRun> runs;
+  for (const ArenaEntry& e : model_->arena().param_entries()) {
+    const bool decay = e.shape.size() >= 2;
+    if (!runs.empty() && runs.back().decay == decay) continue;
+    if (!runs.empty()) runs.back().end = e.offset;
+    runs.push_back({runs.empty() ? 0 : e.offset, n, decay});
+  }
+  if (runs.empty()) runs.push_back({0, n, true});
+  return runs;
+}
+
+kernels::Tensor Optimizer::part(const kernels::Tensor& block, const DecayRun& r) {
+  return block.view(r.begin, {r.end - r.begin});
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Trainable& model) {
-  if (cfg.kind == "sgd") return std::make_unique<SGD>(model, cfg.momentum, cfg.nesterov, cfg.weight_decay);
-  if (cfg.kind == "adamw") return std::make_unique<AdamW>(model, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay);
+  std::unique_ptr<Optimizer> o;
+  if (cfg.kind == "sgd") o = std::make_unique<SGD>(model, cfg.momentum, cfg.nesterov, cfg.weight_decay);
+  if (cfg.kind == "adamw") o = std::make_unique<AdamW>(model, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay);
+  if (o) {
+    o->set_clip_grad_norm(cfg.clip_grad_norm);
+    o->set_decay_filter(cfg.decay);
+    return o;
+  }
   std::string valid;
   for (const auto& k : optimizer_kinds()) valid += (valid.empty() ? "" : ", ") + k;
   throw std::invalid_argument("unknown optimizer kind '" + cfg.kind + "' (valid: " + valid + ")");

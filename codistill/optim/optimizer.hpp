@@ -6,6 +6,7 @@
 // parameter so that checkpoints save them as /optimizer/<path>/<slot>.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,16 @@ class Optimizer {
   // The live blocks (slots created first), and new uninitialized ones laid out like them.
   OptimizerBlocks live_blocks();
   OptimizerBlocks blocks_like();
+  // Gradient clipping by global norm (optimizer.clip_grad_norm, as torch.nn.utils.
+  // clip_grad_norm_): each update reads the gradients scaled by min(1, max_norm / (norm +
+  // 1e-6)), norm the L2 norm of all of them; 0 turns it off. Throws std::invalid_argument
+  // for a negative or non-finite max_norm.
+  void set_clip_grad_norm(double max_norm);
+  // optimizer.decay: "all" (every parameter decays) or "matrices" (only parameters of 2 or
+  // more dimensions). Anything else throws std::invalid_argument listing the valid values.
+  void set_decay_filter(const std::string& which);
+  // The gradients' global norm before clipping at the last update; nullopt without clipping.
+  std::optional<double> last_grad_norm() const { return last_grad_norm_; }
   std::int64_t steps_taken() const { return t_; }
   void set_steps_taken(std::int64_t t) { t_ = t; }
   // Slot tensors (views into the slot blocks) by parameter path then slot name, for
@@ -55,6 +66,20 @@ class Optimizer {
   virtual std::vector<std::string> slot_names() const = 0;
   // The flat slot block `name`, created or moved to follow the arena's dtype and device.
   kernels::Tensor& slot(const std::string& name);
+  // The factor the update applies to the gradients (kernels::SgdScalars::grad_scale): 1
+  // without clipping; with it, measures the norm (one pass over the gradients, waiting for
+  // the queue) and records it.
+  double clip_scale();
+  // Elements [begin, end) of the arena's blocks, all decaying or all not (optimizer.decay):
+  // one run over everything with "all"; with "matrices", the runs of consecutive parameters
+  // of the same kind (padding goes with the parameter before it: it stays zero either way).
+  struct DecayRun {
+    std::int64_t begin = 0, end = 0;
+    bool decay = true;
+  };
+  std::vector<DecayRun> decay_runs();
+  // The run's part of a block laid out like the arena (a value, gradient or slot block).
+  static kernels::Tensor part(const kernels::Tensor& block, const DecayRun& r);
 
   Trainable* model_;
   std::int64_t t_ = 0;
@@ -63,6 +88,9 @@ class Optimizer {
   std::map<std::string, kernels::Tensor> slots_;
   std::map<std::string, std::map<std::string, kernels::Tensor>> views_;
   const void* views_of_ = nullptr;  // the slot memory the views were made for
+  double clip_grad_norm_ = 0;
+  bool decay_matrices_only_ = false;
+  std::optional<double> last_grad_norm_;
 };
 
 // sgd (momentum, nesterov, L2 weight decay as in PyTorch SGD) | adamw (decoupled weight

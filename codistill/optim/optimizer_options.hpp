@@ -26,6 +26,11 @@ struct OptimizerConfig {
   bool nesterov = false;  // sgd
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
+  double clip_grad_norm = 0.0;  // gradients scaled to this global L2 norm when above it; 0: off
+  // Which parameters weight decay applies to: all | matrices (those of 2 or more dimensions:
+  // the weights of linear, convolution and embedding layers; not biases, nor normalization
+  // gains and shifts: GPT-2's recipe).
+  std::string decay = "all";
   ScheduleConfig schedule;
 };
 

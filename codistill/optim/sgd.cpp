@@ -25,16 +25,26 @@ void SGD::update(double lr, const OptimizerBlocks* from) {
   if (!arena.grads().defined()) throw std::logic_error("sgd: the model has no gradients (a forward-only copy)");
   kernels::SgdScalars s;
   s.lr = lr;
-  s.weight_decay = weight_decay_;
   s.momentum = momentum_;
   s.nesterov = nesterov_;
+  s.grad_scale = clip_scale();
   kernels::Tensor* momentum = momentum_ > 0 ? &slot("momentum") : nullptr;
-  kernels::UpdateSource src;
-  if (from) {
-    src.value = &from->values;
-    if (momentum) src.m = &from->slots.at("momentum");
+  for (const DecayRun& r : decay_runs()) {
+    s.weight_decay = r.decay ? weight_decay_ : 0.0;
+    kernels::Tensor value = part(arena.values(), r), buf = momentum ? part(*momentum, r) : kernels::Tensor();
+    kernels::Tensor fv, fb;  // the run's part of the blocks an out-of-place step reads
+    kernels::UpdateSource src;
+    if (from) {
+      fv = part(from->values, r);
+      src.value = &fv;
+      if (momentum) {
+        fb = part(from->slots.at("momentum"), r);
+        src.m = &fb;
+      }
+    }
+    model_->queue().backend().sgd_update(value, part(arena.grads(), r), momentum ? &buf : nullptr, s, src,
+                                         model_->queue());
   }
-  model_->queue().backend().sgd_update(arena.values(), arena.grads(), momentum, s, src, model_->queue());
   ++t_;
 }
 

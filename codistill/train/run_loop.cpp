@@ -187,6 +187,7 @@ class RunLoop {
     nlohmann::json fields = {{"loss", window_.loss / n}, {"ce", window_.ce / n}, {"distill", window_.distill / n},
                              {"lr", lr_}, {"examples_per_s", rate_}, {"teachers", window_.teachers},
                              {"staleness", staleness}};
+    if (auto g = s_.optimizer->last_grad_norm()) fields["grad_norm"] = *g;  // optimizer.clip_grad_norm
     s_.modality->add_train_fields(fields, rate_);
     s_.metrics->emit("train", step, fields);
     if (!s_.opts.interactive)

@@ -61,6 +61,7 @@ void activate(const T* x, T* y, std::int64_t n, Activation act, cpu::Impl impl) 
   if (act == Activation::relu) cpu::relu_forward<T>(x, y, n, impl);
   else if (act == Activation::gelu) cpu::gelu_forward<T>(x, y, n, impl);
   else if (act == Activation::silu) cpu::silu_forward<T>(x, y, n, impl);
+  else if (act == Activation::gelu_tanh) cpu::gelu_tanh_forward<T>(x, y, n, impl);
   else if (x != y) std::memcpy(y, x, static_cast<std::size_t>(n) * sizeof(T));
 }
 
@@ -69,6 +70,7 @@ void activate_backward(const T* saved, const T* dy, T* dx, std::int64_t n, Activ
   if (act == Activation::relu) cpu::relu_backward<T>(saved, dy, dx, n, impl);
   else if (act == Activation::gelu) cpu::gelu_backward<T>(saved, dy, dx, n, impl);
   else if (act == Activation::silu) cpu::silu_backward<T>(saved, dy, dx, n, impl);
+  else if (act == Activation::gelu_tanh) cpu::gelu_tanh_backward<T>(saved, dy, dx, n, impl);
   else if (dx != dy) std::memcpy(dx, dy, static_cast<std::size_t>(n) * sizeof(T));
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/cpu/backend_impl.hpp"
 #include "kernels/cpu/backend_util.hpp"
@@ -41,6 +42,7 @@ struct Sgd {
   const T *p_in, *buf_in, *g;
   T lr, wd, mu;
   bool nesterov;
+  T gs;  // grad_scale
   bool stream = false;
 };
 
@@ -50,6 +52,7 @@ struct AdamW {
   T *p, *m, *v;
   const T *p_in, *m_in, *v_in, *g;
   T decay, b1, b2, step_size, inv_sqrt_bc2, eps;
+  T gs;  // grad_scale
   bool stream = false;
 };
 
@@ -124,18 +127,18 @@ CODISTILL_OPT_INLINE void span(const Sgd<T>& a, std::int64_t lo, std::int64_t hi
   T* p = a.p;
   T* buf = a.buf;
   const T *p_in = a.p_in, *buf_in = a.buf_in, *g = a.g;
-  const T lr = a.lr, wd = a.wd, mu = a.mu;
+  const T lr = a.lr, wd = a.wd, mu = a.mu, gs = a.gs;
   if (!buf) {
 #pragma omp simd
     for (std::int64_t i = lo; i < hi; ++i) {
       const T pi = p_in[i];
-      p[i] = pi - lr * (g[i] + wd * pi);
+      p[i] = pi - lr * (g[i] * gs + wd * pi);
     }
   } else if (a.nesterov) {
 #pragma omp simd
     for (std::int64_t i = lo; i < hi; ++i) {
       const T pi = p_in[i];
-      const T d = g[i] + wd * pi;
+      const T d = g[i] * gs + wd * pi;
       const T b = mu * buf_in[i] + d;
       buf[i] = b;
       p[i] = pi - lr * (d + mu * b);
@@ -144,7 +147,7 @@ CODISTILL_OPT_INLINE void span(const Sgd<T>& a, std::int64_t lo, std::int64_t hi
 #pragma omp simd
     for (std::int64_t i = lo; i < hi; ++i) {
       const T pi = p_in[i];
-      const T d = g[i] + wd * pi;
+      const T d = g[i] * gs + wd * pi;
       const T b = mu * buf_in[i] + d;
       buf[i] = b;
       p[i] = pi - lr * b;
@@ -157,10 +160,10 @@ CODISTILL_OPT_INLINE void span(const AdamW<T>& a, std::int64_t lo, std::int64_t 
   T *p = a.p, *m = a.m, *v = a.v;
   const T *p_in = a.p_in, *m_in = a.m_in, *v_in = a.v_in, *g = a.g;
   const T b1 = a.b1, b2 = a.b2, decay = a.decay, step_size = a.step_size, inv_sqrt_bc2 = a.inv_sqrt_bc2,
-          eps = a.eps;
+          eps = a.eps, gs = a.gs;
 #pragma omp simd
   for (std::int64_t i = lo; i < hi; ++i) {
-    const T gi = g[i];
+    const T gi = g[i] * gs;
     const T mi = b1 * m_in[i] + (T(1) - b1) * gi;
     const T vi = b2 * v_in[i] + (T(1) - b2) * gi * gi;
     m[i] = mi;
@@ -262,7 +265,8 @@ void sgd_update(T* p, const T* g, T* momentum, std::int64_t n, const SgdScalars&
            static_cast<T>(s.lr),
            static_cast<T>(s.weight_decay),
            static_cast<T>(s.momentum),
-           s.nesterov};
+           s.nesterov,
+           static_cast<T>(s.grad_scale)};
   // Streaming stores only where nothing written is also read.
   a.stream = impl == Impl::fast && p_from && (!buf || momentum_from) &&
              static_cast<std::size_t>(n) * sizeof(T) >= kStreamMinBytes;
@@ -284,11 +288,40 @@ void adamw_update(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamWScala
              static_cast<T>(s.beta2),
              static_cast<T>(s.step_size),
              static_cast<T>(s.inv_sqrt_bc2),
-             static_cast<T>(s.eps)};
+             static_cast<T>(s.eps),
+             static_cast<T>(s.grad_scale)};
   a.stream = impl == Impl::fast && p_from && m_from && v_from &&
              static_cast<std::size_t>(n) * sizeof(T) >= kStreamMinBytes;
   update(a, n, impl);
 }
+
+template <class T>
+double sum_squares(const T* x, std::int64_t n, Impl impl) {
+  auto part = [x](std::int64_t lo, std::int64_t hi) {
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (std::int64_t i = lo; i < hi; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    return s;
+  };
+  if (impl != Impl::fast || n < kParallelMin || omp_in_parallel()) {
+    if (impl == Impl::fast) return part(0, n);
+    double s = 0;
+    for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    return s;
+  }
+  std::vector<double> parts(static_cast<std::size_t>(omp_get_max_threads()), 0.0);
+#pragma omp parallel
+  {
+    const std::int64_t k = omp_get_num_threads(), t = omp_get_thread_num();
+    parts[static_cast<std::size_t>(t)] = part(n * t / k, n * (t + 1) / k);
+  }
+  double s = 0;
+  for (double p : parts) s += p;
+  return s;
+}
+
+template double sum_squares<float>(const float*, std::int64_t, Impl);
+template double sum_squares<double>(const double*, std::int64_t, Impl);
 
 template void sgd_update<float>(float*, const float*, float*, std::int64_t, const SgdScalars&, Impl, const float*,
                                 const float*);
@@ -310,6 +343,13 @@ void CpuBackend::sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum,
     cpu::sgd_update<T>(value.data<T>(), grad.data<T>(), opt<T>(momentum), value.numel(), s, impl_of(q),
                        opt<T>(from.value), opt<T>(from.m));
   });
+}
+
+double CpuBackend::sum_squares(const Tensor& x, Queue& q) {
+  double s = 0;
+  run_op(*this, Op::sum_squares, x.dtype(), "sum_squares",
+         [&]<class T>() { s = cpu::sum_squares<T>(x.data<T>(), x.numel(), impl_of(q)); });
+  return s;
 }
 
 void CpuBackend::adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s,

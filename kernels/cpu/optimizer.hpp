@@ -26,4 +26,9 @@ template <class T>
 void adamw_update(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamWScalars& s, Impl impl = Impl::fast,
                   const T* p_from = nullptr, const T* m_from = nullptr, const T* v_from = nullptr);
 
+// sum of x_i^2 in double. reference: in order; fast: each thread sums a fixed contiguous
+// part, the parts added in thread order (the same bits run to run at the same threads).
+template <class T>
+double sum_squares(const T* x, std::int64_t n, Impl impl = Impl::fast);
+
 }  // namespace codistill::kernels::cpu

@@ -103,6 +103,7 @@ void with_activation(Activation act, Fn&& fn) {
     case Activation::relu: fn.template operator()<Activation::relu>(); break;
     case Activation::gelu: fn.template operator()<Activation::gelu>(); break;
     case Activation::silu: fn.template operator()<Activation::silu>(); break;
+    case Activation::gelu_tanh: fn.template operator()<Activation::gelu_tanh>(); break;
   }
 }
 

@@ -179,6 +179,29 @@ static void copy_update_source(Tensor& value, Tensor* m, Tensor* v, const Update
 }
 }  // namespace
 
+// One launch of per-chunk partial sums into scratch, one download, the partials added on the
+// host in chunk order: the same bits run to run.
+double CudaBackend::sum_squares(const Tensor& x, kernels::Queue& q) {
+  const std::int64_t n = x.numel();
+  CudaQueue& cq = enter(q, Op::sum_squares, x.dtype(), "sum_squares", {{x, n, "x"}});
+  if (n == 0) return 0;
+  const Context& ctx = cq.context();
+  auto& res = resources_of(ctx, "sum_squares");
+  detail::use_device(ctx);
+  const cudaStream_t stream = detail::stream_of(ctx);
+  const auto shape = shapes::sum_squares(n);
+  const std::size_t bytes = shape.grid.x * sizeof(double);
+  auto* partials = static_cast<double*>(res.scratch(bytes));
+  device::sum_squares_kernel<<<shape.grid.x, shape.block.x, shape.smem, stream>>>(f32(x), n, partials);
+  CODISTILL_CUDA_LAUNCH_CHECK();
+  auto* host = static_cast<double*>(res.pinned_scratch(bytes));
+  CODISTILL_CUDA_CHECK(cudaMemcpyAsync(host, partials, bytes, cudaMemcpyDeviceToHost, stream));
+  CODISTILL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  double s = 0;
+  for (unsigned b = 0; b < shape.grid.x; ++b) s += host[b];
+  return s;
+}
+
 void CudaBackend::sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum,
                              const kernels::SgdScalars& s, const UpdateSource& from, kernels::Queue& q) {
   const char* op = "sgd_update";
@@ -193,6 +216,7 @@ void CudaBackend::sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum
   sc.weight_decay = static_cast<float>(s.weight_decay);
   sc.momentum = static_cast<float>(s.momentum);
   sc.nesterov = s.nesterov;
+  sc.grad_scale = static_cast<float>(s.grad_scale);
   ParamSlice slice;
   slice.value = f32(value);
   slice.grad = f32(grad);
@@ -217,6 +241,7 @@ void CudaBackend::adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Ten
   sc.step_size = static_cast<float>(s.step_size);
   sc.inv_sqrt_bc2 = static_cast<float>(s.inv_sqrt_bc2);
   sc.eps = static_cast<float>(s.eps);
+  sc.grad_scale = static_cast<float>(s.grad_scale);
   ParamSlice slice;
   slice.value = f32(value);
   slice.grad = f32(grad);

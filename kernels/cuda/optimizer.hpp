@@ -25,10 +25,12 @@ struct ParamSlice {
 struct SgdScalars {
   float lr = 0, weight_decay = 0, momentum = 0;
   bool nesterov = false;
+  float grad_scale = 1;
 };
 
 struct AdamWScalars {
   float decay = 1, beta1 = 0.9f, beta2 = 0.999f, step_size = 0, inv_sqrt_bc2 = 1, eps = 1e-8f;
+  float grad_scale = 1;
 };
 
 void sgd_step(const std::vector<ParamSlice>& params, const SgdScalars& s, const Context& ctx);

@@ -3,6 +3,8 @@
 // are configuration errors (exit 2) that name the key.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <csignal>
 #include <filesystem>
 
@@ -108,4 +110,26 @@ TEST_CASE("model.init_from: another model or a missing path exits 2 naming the k
   INFO(tuned.out << tuned.err);
   CHECK(tuned.exit_code == 0);
   CHECK(tuned.out.find("model initialized from") != std::string::npos);
+}
+
+TEST_CASE("optimizer.clip_grad_norm: train events carry the gradients' norm, clipped runs differ", "[process][clip]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  const std::string short_run = "--set train.steps=200 --set checkpoint.every=0 --set train.eval_every=0 ";
+  REQUIRE(run_command(cmd(dir, "clipped", short_run + "--set optimizer.clip_grad_norm=0.05"), dir).exit_code == 0);
+  REQUIRE(run_command(cmd(dir, "plain", short_run), dir).exit_code == 0);
+  const auto clipped = read_events(dir.path() / "clipped" / "worker-000" / "metrics.jsonl", "train");
+  const auto plain = read_events(dir.path() / "plain" / "worker-000" / "metrics.jsonl", "train");
+  REQUIRE(clipped.size() == 2);
+  REQUIRE(plain.size() == 2);
+  for (const auto& e : clipped) {
+    const double norm = e.at("grad_norm").get<double>();
+    CHECK(std::isfinite(norm));
+    CHECK(norm > 0);
+  }
+  for (const auto& e : plain) CHECK_FALSE(e.contains("grad_norm"));
+  CHECK(clipped.back().at("loss") != plain.back().at("loss"));
+  auto bad = run_command(cmd(dir, "bad", "--set optimizer.clip_grad_norm=-1"), dir);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("optimizer.clip_grad_norm"));
 }

@@ -21,7 +21,7 @@ std::unique_ptr<Sequential> transformer_block(const TransformerBlockShape& s) {
   auto mlp = std::make_unique<Sequential>();
   mlp->add("ln", std::make_unique<LayerNorm>(s.d_model));
   mlp->add("fc1", std::make_unique<Linear>(s.d_model, s.mlp_ratio * s.d_model));
-  mlp->add("gelu", std::make_unique<GELU>());
+  mlp->add("gelu", std::make_unique<GELU>(s.gelu_tanh));
   mlp->add("fc2", std::make_unique<Linear>(s.mlp_ratio * s.d_model, s.d_model));
   if (s.dropout > 0) mlp->add("drop", std::make_unique<Dropout>(s.dropout));
   auto block = std::make_unique<Sequential>();

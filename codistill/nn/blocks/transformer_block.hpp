@@ -17,6 +17,7 @@ struct TransformerBlockShape {
   std::int64_t d_model = 64, heads = 4, seq_len = 64, mlp_ratio = 4;
   double dropout = 0.0;
   AttentionKernel attention = AttentionKernel::materialized;  // the attention core's kernel
+  bool gelu_tanh = false;  // the MLP's GELU in its tanh form (model.gelu: tanh)
 };
 
 std::unique_ptr<Sequential> transformer_block(const TransformerBlockShape& s);

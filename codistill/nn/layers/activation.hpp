@@ -37,9 +37,10 @@ class ReLU : public ActivationLayer {
   ReLU() : ActivationLayer(kernels::Activation::relu) {}
 };
 
+// tanh: GELU's tanh approximation (GPT-2's, PyTorch's approximate='tanh'; kind "gelu_tanh").
 class GELU : public ActivationLayer {
  public:
-  GELU() : ActivationLayer(kernels::Activation::gelu) {}
+  explicit GELU(bool tanh = false) : ActivationLayer(tanh ? kernels::Activation::gelu_tanh : kernels::Activation::gelu) {}
 };
 
 }  // namespace codistill

@@ -37,7 +37,7 @@ Tensor Linear::do_forward(const Tensor& x, bool /*training*/) {
   const std::int64_t batch = x.dim(0);
   x_ = x;
   ensure(y_, {batch, out_}, x.dtype());
-  Tensor* pre = fused_ == Activation::gelu ? &ensure(pre_, {batch, out_}, x.dtype()) : nullptr;
+  Tensor* pre = kernels::keeps_input(fused_) ? &ensure(pre_, {batch, out_}, x.dtype()) : nullptr;
   backend().linear_forward(x, w_, has_bias_ ? &b_ : nullptr, y_, fused_, pre, queue());
   return y_;
 }
@@ -50,7 +50,7 @@ Tensor Linear::do_backward(const Tensor& dy, bool need_dx) {
   const Tensor* saved = nullptr;
   Tensor* dpre = nullptr;
   if (fused_ != Activation::none) {
-    // relu's backward reads the output, gelu's the pre-activation; dpre has its own buffer
+    // relu's backward reads the output, gelu's (and the others') the pre-activation; dpre has its own buffer
     // (dy belongs to the next layer).
     saved = fused_ == Activation::relu ? &y_ : &pre_;
     dpre = &ensure(dpre_, dy.shape(), dy.dtype());

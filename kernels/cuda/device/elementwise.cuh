@@ -22,11 +22,18 @@ __device__ __forceinline__ float normal_cdf(float x) {
 // (silu(-inf) = -inf * 0 is NaN, as the CPU twin's).
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
+// GELU's tanh form as x sigmoid(2u) (1 + tanh(u) = 2 sigmoid(2u)), u = sqrt(2/pi) (x + 0.044715
+// x^3), as the CPU twin computes it.
+__device__ __forceinline__ float gelu_tanh_2u(float v) {
+  return 1.5957691216057308f * (v + 0.044715f * v * v * v);
+}
+
 template <Activation A>
 __device__ __forceinline__ float act_forward(float v) {
   if constexpr (A == Activation::relu) return v > 0.0f ? v : 0.0f;
   else if constexpr (A == Activation::gelu) return v * normal_cdf(v);
   else if constexpr (A == Activation::silu) return v * sigmoid(v);
+  else if constexpr (A == Activation::gelu_tanh) return v * sigmoid(gelu_tanh_2u(v));
   else return v;
 }
 
@@ -41,6 +48,10 @@ __device__ __forceinline__ float act_backward(float saved, float dy) {
   } else if constexpr (A == Activation::silu) {
     const float s = sigmoid(saved);
     return dy * (s * (1.0f + saved * (1.0f - s)));
+  } else if constexpr (A == Activation::gelu_tanh) {
+    const float s = sigmoid(gelu_tanh_2u(saved));
+    const float du = 0.79788456080286536f * (1.0f + 0.134145f * saved * saved);
+    return dy * (s + 2.0f * saved * s * (1.0f - s) * du);
   } else {
     return dy;
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernels/cuda/device/reduce.cuh"
 #include "kernels/cuda/device_api.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 #include "kernels/cuda/optimizer.hpp"  // the float scalars
@@ -21,6 +22,16 @@ namespace codistill::kernels::cuda::shapes {
 
 constexpr std::int64_t kOptimizerChunk = 4096;  // elements per block: 16 per thread
 constexpr int kOptimizerThreads = 256;
+
+constexpr std::int64_t kSumSquaresChunk = 16384;  // elements per block of sum_squares_kernel
+constexpr int kSumSquaresThreads = 256;
+
+// One block per chunk; its partial sum goes to partials[block] (the host adds them in order).
+inline Launch sum_squares(std::int64_t n) {
+  const std::int64_t blocks = (n + kSumSquaresChunk - 1) / kSumSquaresChunk;
+  if (blocks > 0x7fffffff) throw std::invalid_argument("sum_squares (cuda): too many elements for one launch");
+  return {{static_cast<unsigned>(blocks)}, {kSumSquaresThreads}, (kSumSquaresThreads / kWarp) * sizeof(double)};
+}
 
 inline Launch optimizer(std::int64_t chunks) {
   if (chunks > 0x7fffffff)
@@ -51,9 +62,10 @@ inline bool operator==(const DevSlice& a, const DevSlice& b) {
 
 struct SgdOp {
   cuda::SgdScalars s;
-  // p -= lr * (g + wd * p)   or, with momentum,
+  // g *= grad_scale, then  p -= lr * (g + wd * p)   or, with momentum,
   // d = g + wd * p;  b = mu * b + d;  p -= lr * (nesterov ? d + mu * b : b)
   __device__ __forceinline__ void operator()(float& p, float g, float& b, float&) const {
+    g = __fmul_rn(g, s.grad_scale);
     const float d = __fadd_rn(g, __fmul_rn(s.weight_decay, p));
     if (s.momentum == 0.0f) {
       p = __fsub_rn(p, __fmul_rn(s.lr, d));
@@ -68,9 +80,10 @@ struct SgdOp {
 
 struct AdamWOp {
   cuda::AdamWScalars s;
-  // m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
+  // g *= grad_scale;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
   // p = p decay - step_size m / (sqrt(v) inv_sqrt_bc2 + eps)
   __device__ __forceinline__ void operator()(float& p, float g, float& m, float& v) const {
+    g = __fmul_rn(g, s.grad_scale);
     const float mi = __fadd_rn(__fmul_rn(s.beta1, m), __fmul_rn(__fsub_rn(1.0f, s.beta1), g));
     const float vi = __fadd_rn(__fmul_rn(s.beta2, v),
                                __fmul_rn(__fmul_rn(__fsub_rn(1.0f, s.beta2), g), g));
@@ -134,6 +147,21 @@ __global__ void __launch_bounds__(shapes::kOptimizerThreads)
   }
   const DevSlice sl = table[lo];
   update_chunk(op, sl, chunk);
+}
+
+// The gradients' sum of squares for clipping (optimizer.clip_grad_norm): block b sums chunk b
+// of x in double, in a fixed order (each thread's stride, then block_sum), into partials[b].
+__global__ void __launch_bounds__(shapes::kSumSquaresThreads)
+    sum_squares_kernel(const float* __restrict__ x, std::int64_t n, double* __restrict__ partials) {
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * shapes::kSumSquaresChunk;
+  const std::int64_t end = begin + shapes::kSumSquaresChunk < n ? begin + shapes::kSumSquaresChunk : n;
+  double s = 0;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const double v = x[i];
+    s += v * v;
+  }
+  s = block_sum(s, dynamic_smem<double>());
+  if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
 
 // One slice (a flat parameter arena: the backend's case) comes by value: no table.

@@ -116,6 +116,7 @@ model:
   pool: 1
   blocks: 3
   activation: gelu
+  gelu: tanh
   dropout: 0.25
   init: xavier_uniform
   layers:
@@ -139,6 +140,8 @@ optimizer:
   beta1: 0.8
   beta2: 0.99
   eps: 1e-6
+  clip_grad_norm: 1.0
+  decay: matrices
   schedule:
     kind: cosine
     warmup_steps: 100
@@ -176,6 +179,12 @@ codistill:
   sync_timeout_s: 30
   fixed_teachers: [runs/big, "a b/worker-001"]
   teacher_precision: float32
+  gate:
+    enabled: false
+    probe: 64
+    max_ratio: 3.0
+    max_loss: 5.0
+    accept_below: 0.2
 )";
 
 }  // namespace codistill::test

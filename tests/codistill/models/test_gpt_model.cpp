@@ -133,15 +133,36 @@ TEST_CASE("gpt: the model attribute rebuilds the same model", "[models][gpt]") {
   CHECK_THAT(model_yaml(mlp), !Catch::Contains("d_model"));
 }
 
+TEST_CASE("gpt: model.gelu tanh puts GELU's tanh form in every MLP, and the attribute says so", "[models][gpt]") {
+  Rng rng(3);
+  ModelConfig c = tiny_gpt(2, 16, 4, 8, 20);
+  const std::string erf_yaml = model_yaml(resolve_gpt(c));
+  CHECK_THAT(erf_yaml, !Catch::Contains("gelu"));  // the default leaves earlier attributes as they were
+  c.gelu = "tanh";
+  Model m = build_model(c, rng);
+  int tanh_layers = 0;
+  visit_modules(m.root(), [&](const std::string&, Module& child) {
+    CHECK(child.kind() != "gelu");
+    tanh_layers += child.kind() == "gelu_tanh";
+  });
+  CHECK(tanh_layers == 2);  // one per block
+  const ModelConfig back = model_from_yaml(model_yaml(resolve_gpt(c)));
+  CHECK(back.gelu == "tanh");
+  c.gelu = "fast";
+  CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("valid: erf, tanh"));
+}
+
 TEST_CASE("gpt: whole-model gradients match finite differences (double), tied head or not",
           "[models][gpt][gradcheck]") {
   const bool tied = GENERATE(false, true);
   const std::string attention = GENERATE(as<std::string>{}, "materialized", "flash");
-  INFO((tied ? "tied head" : "untied head") << ", attention " << attention);
+  const std::string gelu = GENERATE(as<std::string>{}, "erf", "tanh");
+  INFO((tied ? "tied head" : "untied head") << ", attention " << attention << ", gelu " << gelu);
   Rng rng(11);
   ModelConfig cfg = tiny_gpt(1, 4, 2, 3, 5);
   cfg.tie_embeddings = tied;
   cfg.attention = attention;
+  cfg.gelu = gelu;
   Model m = build_model(cfg, rng);
   m.to_dtype(DType::f64);
   const std::vector<std::int32_t> ids{1, 4, 0, 2, 2, 3};

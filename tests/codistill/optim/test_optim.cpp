@@ -153,6 +153,112 @@ TEST_CASE("optimizers match PyTorch over three steps", "[optim]") {
   }
 }
 
+// The same problem with torch.nn.utils.clip_grad_norm_(params, 1.0) before each step
+// (float64): the norms 2.68, 2.56 and 2.35 (SGD) are all clipped.
+TEST_CASE("gradient clipping by global norm matches PyTorch's clip_grad_norm_", "[optim]") {
+  struct Clipped {
+    OptimizerConfig cfg;
+    std::vector<double> p, slot, norms;
+  };
+  OptimizerConfig s = sgd(0.9, false, 0), a = adamw(0.9, 0.999, 1e-8, 0.01);
+  s.clip_grad_norm = a.clip_grad_norm = 1.0;
+  const std::vector<Clipped> cases = {
+      {s, {0.8714995937827764, -1.5158768431398393, 0.25613194620018587, 2.93486013174013},
+       {0.6298738110759193, -2.346640637609177, 1.154624433003947, 0.3220865972373134},
+       {2.679552201394852, 2.563514497008399, 2.3460867907835046}},
+      {a, {0.6974909971081138, -1.6940834820656128, 0.20068734299953828, 2.691015499144379},
+       {0.059533357726830015, -0.2394194879096121, 0.1068578531376733, 0.031596516386912944},
+       {2.679552201394852, 2.4930064895655386, 2.3149658763381553}},
+  };
+  for (const Clipped& c : cases) {
+    for (DType dtype : {DType::f64, DType::f32}) {
+      INFO(c.cfg.kind << ", " << kernels::dtype_name(dtype));
+      const double tol = dtype == DType::f64 ? 1e-12 : 2e-6;
+      Problem prob(dtype);
+      auto opt = make_optimizer(c.cfg, prob.model);
+      for (int t = 0; t < 3; ++t) {
+        prob.compute_grad();
+        opt->step(0.1);
+        REQUIRE(opt->last_grad_norm().has_value());
+        CHECK(*opt->last_grad_norm() == Approx(c.norms[static_cast<std::size_t>(t)]).epsilon(tol));
+      }
+      check_close(prob.p(), c.p, tol);
+      check_close(values(opt->state().at("weights/w").at(c.cfg.kind == "sgd" ? "momentum" : "adam_m")), c.slot, tol);
+    }
+  }
+  SECTION("a bound above the norm changes nothing, bit for bit; off records no norm") {
+    Problem clipped(DType::f32), plain(DType::f32);
+    OptimizerConfig loose = a;
+    loose.clip_grad_norm = 100;
+    auto o1 = make_optimizer(loose, clipped.model), o2 = make_optimizer(adamw(0.9, 0.999, 1e-8, 0.01), plain.model);
+    for (int t = 0; t < 3; ++t) {
+      clipped.compute_grad();
+      plain.compute_grad();
+      o1->step(0.1);
+      o2->step(0.1);
+    }
+    CHECK(std::memcmp(clipped.value->raw(), plain.value->raw(), clipped.value->nbytes()) == 0);
+    CHECK_FALSE(o2->last_grad_norm().has_value());
+    CHECK_THROWS_WITH(o2->set_clip_grad_norm(-1), Catch::Contains("clip_grad_norm must be >= 0"));
+  }
+}
+
+// A matrix [2, 2] and a vector [4], both starting at kP0 with the gradient a * p + b.
+class MatrixAndVector : public Layer {
+ public:
+  MatrixAndVector()
+      : w_(Tensor::from_vector({2, 2}, kP0).to(DType::f32)), dw_(Tensor::zeros({2, 2}, DType::f32)),
+        b_(Tensor::from_vector({4}, kP0).to(DType::f32)), db_(Tensor::zeros({4}, DType::f32)) {}
+  std::string kind() const override { return "matrix_and_vector"; }
+  std::vector<Param> params() override { return {{"w", &w_, &dw_}, {"b", &b_, &db_}}; }
+  kernels::Shape output_shape(const kernels::Shape& input) const override { return input; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, bool) override { return x; }
+  Tensor do_backward(const Tensor& dy, bool) override { return dy; }
+
+ private:
+  Tensor w_, dw_, b_, db_;
+};
+
+// After three steps of `cfg` with optimizer.decay `which`: the values of w then b.
+std::vector<double> train_matrix_and_vector(OptimizerConfig cfg, const std::string& which) {
+  Model model;
+  model.add("layer", std::make_unique<MatrixAndVector>());
+  model.finalize();
+  cfg.decay = which;
+  auto opt = make_optimizer(cfg, model);
+  auto params = model.params();
+  for (int t = 0; t < 3; ++t) {
+    for (const auto& p : params)
+      for (int i = 0; i < 4; ++i)
+        p.grad->data<float>()[i] = static_cast<float>(kA[i] * double(p.value->data<float>()[i]) + kB[i]);
+    opt->step(0.1);
+  }
+  std::vector<double> out = values(params.at(0).value), b = values(params.at(1).value);
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+TEST_CASE("optimizer.decay matrices: weight decay on parameters of 2 or more dimensions only", "[optim]") {
+  for (const OptimizerConfig& cfg : {sgd(0.9, true, 0.1), adamw(0.9, 0.999, 1e-8, 0.1)}) {
+    INFO(cfg.kind);
+    OptimizerConfig no_decay = cfg;
+    no_decay.weight_decay = 0;
+    const auto all = train_matrix_and_vector(cfg, "all"), none = train_matrix_and_vector(no_decay, "all");
+    const auto matrices = train_matrix_and_vector(cfg, "matrices");
+    // Elementwise updates with the same gradients: the matrix as with decay, the vector as
+    // without, bit for bit.
+    for (int i = 0; i < 4; ++i) CHECK(matrices[static_cast<std::size_t>(i)] == all[static_cast<std::size_t>(i)]);
+    for (int i = 4; i < 8; ++i) CHECK(matrices[static_cast<std::size_t>(i)] == none[static_cast<std::size_t>(i)]);
+    CHECK(all[4] != none[4]);  // decay does change the vector when it applies
+  }
+  Problem prob(DType::f32);
+  OptimizerConfig bad = sgd(0.9, false, 0.1);
+  bad.decay = "vectors";
+  CHECK_THROWS_WITH(make_optimizer(bad, prob.model), Catch::Contains("valid: all, matrices"));
+}
+
 TEST_CASE("first SGD-momentum step by hand", "[optim]") {
   // buf = g = a*p0 + b; p1 = p0 - lr * buf
   Problem prob(DType::f64);

@@ -82,6 +82,17 @@ TEMPLATE_TEST_CASE("fast activations match reference", "[activation]", float, do
   silu_backward<T>(x.data(), dy.data(), dx_ref.data(), n, Impl::reference);
   silu_backward<T>(x.data(), dy.data(), dx_fast.data(), n, Impl::fast);
   CHECK(max_rel_error(dx_fast, dx_ref) < tolerance<T>());
+
+  y_ref = poisoned<T>(n);
+  y_fast = poisoned<T>(n);
+  gelu_tanh_forward<T>(x.data(), y_ref.data(), n, Impl::reference);
+  gelu_tanh_forward<T>(x.data(), y_fast.data(), n, Impl::fast);
+  CHECK(max_rel_error(y_fast, y_ref) < tolerance<T>());
+  dx_ref = poisoned<T>(n);
+  dx_fast = poisoned<T>(n);
+  gelu_tanh_backward<T>(x.data(), dy.data(), dx_ref.data(), n, Impl::reference);
+  gelu_tanh_backward<T>(x.data(), dy.data(), dx_fast.data(), n, Impl::fast);
+  CHECK(max_rel_error(dx_fast, dx_ref) < tolerance<T>());
 }
 
 TEST_CASE("activations have the documented values", "[activation]") {
@@ -100,6 +111,11 @@ TEST_CASE("activations have the documented values", "[activation]") {
     const std::vector<double> silu_want{-0.2384058440442351, -0.1887703343990727, 0.0, 0.3112296656009273,
                                         1.7615941559557646};
     CHECK(max_rel_error(y, silu_want) < 1e-12);
+    gelu_tanh_forward<double>(x.data(), y.data(), 5, impl);
+    // PyTorch's gelu(approximate='tanh') at these points.
+    const std::vector<double> tanh_want{-0.04540230591222494, -0.15428599017485606, 0.0, 0.34571400982514394,
+                                        1.954597694087775};
+    CHECK(max_rel_error(y, tanh_want) < 1e-12);
   }
 }
 
@@ -170,6 +186,16 @@ TEMPLATE_TEST_CASE("activations work in place", "[activation]", float, double) {
   silu_backward<T>(x.data(), silu_d.data(), silu_d.data(), n, impl);
   CHECK(max_rel_error(silu_d, silu_dx) == 0.0);
 
+  gelu_tanh_forward<T>(x.data(), want.data(), n, impl);
+  inplace = x;
+  gelu_tanh_forward<T>(inplace.data(), inplace.data(), n, impl);
+  CHECK(max_rel_error(inplace, want) == 0.0);
+  auto tanh_dx = poisoned<T>(n);
+  gelu_tanh_backward<T>(x.data(), dy.data(), tanh_dx.data(), n, impl);
+  auto tanh_d = dy;
+  gelu_tanh_backward<T>(x.data(), tanh_d.data(), tanh_d.data(), n, impl);
+  CHECK(max_rel_error(tanh_d, tanh_dx) == 0.0);
+
   relu_forward<T>(x.data(), want.data(), n, impl);
   auto dx_want = poisoned<T>(n);
   relu_backward<T>(want.data(), dy.data(), dx_want.data(), n, impl);
@@ -215,6 +241,15 @@ TEST_CASE("activation gradients match finite differences", "[activation][gradche
   dx = poisoned<double>(n);
   silu_backward<double>(x.data(), r.data(), dx.data(), n, impl);
   CHECK(max_rel_error(dx, numeric_gradient(silu_f, params), kGradFloor) < kGradTolerance);
+
+  auto tanh_f = [&] {
+    std::vector<double> g(n);
+    gelu_tanh_forward<double>(x.data(), g.data(), n, impl);
+    return dot(g, r);
+  };
+  dx = poisoned<double>(n);
+  gelu_tanh_backward<double>(x.data(), r.data(), dx.data(), n, impl);
+  CHECK(max_rel_error(dx, numeric_gradient(tanh_f, params), kGradFloor) < kGradTolerance);
 }
 
 TEST_CASE("activations reject a negative size", "[activation]") {

@@ -2,8 +2,8 @@
 // optimizer.cuh), run from their real source under the SIMT executor with the launcher's
 // shapes (launch_shapes.hpp, optimizer.cuh), against their CPU twins (kernels/cpu/image/pool,
 // kernels/cpu/optimizer): ties and NaN in pooling windows, overlapping windows, SGD (plain,
-// momentum, Nesterov, weight decay) and AdamW over several slices (a table) and one (by
-// value), aligned and not.
+// momentum, Nesterov, weight decay, gradients scaled) and AdamW over several slices (a table)
+// and one (by value), aligned and not; the gradients' sum of squares (clipping).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -116,16 +116,19 @@ TEST_CASE("simt: SGD and AdamW kernels match the CPU updates bit for bit", "[sim
   for (const std::uint64_t seed : kSeeds) {
     for (const auto& sizes : layouts) {
       for (const std::size_t skew : {0, 4}) {  // odd slices 4 bytes off: scalar path
-        for (int variant = 0; variant < 4; ++variant) {
+        for (int variant = 0; variant < 6; ++variant) {
           INFO("slices " << sizes.size() << " first " << sizes[0] << " skew " << skew
                          << " variant " << variant << " seed " << seed);
           Slices s = make_slices(sizes, seed, skew);
-          if (variant < 3) {
-            kernels::SgdScalars k{0.05, variant == 0 ? 0.0 : 1e-3, variant == 0 ? 0.0 : 0.9,
-                                  variant == 2};
+          // Variants 4 and 5: 2 and 3 (Nesterov, AdamW) with the gradients scaled (clipping).
+          const int kind = variant < 4 ? variant : variant - 2;
+          const double gs = variant < 4 ? 1.0 : 0.37;
+          if (kind < 3) {
+            kernels::SgdScalars k{0.05, kind == 0 ? 0.0 : 1e-3, kind == 0 ? 0.0 : 0.9, kind == 2, gs};
             const kernels::cuda::SgdScalars f{static_cast<float>(k.lr),
                                               static_cast<float>(k.weight_decay),
-                                              static_cast<float>(k.momentum), k.nesterov};
+                                              static_cast<float>(k.momentum), k.nesterov,
+                                              static_cast<float>(gs)};
             const bool momentum = k.momentum != 0;
             run_step(s, dev::SgdOp{f}, momentum, false, seed);
             for (std::size_t j = 0; j < sizes.size(); ++j) {
@@ -136,11 +139,12 @@ TEST_CASE("simt: SGD and AdamW kernels match the CPU updates bit for bit", "[sim
               if (momentum) REQUIRE(s.bufs[4 * j + 2]->download() == b);
             }
           } else {
-            kernels::AdamWScalars k{1 - 1e-4, 0.9, 0.999, 1e-3, 1.0 / std::sqrt(1 - 0.999 * 0.999), 1e-8};
+            kernels::AdamWScalars k{1 - 1e-4, 0.9, 0.999, 1e-3, 1.0 / std::sqrt(1 - 0.999 * 0.999), 1e-8, gs};
             const kernels::cuda::AdamWScalars f{
                 static_cast<float>(k.decay), static_cast<float>(k.beta1),
                 static_cast<float>(k.beta2), static_cast<float>(k.step_size),
-                static_cast<float>(k.inv_sqrt_bc2), static_cast<float>(k.eps)};
+                static_cast<float>(k.inv_sqrt_bc2), static_cast<float>(k.eps),
+                static_cast<float>(gs)};
             run_step(s, dev::AdamWOp{f}, true, true, seed);
             for (std::size_t j = 0; j < sizes.size(); ++j) {
               auto p = s.p[j], m = s.s0[j], v = s.s1[j];
@@ -153,6 +157,29 @@ TEST_CASE("simt: SGD and AdamW kernels match the CPU updates bit for bit", "[sim
           }
         }
       }
+    }
+  }
+}
+
+TEST_CASE("simt: the sum of squares matches the CPU's, the same bits each run", "[simt]") {
+  for (const std::uint64_t seed : kSeeds) {
+    for (const std::int64_t n : {std::int64_t{1}, std::int64_t{255}, shapes::kSumSquaresChunk,
+                                 shapes::kSumSquaresChunk + 1, std::int64_t{3} * shapes::kSumSquaresChunk + 77}) {
+      INFO("n " << n << " seed " << seed);
+      const auto x = random_floats(n, seed);
+      const double want = kernels::cpu::sum_squares(x.data(), n, Ref::reference);
+      const auto shape = shapes::sum_squares(n);
+      simt::DeviceBuffer<float> dx(x);
+      auto sum_once = [&](std::uint64_t schedule_seed) {
+        simt::DeviceBuffer<double> partials(static_cast<std::size_t>(shape.grid.x));
+        simt::launch(dev::sum_squares_kernel, config(shape, schedule_seed), dx.data(), n, partials.data());
+        double s = 0;
+        for (double p : partials.download()) s += p;  // in block order, as the launcher adds them
+        return s;
+      };
+      const double got = sum_once(seed);
+      CHECK(std::abs(got - want) <= 1e-12 * want);
+      CHECK(sum_once(seed + 1) == got);  // another thread schedule, the same bits
     }
   }
 }

@@ -208,7 +208,8 @@ inline Cases linear_cases() {
                                 {33, 1000, 17}, {600, 45, 3}, {70000, 3, 2},  // many rows to reduce
                                 {0, 5, 7}};                                   // an empty batch
   for (const auto& s : shapes)
-    for (Activation act : {Activation::none, Activation::relu, Activation::gelu, Activation::silu}) {
+    for (Activation act :
+         {Activation::none, Activation::relu, Activation::gelu, Activation::silu, Activation::gelu_tanh}) {
       for (bool bias : {true, false}) add<LinearForward>(out, kAllDtypes, s, bias, act);
       add<LinearBackward>(out, kAllDtypes, s, true, true, act);
       add<LinearBackward>(out, kAllDtypes, s, false, false, act);
@@ -262,7 +263,7 @@ inline Cases elementwise_cases() {
   Cases out;
   // 1 and 7: below any vector width; 4099 an odd tail; 100003 over the threading thresholds.
   for (std::int64_t n : {1, 7, 4099, 100003})
-    for (Activation act : {Activation::relu, Activation::gelu, Activation::silu})
+    for (Activation act : {Activation::relu, Activation::gelu, Activation::silu, Activation::gelu_tanh})
       for (bool in_place : {false, true}) add<ActivationCase>(out, kAllDtypes, n, act, in_place);
   const std::pair<std::int64_t, std::int64_t> rows[] = {{1, 1}, {7, 33}, {64, 10}, {300, 257}, {3, 4001}};
   for (auto [m, n] : rows)
