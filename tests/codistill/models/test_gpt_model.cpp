@@ -363,3 +363,22 @@ TEST_CASE("gpt: the head fused into the loss gives the unfused loss and gradient
   CHECK(scale > 0);
   CHECK(diff <= 1e-5 * scale);
 }
+
+// configs/gpt2_124m.yaml is GPT-2 small: 124,475,904 parameters with the vocabulary padded to
+// 50304 and the head tied (nanoGPT's count for the same model), GELU's tanh form in each
+// block, and the recipe's optimizer keys.
+TEST_CASE("gpt: the shipped GPT-2 124M config builds GPT-2 small", "[models][gpt]") {
+  const Config c = load_config(std::string(CODISTILL_SOURCE_DIR) + "/configs/gpt2_124m.yaml");
+  CHECK(c.optimizer.decay == "matrices");
+  CHECK(c.optimizer.clip_grad_norm == 1.0);
+  CHECK(c.optimizer.beta2 == 0.95);
+  ModelConfig mc = c.model;
+  mc.input_shape = {mc.seq_len};
+  mc.classes = mc.vocab_size;
+  Rng rng(1);
+  Model m = build_model(mc, rng);
+  CHECK(m.num_params() == 124475904);
+  int tanh_layers = 0;
+  visit_modules(m.root(), [&](const std::string&, Module& child) { tanh_layers += child.kind() == "gelu_tanh"; });
+  CHECK(tanh_layers == 12);
+}
