@@ -75,4 +75,12 @@ void Backend::batchnorm_activation_backward(const Tensor& x, const Tensor&, cons
   not_built(*this, x.dtype(), "batchnorm with a fused activation backward", Op::batchnorm_activation);
 }
 
+void Backend::flash_attention_forward(const Tensor& qkv, Tensor&, Tensor&, const AttentionShape&, Queue&) {
+  not_built(*this, qkv.dtype(), "flash_attention", Op::flash_attention);
+}
+void Backend::flash_attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor& dy, Tensor&,
+                                       const AttentionShape&, Queue&) {
+  not_built(*this, dy.dtype(), "flash_attention backward", Op::flash_attention);
+}
+
 }  // namespace codistill::kernels

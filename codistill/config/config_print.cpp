@@ -95,7 +95,8 @@ std::vector<std::string> config_differences(const Config& a, const Config& b) {
                   [](const auto& x, const auto& y) {
                     return x.first == y.first && model_yaml(x.second) == model_yaml(y.second) &&
                            x.second.init_from == y.second.init_from &&  // not in model_yaml
-                           x.second.memory_format == y.second.memory_format;
+                           x.second.memory_format == y.second.memory_format &&
+                           x.second.attention == y.second.attention;
                   }))
     paths.emplace_back("worker_models");
   return paths;

@@ -183,6 +183,7 @@ std::vector<Field> make_config_keys() {
   // Model keys of the config file but not of the architecture (model_fields()).
   keys.push_back(CODISTILL_KEY(model.init_from, any()));
   keys.push_back(CODISTILL_KEY(model.memory_format, one_of({"auto", "nchw", "nhwc"})));
+  keys.push_back(CODISTILL_KEY(model.attention, one_of({"materialized", "flash"})));
   for (auto& f : make_training_keys()) keys.push_back(f);
   return keys;
 }

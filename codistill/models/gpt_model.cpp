@@ -50,6 +50,8 @@ ModelConfig resolve_gpt(const ModelConfig& cfg) {
          ")");
   if (c.blocks < 1) fail("model.blocks must be >= 1, got " + std::to_string(c.blocks));
   if (c.mlp_ratio < 1) fail("model.mlp_ratio must be >= 1, got " + std::to_string(c.mlp_ratio));
+  if (c.attention != "materialized" && c.attention != "flash")
+    fail("model.attention must be materialized or flash, got '" + c.attention + "'");
   return c;
 }
 
@@ -71,8 +73,9 @@ void build_gpt(const ModelConfig& raw, Rng& rng, Model& model) {
     model.add("drop", std::move(drop));
   }
   const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(L));
+  const AttentionKernel kernel = parse_attention_kernel(cfg.attention);
   for (std::int64_t l = 0; l < L; ++l) {
-    auto block = transformer_block({D, cfg.heads, T, cfg.mlp_ratio, cfg.dropout, cfg.gelu == "tanh"});
+    auto block = transformer_block({D, cfg.heads, T, cfg.mlp_ratio, cfg.dropout, kernel, cfg.gelu == "tanh"});
     // Tree order: dropout streams seeded, LayerNorms reset, linears drawn in order.
     visit_modules(*block, [&](const std::string& path, Module& m) {
       if (auto* lin = dynamic_cast<Linear*>(&m)) {

@@ -36,6 +36,9 @@ struct ModelConfig {
   // How image maps lie in memory: auto | nchw | nhwc (Model::set_memory_format). Not part of
   // the architecture either: the parameters and checkpoints are the same in every format.
   std::string memory_format = "auto";
+  // gpt: the attention core's kernel, materialized | flash (codistill/nn/layers/attention.hpp).
+  // Not part of the architecture either: the same parameters, and results equal to rounding.
+  std::string attention = "materialized";
   // Filled from the data, not from the config file:
   std::vector<std::int64_t> input_shape;  // [C, H, W]
   std::int64_t classes = 0;

@@ -3,8 +3,9 @@
 // two workers codistilling in sync mode (per-token eval events and churn, teachers after
 // burn-in, and the same bits when the run is repeated), and a worker resumed from its
 // checkpoint ending bit-identical to an uninterrupted run, and a worker group of 2 ranks
-// (mpirun) with batch 4 ending where one process with batch 8 does; and a bf16 pair (student
-// and teachers) ending near the float32 pair.
+// (mpirun) with batch 4 ending where one process with batch 8 does; a bf16 pair (student
+// and teachers) ending near the float32 pair; and a worker on flash attention
+// (model.attention) ending where the materialized one does, refused on CUDA (no kernel yet).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "codistill/dist/process_group.hpp"
 #include "support/checkpoint_compare.hpp"
+#include "support/cuda_test.hpp"
 #include "support/process.hpp"
 
 using namespace codistill::test;
@@ -239,4 +241,36 @@ TEST_CASE("two gpt workers codistill in bf16 (student and teachers) near the flo
     CHECK(digest(worker_dir(dir, "bf16", w) / "ckpt-000000012.h5") !=
           digest(worker_dir(dir, "f32", w) / "ckpt-000000012.h5"));
   }
+}
+
+TEST_CASE("a gpt worker on flash attention ends where the materialized one does", "[process][text]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", config(prepare(dir)));
+  const std::string alone = "--set codistill.enabled=false --set run.workers=1";
+  REQUIRE(run_command(worker_cmd(dir, 0, "materialized", alone), dir).exit_code == 0);
+  const ProcessResult r = run_command(worker_cmd(dir, 0, "flash", alone + " --set model.attention=flash"), dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_text(dir.path() / "flash" / "config.yaml").find("attention: flash") != std::string::npos);
+  // The same parameters after 12 steps up to float32 rounding (the two kernels sum in
+  // different orders), so the same held-out loss to well within 0.1%.
+  auto final_loss = [&](const std::string& run) {
+    return read_events(worker_dir(dir, run, 0) / "metrics.jsonl", "eval").back().at("loss").get<double>();
+  };
+  const double loss_m = final_loss("materialized"), loss_f = final_loss("flash");
+  INFO("held-out loss at step 12: materialized " << loss_m << ", flash " << loss_f);
+  CHECK(std::abs(loss_f - loss_m) <= 1e-3 * loss_m);
+}
+
+TEST_CASE("model.attention flash on CUDA is a configuration error naming the key (exit 2)", "[cuda][process][text]") {
+  if (skip_without_cuda()) return;
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", config(prepare(dir)));
+  const std::string alone = "--set codistill.enabled=false --set run.workers=1 --device cuda";
+  const ProcessResult r = run_command(worker_cmd(dir, 0, "run", alone + " --set model.attention=flash"), dir);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("model.attention") != std::string::npos);
+  CHECK(r.err.find("no flash_attention kernel") != std::string::npos);
+  CHECK_FALSE(fs::exists(worker_dir(dir, "run", 0)));  // refused before anything is written
 }

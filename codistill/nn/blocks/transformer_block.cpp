@@ -17,7 +17,7 @@ std::unique_ptr<Sequential> transformer_block(const TransformerBlockShape& s) {
     throw std::invalid_argument("transformer block: mlp_ratio must be >= 1, got " + std::to_string(s.mlp_ratio));
   auto attn = std::make_unique<Sequential>();
   attn->add("ln", std::make_unique<LayerNorm>(s.d_model));
-  attn->add("attn", std::make_unique<CausalSelfAttention>(s.d_model, s.heads, s.seq_len, s.dropout));
+  attn->add("attn", std::make_unique<CausalSelfAttention>(s.d_model, s.heads, s.seq_len, s.dropout, s.attention));
   auto mlp = std::make_unique<Sequential>();
   mlp->add("ln", std::make_unique<LayerNorm>(s.d_model));
   mlp->add("fc1", std::make_unique<Linear>(s.d_model, s.mlp_ratio * s.d_model));

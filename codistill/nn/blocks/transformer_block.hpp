@@ -9,12 +9,14 @@
 #include <memory>
 
 #include "codistill/nn/blocks/sequential.hpp"
+#include "codistill/nn/layers/attention.hpp"
 
 namespace codistill {
 
 struct TransformerBlockShape {
   std::int64_t d_model = 64, heads = 4, seq_len = 64, mlp_ratio = 4;
   double dropout = 0.0;
+  AttentionKernel attention = AttentionKernel::materialized;  // the attention core's kernel
   bool gelu_tanh = false;  // the MLP's GELU in its tanh form (model.gelu: tanh)
 };
 

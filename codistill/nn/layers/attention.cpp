@@ -7,9 +7,15 @@ namespace codistill {
 using kernels::Shape;
 using kernels::Tensor;
 
+AttentionKernel parse_attention_kernel(const std::string& name) {
+  if (name == "materialized") return AttentionKernel::materialized;
+  if (name == "flash") return AttentionKernel::flash;
+  throw std::invalid_argument("unknown attention kernel '" + name + "' (valid: flash, materialized)");
+}
+
 CausalSelfAttention::CausalSelfAttention(std::int64_t d_model, std::int64_t heads, std::int64_t seq_len,
-                                         double dropout)
-    : d_model_(d_model), heads_(heads), seq_len_(seq_len) {
+                                         double dropout, AttentionKernel kernel)
+    : d_model_(d_model), heads_(heads), seq_len_(seq_len), kernel_(kernel) {
   if (heads < 1 || d_model < 1 || d_model % heads != 0)
     throw std::invalid_argument("causal_self_attention: d_model (" + std::to_string(d_model) +
                                 ") must be a positive multiple of heads (" + std::to_string(heads) + ")");
@@ -45,8 +51,13 @@ Tensor CausalSelfAttention::do_forward(const Tensor& x, bool training) {
   rows_ = x.dim(0);
   qkv_out_ = qkv_->forward(x, training);
   ensure(att_, {rows_, d_model_}, x.dtype());
-  ensure(probs_, {s.batch, s.heads, s.seq, s.seq}, x.dtype());
-  backend().attention_forward(qkv_out_, att_, probs_, s, queue());
+  if (kernel_ == AttentionKernel::flash) {
+    ensure(lse_, {s.batch, s.heads, s.seq}, x.dtype());
+    backend().flash_attention_forward(qkv_out_, att_, lse_, s, queue());
+  } else {
+    ensure(probs_, {s.batch, s.heads, s.seq, s.seq}, x.dtype());
+    backend().attention_forward(qkv_out_, att_, probs_, s, queue());
+  }
   const Tensor y = proj_->forward(att_, training);
   return drop_ ? drop_->forward(y, training) : y;
 }
@@ -58,8 +69,12 @@ Tensor CausalSelfAttention::do_backward(const Tensor& dy, bool need_dx) {
   const Tensor dproj = drop_ ? drop_->backward(dy, true) : dy;
   const Tensor datt = proj_->backward(dproj, true);
   ensure(dqkv_, {rows_, 3 * d_model_}, dy.dtype());
-  ensure(scratch_, probs_.shape(), dy.dtype());
-  backend().attention_backward(qkv_out_, probs_, datt, dqkv_, scratch_, s, queue());
+  if (kernel_ == AttentionKernel::flash) {
+    backend().flash_attention_backward(qkv_out_, att_, lse_, datt, dqkv_, s, queue());
+  } else {
+    ensure(scratch_, probs_.shape(), dy.dtype());
+    backend().attention_backward(qkv_out_, probs_, datt, dqkv_, scratch_, s, queue());
+  }
   return qkv_->backward(dqkv_, need_dx);
 }
 

@@ -130,6 +130,7 @@ model:
   tie_embeddings: true
   init_from: runs/pretrained/worker-000
   memory_format: nchw
+  attention: flash
 optimizer:
   kind: adamw
   lr: 0.001

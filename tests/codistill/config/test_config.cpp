@@ -46,6 +46,7 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.data.prefetch == "false");
   CHECK(c.model.init_from == "runs/pretrained/worker-000");
   CHECK(c.model.memory_format == "nchw");
+  CHECK(c.model.attention == "flash");
   CHECK(c.model.hidden == std::vector<std::int64_t>{512});
   CHECK(c.model.channels == std::vector<std::int64_t>{8, 16, 32});
   CHECK(c.model.dropout == 0.25);

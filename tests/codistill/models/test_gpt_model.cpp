@@ -12,6 +12,7 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/models/gpt_model.hpp"
 #include "codistill/models/model.hpp"
+#include "codistill/nn/layers/attention.hpp"
 #include "codistill/optim/optimizer.hpp"
 #include "codistill/util/rng.hpp"
 #include "support/test_util.hpp"
@@ -102,6 +103,9 @@ TEST_CASE("gpt: config checks name the key", "[models][gpt]") {
   c = tiny_gpt();
   c.classes = 50;
   CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("differs"));
+  c = tiny_gpt();
+  c.attention = "fused";
+  CHECK_THROWS_WITH(build_model(c, rng), Catch::Contains("model.attention"));
 }
 
 TEST_CASE("gpt: the model attribute rebuilds the same model", "[models][gpt]") {
@@ -151,11 +155,13 @@ TEST_CASE("gpt: model.gelu tanh puts GELU's tanh form in every MLP, and the attr
 TEST_CASE("gpt: whole-model gradients match finite differences (double), tied head or not",
           "[models][gpt][gradcheck]") {
   const bool tied = GENERATE(false, true);
+  const std::string attention = GENERATE(as<std::string>{}, "materialized", "flash");
   const std::string gelu = GENERATE(as<std::string>{}, "erf", "tanh");
-  INFO((tied ? "tied head" : "untied head") << ", gelu " << gelu);
+  INFO((tied ? "tied head" : "untied head") << ", attention " << attention << ", gelu " << gelu);
   Rng rng(11);
   ModelConfig cfg = tiny_gpt(1, 4, 2, 3, 5);
   cfg.tie_embeddings = tied;
+  cfg.attention = attention;
   cfg.gelu = gelu;
   Model m = build_model(cfg, rng);
   m.to_dtype(DType::f64);
@@ -193,6 +199,42 @@ TEST_CASE("gpt: whole-model gradients match finite differences (double), tied he
       CHECK(test::max_rel_error(analytic, numeric) < 1e-5);
     }
   }
+}
+
+TEST_CASE("gpt: flash attention gives the materialized model's logits and gradients, without the probabilities",
+          "[models][gpt]") {
+  // T = 150: two blocks of the CPU's flash kernel (kFlashBlock), the second one short.
+  ModelConfig cfg = tiny_gpt(2, 32, 2, 150, 64);
+  Rng ra(5), rb(5);
+  Model a = build_model(cfg, ra);
+  cfg.attention = "flash";
+  Model b = build_model(cfg, rb);
+  CHECK(a.fingerprint() == b.fingerprint());  // not part of the architecture
+  std::vector<std::int32_t> ids(2 * 150);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 13 + i / 7) % 64);
+  std::vector<std::vector<float>> logits, grads;
+  for (Model* m : {&a, &b}) {
+    m->zero_grad();
+    const Tensor z = m->forward(tokens(ids, 2, 150), true);
+    logits.emplace_back(z.data<float>(), z.data<float>() + z.numel());
+    Tensor dz = Tensor::empty(z.shape(), DType::f32);
+    for (std::int64_t i = 0; i < dz.numel(); ++i) dz.data<float>()[i] = static_cast<float>(std::sin(0.37 * i)) / 200;
+    m->backward(dz);
+    grads.emplace_back(m->arena().grads().data<float>(), m->arena().grads().data<float>() + m->arena().grads().numel());
+  }
+  CHECK(test::rel_error(logits[1], logits[0]) < 1e-4);
+  CHECK(test::rel_error(grads[1], grads[0]) < 1e-4);
+  // What the flash layers keep for the backward: the log-sum-exp, no [B, H, T, T] tensor.
+  int flash_layers = 0;
+  visit_modules(b.root(), [&](const std::string&, Module& m) {
+    if (auto* attn = dynamic_cast<CausalSelfAttention*>(&m)) {
+      CHECK(attn->attention_kernel() == AttentionKernel::flash);
+      CHECK_FALSE(attn->probs().defined());
+      CHECK(attn->lse().shape() == Shape{2, 2, 150});
+      ++flash_layers;
+    }
+  });
+  CHECK(flash_layers == 2);
 }
 
 TEST_CASE("gpt: a tiny model learns a repeating token stream on the CPU", "[models][gpt][train]") {
@@ -320,4 +362,23 @@ TEST_CASE("gpt: the head fused into the loss gives the unfused loss and gradient
   }
   CHECK(scale > 0);
   CHECK(diff <= 1e-5 * scale);
+}
+
+// configs/gpt2_124m.yaml is GPT-2 small: 124,475,904 parameters with the vocabulary padded to
+// 50304 and the head tied (nanoGPT's count for the same model), GELU's tanh form in each
+// block, and the recipe's optimizer keys.
+TEST_CASE("gpt: the shipped GPT-2 124M config builds GPT-2 small", "[models][gpt]") {
+  const Config c = load_config(std::string(CODISTILL_SOURCE_DIR) + "/configs/gpt2_124m.yaml");
+  CHECK(c.optimizer.decay == "matrices");
+  CHECK(c.optimizer.clip_grad_norm == 1.0);
+  CHECK(c.optimizer.beta2 == 0.95);
+  ModelConfig mc = c.model;
+  mc.input_shape = {mc.seq_len};
+  mc.classes = mc.vocab_size;
+  Rng rng(1);
+  Model m = build_model(mc, rng);
+  CHECK(m.num_params() == 124475904);
+  int tanh_layers = 0;
+  visit_modules(m.root(), [&](const std::string&, Module& child) { tanh_layers += child.kind() == "gelu_tanh"; });
+  CHECK(tanh_layers == 12);
 }

@@ -374,10 +374,13 @@ TEST_CASE("PositionEmbedding, CausalSelfAttention and the transformer block matc
     // T = 1 (one token attends to itself), T = 7 with head_dim 3 (not a multiple of 4).
     for (auto [T, D, H] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 4, 2}, {7, 6, 2}, {4, 8, 1}}) {
       INFO("T " << T << " D " << D << " heads " << H);
-      CausalSelfAttention attn(D, H, T);
-      attn.qkv().init_params(rng, "kaiming_uniform");
-      attn.proj().init_params(rng, "kaiming_uniform");
-      check_gradients(attn, random_tensor({2 * T, D}, seed + 2, -2, 2), seed, impl);
+      for (AttentionKernel kernel : {AttentionKernel::materialized, AttentionKernel::flash}) {
+        INFO((kernel == AttentionKernel::flash ? "flash" : "materialized"));
+        CausalSelfAttention attn(D, H, T, 0.0, kernel);
+        attn.qkv().init_params(rng, "kaiming_uniform");
+        attn.proj().init_params(rng, "kaiming_uniform");
+        check_gradients(attn, random_tensor({2 * T, D}, seed + 2, -2, 2), seed, impl);
+      }
     }
     auto block = transformer_block({4, 2, 3, 2, 0.0});
     visit_modules(*block, [&](const std::string&, Module& m) { m.init_params(rng, "kaiming_uniform"); });

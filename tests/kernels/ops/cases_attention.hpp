@@ -1,7 +1,9 @@
 #pragma once
 // Op cases of the gpt ops: embedding (gather forward, scatter-add backward, repeated ids)
 // and the causal self-attention core (forward: y and the probabilities; backward: dqkv),
-// odd sizes included: T = 1, T = 7, head_dim not a multiple of 4, one head. See op_case.hpp.
+// odd sizes included: T = 1, T = 7, head_dim not a multiple of 4, one head; and flash attention
+// (y and dqkv against the materialized op's, the log-sum-exp; no T x T tensor), from T = 1 to
+// 2048. See op_case.hpp.
 #include <tuple>
 
 #include "op_case.hpp"
@@ -58,6 +60,41 @@ class AttentionCase final : public OpCase {
   k::AttentionShape s_;
 };
 
+class FlashAttentionCase final : public OpCase {
+ public:
+  FlashAttentionCase(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim)
+      : s_{batch, seq, heads, head_dim} {}
+  std::string name() const override {
+    return "flash_attention_forward+backward " +
+           sizes({{"B", s_.batch}, {"T", s_.seq}, {"H", s_.heads}, {"hd", s_.head_dim}});
+  }
+  std::vector<Op> ops() const override { return {Op::flash_attention}; }
+  // On the reference queue y and dqkv come from the materialized op (the ground truth
+  // flash attention must match), lse from flash attention's reference.
+  std::vector<Output> run(Ctx& c) const override {
+    const std::int64_t rows = s_.rows(), D = s_.d_model();
+    Tensor qkv = c.random({rows, 3 * D}, seed, -2, 2), y = c.poison({rows, D});
+    Tensor lse = c.poison({s_.batch, s_.heads, s_.seq});
+    c.backend().flash_attention_forward(qkv, y, lse, s_, c.q);
+    Tensor dy = c.random({rows, D}, seed + 1), dqkv = c.poison({rows, 3 * D});
+    c.backend().flash_attention_backward(qkv, y, lse, dy, dqkv, s_, c.q);
+    if (c.reference()) {
+      const Shape ps{s_.batch, s_.heads, s_.seq, s_.seq};
+      Tensor probs = c.poison(ps), scratch = c.poison(ps);
+      y = c.poison({rows, D}), dqkv = c.poison({rows, 3 * D});
+      c.backend().attention_forward(qkv, y, probs, s_, c.q);
+      c.backend().attention_backward(qkv, probs, dy, dqkv, scratch, s_, c.q);
+    }
+    const double terms = static_cast<double>(s_.seq * s_.head_dim);
+    // lse is a log of O(T) terms, compared on the scale of 1 (it may pass through zero).
+    return {c.out("y", y, c.bound(terms)), c.out("lse", lse, c.bound(terms), 1.0),
+            c.out("dqkv", dqkv, c.bound(2 * terms))};
+  }
+
+ private:
+  k::AttentionShape s_;
+};
+
 inline Cases attention_cases() {
   Cases out;
   for (auto [rows, vocab, dim] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1}, {7, 3, 5},
@@ -66,6 +103,11 @@ inline Cases attention_cases() {
   for (auto [b, t, h, hd] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{1, 1, 1, 1},
                              {2, 1, 2, 4}, {2, 7, 2, 3}, {3, 7, 1, 5}, {1, 16, 4, 8}, {2, 33, 3, 17}, {4, 64, 4, 32}})
     add<AttentionCase>(out, {DType::f32, DType::f64}, b, t, h, hd);
+  // Around the CPU's 128-row blocks (127, 129, 257), odd T (37, 1023) and head dims (3, 65).
+  for (auto [b, t, h, hd] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{1, 1, 1, 1},
+                             {2, 1, 2, 3}, {2, 37, 3, 3}, {1, 127, 2, 65}, {3, 129, 1, 5}, {2, 257, 2, 16},
+                             {1, 1023, 2, 8}, {1, 2048, 1, 16}})
+    add<FlashAttentionCase>(out, {DType::f32, DType::f64}, b, t, h, hd);
   return out;
 }
 
