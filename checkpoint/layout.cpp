@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/bf16.hpp"
+#include "kernels/dtype.hpp"
 
 namespace codistill::checkpoint::layout {
 
@@ -149,7 +149,7 @@ std::int64_t first_non_finite(const void* data, std::uint64_t n, ElemType t) {
 // memcpy per element: `out` and `in` are byte buffers of any alignment (chunk buffers).
 void to_bf16(const float* x, unsigned char* out, std::uint64_t n) {
   for (std::uint64_t i = 0; i < n; ++i) {
-    const std::uint16_t b = kernels::cpu::bf16_round(x[i]);
+    const std::uint16_t b = kernels::bf16_round(x[i]);
     std::memcpy(out + 2 * i, &b, 2);
   }
 }
@@ -158,7 +158,7 @@ void from_bf16(const unsigned char* in, float* y, std::uint64_t n) {
   for (std::uint64_t i = 0; i < n; ++i) {
     std::uint16_t b;
     std::memcpy(&b, in + 2 * i, 2);
-    y[i] = kernels::cpu::bf16_to_float(b);
+    y[i] = kernels::bf16_to_float(b);
   }
 }
 

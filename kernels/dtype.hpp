@@ -1,9 +1,10 @@
 #pragma once
 // Element types. float32 is the training type; float64 exists so that every layer
-// and loss can be gradient-checked in double precision; bf16 is storage-only for now;
+// and loss can be gradient-checked in double precision; bf16 is for storage and operands (no layer computes in it);
 // i32 holds labels and indices (never a dtype a layer computes in).
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -29,6 +30,24 @@ inline const char* dtype_name(DType t) {
     case DType::i32: return "int32";
   }
   return "?";
+}
+
+// float32 -> bfloat16 bits (the upper 16 bits of a float32): round to nearest, ties to even,
+// on the bit pattern, so subnormals round as subnormals, values past the largest bf16 become
+// infinities and a NaN stays a NaN (quieted, sign kept); and back, exactly. Shared by the
+// CPU backend's mixed precision (kernels/cpu/bf16.hpp) and the checkpoints' bf16 storage.
+inline std::uint16_t bf16_round(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // NaN: quiet
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+inline float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
 }
 
 template <class T> constexpr DType dtype_of();

@@ -117,7 +117,7 @@ void restore_state(WorkerState& w, const checkpoint::CheckpointData& d) {
 
 Model model_from_checkpoint(const checkpoint::CheckpointData& d, const ModelFactory& factory) {
   ModelConfig mc = model_from_yaml(d.meta.model, "checkpoint model attribute");
-  Rng unused(0);  // parameters are overwritten from the file right away
+  Rng unused = Rng::placeholder();  // parameters are overwritten from the file right away
   Model model = factory ? factory(mc, unused) : build_model(mc, unused);
   if (model.fingerprint() != d.meta.model_fingerprint)
     throw std::runtime_error("model rebuilt from the checkpoint's model attribute has fingerprint " +

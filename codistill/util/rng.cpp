@@ -44,7 +44,14 @@ double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53
 
 double Rng::uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
 
+Rng Rng::placeholder() {
+  Rng r(0);
+  r.placeholder_ = true;
+  return r;
+}
+
 double Rng::normal() {
+  if (placeholder_) return 0.0;
   double u1 = uniform();
   double u2 = uniform();
   if (u1 < 1e-300) u1 = 1e-300;

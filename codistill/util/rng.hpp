@@ -15,6 +15,11 @@ class Rng {
   // Independent stream for (seed, a, b): e.g. (run seed, worker id, purpose).
   Rng(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0);
 
+  // A stream whose normal() is 0 without drawing (the rest draws as usual): for a model whose
+  // parameters are overwritten right after it is built (a teacher rebuilt from its
+  // checkpoint), where drawing Gaussian weights was most of the rebuild's time.
+  static Rng placeholder();
+
   void reseed(std::uint64_t seed);
   std::uint64_t next_u64();
   double uniform();                        // [0, 1)
@@ -27,6 +32,7 @@ class Rng {
 
  private:
   State s_{};
+  bool placeholder_ = false;
 };
 
 // Fisher-Yates shuffle of [first, first + n) driven by rng.

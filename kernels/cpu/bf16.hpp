@@ -13,22 +13,12 @@
 #include <memory>
 #include <string>
 
+#include "kernels/dtype.hpp"
+
 namespace codistill::kernels::cpu {
 
-inline std::uint16_t bf16_round(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // NaN: quiet
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
-
-inline float bf16_to_float(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+using kernels::bf16_round;     // kernels/dtype.hpp
+using kernels::bf16_to_float;
 
 // The float32 value bf16 holds for f.
 inline float bf16_rounded(float f) { return bf16_to_float(bf16_round(f)); }
