@@ -127,7 +127,7 @@ TEST_CASE("the table of 256 values decodes as the arithmetic does, bit for bit, 
     Splits s{d, d};
     normalize(s, kind, 255.0);
     const CodeValues values = code_values(s.train);
-    std::vector<std::uint8_t> codes(1000);
+    std::vector<std::uint8_t> codes(1003);  // the longest span from the latest start
     for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
     // Lengths around the 8- and 16-wide vector steps, from unaligned starts.
     for (std::int64_t n : {1, 7, 8, 9, 15, 16, 17, 33, 999}) {
