@@ -1,7 +1,6 @@
 // Byte codes of IDX datasets (byte_codes.hpp).
 #include "codistill/data/byte_codes.hpp"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -71,55 +70,6 @@ void decode_codes(const Dataset& d, const std::uint8_t* codes, float* out, std::
   double shift = 0, inv = 1;
   rule(d, shift, inv);
   decode_span(codes, out, n, shift, inv);
-}
-
-CodeValues code_values(const Dataset& d) {
-  CodeValues v;
-  std::array<std::uint8_t, 256> all;
-  for (int c = 0; c < 256; ++c) all[static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(c);
-  decode_codes(d, all.data(), v.data(), 256);
-  return v;
-}
-
-namespace {
-// The table lookups, 16 (AVX-512) or 8 (AVX2) bytes widened to indices and gathered at once;
-// chosen by the CPU once. Plain lookups elsewhere.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f"))) void lookup_avx512(const float* table, const std::uint8_t* c, float* out,
-                                                      std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + i)));
-    _mm512_storeu_ps(out + i, _mm512_i32gather_ps(idx, table, 4));
-  }
-  for (; i < n; ++i) out[i] = table[c[i]];
-}
-__attribute__((target("avx2"))) void lookup_avx2(const float* table, const std::uint8_t* c, float* out,
-                                                 std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + i)));
-    _mm256_storeu_ps(out + i, _mm256_i32gather_ps(table, idx, 4));
-  }
-  for (; i < n; ++i) out[i] = table[c[i]];
-}
-#endif
-void lookup_plain(const float* table, const std::uint8_t* c, float* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = table[c[i]];
-}
-using Lookup = void (*)(const float*, const std::uint8_t*, float*, std::int64_t);
-Lookup pick_lookup() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f")) return lookup_avx512;
-  if (__builtin_cpu_supports("avx2")) return lookup_avx2;
-#endif
-  return lookup_plain;
-}
-}  // namespace
-
-void decode_codes(const CodeValues& values, const std::uint8_t* codes, float* out, std::int64_t n) {
-  static const Lookup lookup = pick_lookup();
-  lookup(values.data(), codes, out, n);
 }
 
 }  // namespace codistill::data

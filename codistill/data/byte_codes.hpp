@@ -7,7 +7,6 @@
 // order; attach_codes() checks every value against the images once and keeps no codes
 // unless all of them match bit for bit, so that gathering from codes is never a different
 // batch.
-#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -25,12 +24,5 @@ bool attach_codes(Dataset& d, std::vector<std::uint8_t> codes);
 
 // out[i] = the float codes[i] stands for under d's normalization (d.codes' rule).
 void decode_codes(const Dataset& d, const std::uint8_t* codes, float* out, std::int64_t n);
-
-// The same through a table of the 256 floats a byte stands for (code_values, made once per
-// batch): a vector gather per 16 bytes instead of double arithmetic per value, the batch's
-// decode about 1.5x faster; the same bits, since each entry is that arithmetic's result.
-using CodeValues = std::array<float, 256>;
-CodeValues code_values(const Dataset& d);
-void decode_codes(const CodeValues& values, const std::uint8_t* codes, float* out, std::int64_t n);
 
 }  // namespace codistill::data

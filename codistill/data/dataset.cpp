@@ -38,7 +38,7 @@ const std::uint8_t* Dataset::code_bytes() const {
 void Dataset::copy_rows(std::int64_t first, std::int64_t n, float* out) const {
   const std::int64_t row = example_numel();
   if (const std::uint8_t* c = code_bytes()) {
-    decode_codes(code_values(*this), c + first * row, out, n * row);
+    decode_codes(*this, c + first * row, out, n * row);
     return;
   }
   std::memcpy(out, example(first), static_cast<std::size_t>(n * row) * sizeof(float));
@@ -173,7 +173,6 @@ void gather(const Dataset& d, std::span<const std::int64_t> indices, kernels::Te
   // block's first rows: a hint only).
   constexpr std::int64_t kAhead = 4;
   const bool par = parallel && n >= 16 && !omp_in_parallel();
-  const CodeValues values = codes ? code_values(d) : CodeValues{};
 #pragma omp parallel for schedule(static) if (par)
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t k = indices[i];
@@ -181,7 +180,7 @@ void gather(const Dataset& d, std::span<const std::int64_t> indices, kernels::Te
       // A byte row is a few cache lines: ask for all of the one kAhead rows on.
       if (i + kAhead < n)
         for (std::int64_t b = 0; b < row; b += 64) __builtin_prefetch(codes + indices[i + kAhead] * row + b);
-      decode_codes(values, codes + k * row, dst + i * row, row);
+      decode_codes(d, codes + k * row, dst + i * row, row);
     } else {
       if (i + kAhead < n) __builtin_prefetch(src + indices[i + kAhead] * row);
       std::memcpy(dst + i * row, src + k * row, row_bytes);

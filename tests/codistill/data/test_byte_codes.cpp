@@ -119,25 +119,3 @@ TEST_CASE("Fashion-MNIST, standardized, is gathered from its byte codes", "[data
   CHECK(s.train.codes.size() == static_cast<std::size_t>(s.train.images.numel()));
   CHECK(s.test.codes.size() == static_cast<std::size_t>(s.test.images.numel()));
 }
-
-TEST_CASE("the table of 256 values decodes as the arithmetic does, bit for bit, tails included", "[data]") {
-  Dataset d = byte_images(64, fresh_seed());
-  for (const char* kind : {"standard", "unit", "none"}) {
-    INFO(kind);
-    Splits s{d, d};
-    normalize(s, kind, 255.0);
-    const CodeValues values = code_values(s.train);
-    std::vector<std::uint8_t> codes(1003);  // the longest span from the latest start
-    for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
-    // Lengths around the 8- and 16-wide vector steps, from unaligned starts.
-    for (std::int64_t n : {1, 7, 8, 9, 15, 16, 17, 33, 999}) {
-      for (std::int64_t start : {0, 1, 3}) {
-        INFO("n " << n << " start " << start);
-        std::vector<float> want(static_cast<std::size_t>(n)), got(static_cast<std::size_t>(n), -1.0f);
-        decode_codes(s.train, codes.data() + start, want.data(), n);
-        decode_codes(values, codes.data() + start, got.data(), n);
-        CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
-      }
-    }
-  }
-}
