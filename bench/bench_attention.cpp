@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "kernels/cpu/impl.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/sequence/attention.hpp"
@@ -46,19 +47,17 @@ std::vector<std::int64_t> list_of(const std::string& v) {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
-    const std::string v = argv[++i];
-    if (k == "--T") a.seqs = list_of(v);
-    else if (k == "--B") a.B = std::stoll(v);
-    else if (k == "--H") a.H = std::stoll(v);
-    else if (k == "--hd") a.hd = std::stoll(v);
-    else if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--repeats") a.repeats = std::stoi(v);
-    else throw std::invalid_argument("unknown option " + k);
+  codistill::bench::ArgReader r(argc, argv);
+  while (r.next()) {
+    const std::string& k = r.key();
+    if (k == "--T") a.seqs = list_of(r.value());
+    else if (k == "--B") a.B = r.count(1);
+    else if (k == "--H") a.H = r.count(1);
+    else if (k == "--hd") a.hd = r.count(1);
+    else if (k == "--threads") a.threads = r.count(1);
+    else if (k == "--repeats") a.repeats = r.count(3);
+    else throw std::invalid_argument("unknown option " + k + " (valid: --T --B --H --hd --threads --repeats)");
   }
-  if (a.repeats < 3) throw std::invalid_argument("--repeats must be >= 3");
   return a;
 }
 
