@@ -21,8 +21,11 @@ struct RunConfig {
   std::string dir = "runs/run";
   std::uint64_t seed = 1;
   int worker = 0;
-  int workers = 1;
+  int workers = 1;  // this worker's view of the cohort at start: its data shard, the peers it expects
   int threads = 2;  // OpenMP threads for CPU kernels
+  // Leave the cohort for good after this step (0: never): a final checkpoint, then the
+  // retirement marker (persist/retirement.hpp). Per worker, like run.worker.
+  std::int64_t retire_at = 0;
 };
 
 struct TrainConfig {
@@ -82,6 +85,11 @@ struct CodistillConfig {
   std::int64_t max_staleness = 0;  // 0: unbounded
   std::string mode = "async";      // async | sync
   double sync_timeout_s = 600;
+  // Sync mode advances once this many live peers have published the step it waits for
+  // (0: all of them); those left behind keep their previous teacher.
+  int sync_quorum = 0;
+  // A retired peer's checkpoints: teach (stay usable as teachers) | drop.
+  std::string retired = "teach";
   // Frozen teachers for classic distillation, beside or instead of live peers: checkpoint
   // files, worker directories or run directories (their workers' freshest valid
   // checkpoints), resolved once when the run starts (teachers/fixed_teachers.hpp).

@@ -85,6 +85,7 @@ std::vector<Field> make_run_and_data_keys() {
       CODISTILL_KEY(run.seed, any()),
       CODISTILL_KEY(run.worker, ge(0)),  // < run.workers: checked after the overrides
       CODISTILL_KEY(run.workers, ge(1)),
+      CODISTILL_KEY(run.retire_at, ge(0)),
       CODISTILL_KEY(run.threads, ge(1)),
       CODISTILL_KEY(group.kind, one_of({"auto", "single", "mpi", "nccl"})),
       CODISTILL_KEY(group.timeout_s, gt(0)),
@@ -167,6 +168,8 @@ std::vector<Field> make_training_keys() {
       CODISTILL_KEY(codistill.max_staleness, ge(0)),
       CODISTILL_KEY(codistill.mode, one_of({"async", "sync"})),
       CODISTILL_KEY(codistill.sync_timeout_s, gt(0)),
+      CODISTILL_KEY(codistill.sync_quorum, ge(0)),
+      CODISTILL_KEY(codistill.retired, one_of({"teach", "drop"})),
       CODISTILL_KEY(codistill.fixed_teachers, text()),
       CODISTILL_KEY(codistill.teacher_precision, one_of({"same", "float32", "bf16"})),
       CODISTILL_KEY(codistill.gate.enabled, any()),

@@ -40,7 +40,27 @@ checkpoint::LoadedCheckpoint freshest(const std::string& key, const std::string&
   return std::move(*loaded);
 }
 
-checkpoint::LoadedCheckpoint load(const std::string& key, const std::string& spec, int worker) {
+// The freshest valid checkpoint among the other workers of `run_dir` (a joining worker's).
+checkpoint::LoadedCheckpoint freshest_peer(const std::string& key, const std::string& run_dir, int worker) {
+  const checkpoint::RunStore store(run_dir);
+  std::optional<checkpoint::CheckpointFile> best;
+  for (int w : store.workers())
+    if (w != worker)
+      if (auto f = store.freshest_valid(w); f && (!best || f->step > best->step)) best = f;
+  // Read again: a checkpoint pruned in between falls back to that worker's next freshest.
+  std::optional<checkpoint::LoadedCheckpoint> loaded;
+  if (best) loaded = store.load_freshest(best->worker, read_options());
+  if (!loaded)
+    fail(key, fmt::format("'{}': no other worker of run directory {} has published a valid checkpoint yet (a worker "
+                          "joins a running run from its peers' freshest; start it later, or without "
+                          "model.init_from to start from scratch)",
+                          kInitFromPeers, run_dir));
+  return std::move(*loaded);
+}
+
+checkpoint::LoadedCheckpoint load(const std::string& key, const std::string& spec, int worker,
+                                  const std::string& run_dir) {
+  if (spec == kInitFromPeers) return freshest_peer(key, run_dir, worker);
   checkpoint::CheckpointSource src;
   try {
     src = checkpoint::classify_source(spec);
@@ -104,8 +124,8 @@ std::string model_mismatch(Model& model, const ModelConfig& configured, const ch
 }  // namespace
 
 InitSource init_model_from(Model& model, const ModelConfig& configured, const std::string& spec, int worker,
-                           const std::string& key) {
-  checkpoint::LoadedCheckpoint c = load(key, spec, worker);
+                           const std::string& run_dir, const std::string& key) {
+  checkpoint::LoadedCheckpoint c = load(key, spec, worker, run_dir);
   const auto& meta = c.data.meta;
   if (meta.model_fingerprint != model.fingerprint())
     fail(key, fmt::format("checkpoint {} holds another model (fingerprint {}, the configured model has {}){}",
@@ -116,7 +136,7 @@ InitSource init_model_from(Model& model, const ModelConfig& configured, const st
   } catch (const std::exception& e) {
     fail(key, fmt::format("checkpoint {}: {}", c.file.path, e.what()));
   }
-  return {c.file.path, static_cast<int>(meta.worker), meta.step};
+  return {c.file.path, static_cast<int>(meta.worker), meta.step, spec == kInitFromPeers};
 }
 
 }  // namespace codistill

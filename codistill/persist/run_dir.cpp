@@ -15,6 +15,7 @@
 
 #include "checkpoint/naming.hpp"
 #include "codistill/config/config_loader.hpp"
+#include "codistill/persist/init_from.hpp"
 
 namespace fs = boost::filesystem;
 
@@ -32,10 +33,11 @@ RunPaths run_paths(const Config& cfg) {
 
 namespace {
 
-// The run-level config with the per-worker keys neutralized (its id, and which GPU it was
-// given): what config.yaml records.
+// The run-level config with the per-worker keys neutralized (its id, when it retires, and
+// which GPU it was given): what config.yaml records.
 std::string run_level_yaml(Config cfg) {
   cfg.run.worker = 0;
+  cfg.run.retire_at = 0;
   if (cfg.device.starts_with("cuda")) cfg.device = "cuda";
   return to_yaml(cfg);
 }
@@ -46,6 +48,9 @@ std::string run_level_yaml(Config cfg) {
 // symlink, another mount point, a relative path from another working directory).
 std::string comparable(Config cfg) {
   cfg.run.dir.clear();
+  // The cohort is elastic (docs/training.md, "An elastic cohort"): a worker started later
+  // with a larger run.workers joins the same run. config.yaml keeps the first one's count.
+  cfg.run.workers = 1;
   // Never changes a run's results (batches are bit-identical with and without), and builds
   // before it was auto recorded `prefetch: true`: a resume may set it either way.
   cfg.data.prefetch = "auto";
@@ -79,7 +84,11 @@ void check_same_run(const Config& cfg, const RunPaths& p) {
   } catch (const std::exception& e) {
     throw RunDirError("run directory " + p.run_dir + " holds an unreadable config.yaml: " + e.what());
   }
-  if (comparable(theirs) != comparable(cfg))
+  // A worker that joins the running run (model.init_from peers) starts from its peers'
+  // weights instead of where the run's first workers started: the same run all the same.
+  Config mine = cfg;
+  if (mine.model.init_from == kInitFromPeers) mine.model.init_from = theirs.model.init_from;
+  if (comparable(theirs) != comparable(mine))
     throw RunDirError("run directory " + p.run_dir +
                       " already holds a different run (its config.yaml differs from this "
                       "config); choose another --run-dir");

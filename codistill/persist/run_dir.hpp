@@ -20,7 +20,8 @@ struct RunPaths {
 RunPaths run_paths(const Config& cfg);
 
 // Creates the folders and publishes RUN_DIR/config.yaml (atomically, once; a worker that
-// finds it already there checks that it describes the same run apart from run.worker and
+// finds it already there checks that it describes the same run apart from the per-worker
+// keys (run.worker, run.retire_at, the GPU) and run.workers (the cohort is elastic), and
 // refuses otherwise). With resume = false (--no-resume) it refuses a worker folder that
 // already holds a run (metrics.jsonl); a resumed worker appends to its files. Throws
 // RunDirError (exit code 2) with the path.

@@ -24,20 +24,21 @@ double ms_since(Clock::time_point t) {
 TeacherPool::TeacherPool(const Config& cfg, ModelConfig model_cfg, std::shared_ptr<spdlog::logger> log,
                          bool follower, ModelFactory factory)
     : cfg_(cfg), model_cfg_(std::move(model_cfg)), factory_(std::move(factory)), log_(std::move(log)),
-      store_(cfg.run.dir), device_(kernels::Device::parse(cfg.device)) {
+      store_(cfg.run.dir),
+      cohort_(cfg.run.dir, cfg.run.worker, cfg.run.workers, cfg.codistill.teachers, cfg.codistill.retired == "teach"),
+      device_(kernels::Device::parse(cfg.device)) {
   queue_options_.allow_tf32 = cfg.train.allow_tf32;
   queue_options_.compute = teacher_compute(cfg);
   queue_options_.frozen_params = true;  // a teacher's weights are written once, at upload
-  for (int p = 0; p < cfg.run.workers; ++p) {
-    if (p == cfg.run.worker) continue;
-    if (cfg.codistill.teachers > 0 && static_cast<int>(peers_.size()) >= cfg.codistill.teachers) break;
-    peers_.push_back(p);
-  }
-  held_steps_.assign(peers_.size(), -1);
-  silent_.assign(peers_.size(), false);
-  unlistable_.assign(peers_.size(), false);
-  if (cfg.codistill.enabled && cfg.codistill.mode == "async" && !peers_.empty() && !follower)
-    thread_ = std::thread([this] { watch(); });
+  // The folders there now: a worker that joins a running run starts with the peers it finds.
+  if (cfg.codistill.enabled && !follower) cohort_.refresh();
+  peers_ = cohort_.teaching();
+  // The watcher runs even while no peer is there yet: one may join later.
+  if (cfg.codistill.enabled && cfg.codistill.mode == "async" && !follower) thread_ = std::thread([this] { watch(); });
+}
+
+std::size_t TeacherPool::max_teachers() const {
+  return static_cast<std::size_t>(cfg_.codistill.teachers > 0 ? cfg_.codistill.teachers : kMaxTeachers);
 }
 
 TeacherPool::~TeacherPool() {
@@ -128,35 +129,37 @@ std::vector<std::unique_ptr<Teacher>> TeacherPool::take_loaded(std::vector<std::
 std::unique_ptr<Teacher> TeacherPool::load_async(int peer, std::int64_t held_step, std::int64_t own_step) {
   std::string unreadable;
   auto files = store_.checkpoints(peer, &unreadable);
-  auto i = static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), peer) - peers_.begin());
+  PeerTrack track;
+  {
+    std::lock_guard lock(mu_);
+    track = tracks_[peer];
+  }
   // A folder that cannot be listed (permissions, a failing mount) is worth a word, once
   // until it reads again; the teacher held meanwhile stays.
   if (!unreadable.empty()) {
-    if (!unlistable_[i]) {
-      std::lock_guard lock(mu_);
-      warnings_.push_back(fmt::format("peer {}: {}; keeping the teacher held", peer, unreadable));
-    }
-    unlistable_[i] = true;
+    std::lock_guard lock(mu_);
+    if (!track.unlistable) warnings_.push_back(fmt::format("peer {}: {}; keeping the teacher held", peer, unreadable));
+    tracks_[peer].unlistable = true;
     return nullptr;
   }
-  if (unlistable_[i]) {
+  if (track.unlistable) {
     std::lock_guard lock(mu_);
     warnings_.push_back(fmt::format("peer {}: its folder reads again", peer));
+    tracks_[peer].unlistable = false;
   }
-  unlistable_[i] = false;
   const std::int64_t newest = files.empty() ? -1 : files.back().step;
   // A peer that stopped publishing (dead, stuck or slow) is worth a word, once per stall.
   const std::int64_t patience = 2 * std::max(cfg_.codistill.reload_every, cfg_.checkpoint.every);
-  if (newest >= 0 && own_step - newest > patience) {
-    if (!silent_[i]) {
-      std::lock_guard lock(mu_);
-      warnings_.push_back(fmt::format("peer {} has published nothing since step {} ({} steps behind this "
-                                      "worker): it may have stopped; going on with what it last published",
-                                      peer, newest, own_step - newest));
-    }
-    silent_[i] = true;
-  } else {
-    silent_[i] = false;
+  const bool stalled = newest >= 0 && own_step - newest > patience;
+  if (stalled && !track.silent) {
+    std::lock_guard lock(mu_);
+    warnings_.push_back(fmt::format("peer {} has published nothing since step {} ({} steps behind this "
+                                    "worker): it may have stopped; going on with what it last published",
+                                    peer, newest, own_step - newest));
+  }
+  {
+    std::lock_guard lock(mu_);
+    tracks_[peer].silent = stalled;
   }
   // The peer's teacher file newer than the one held, else (none, or none valid) its
   // checkpoint as before teacher files existed.
@@ -210,25 +213,26 @@ void TeacherPool::watch() {
     if (stop_) return;
     const std::int64_t own = *request_;
     request_.reset();
-    const std::vector<std::int64_t> held = held_steps_;
+    const std::vector<int> peers = request_peers_;
+    std::vector<std::int64_t> held;
+    for (int p : peers) held.push_back(tracks_[p].held);
     busy_ = true;
     lock.unlock();
     std::vector<std::unique_ptr<Teacher>> loaded;
     std::string fatal;
-    for (std::size_t i = 0; i < peers_.size() && fatal.empty(); ++i) {
+    for (std::size_t i = 0; i < peers.size() && fatal.empty(); ++i) {
       try {
-        if (auto t = load_async(peers_[i], held[i], own)) loaded.push_back(std::move(t));
+        if (auto t = load_async(peers[i], held[i], own)) loaded.push_back(std::move(t));
       } catch (const TrainingError& e) {
         fatal = e.what();
       } catch (const std::exception& e) {  // a broken model attribute, out of memory...
         std::lock_guard g(mu_);
-        warnings_.push_back(fmt::format("peer {}: {}", peers_[i], e.what()));
+        warnings_.push_back(fmt::format("peer {}: {}", peers[i], e.what()));
       }
     }
     lock.lock();
     for (auto& t : loaded) {
-      auto i = static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), t->peer) - peers_.begin());
-      held_steps_[i] = t->step;
+      tracks_[t->peer].held = t->step;
       ready_.push_back(std::move(t));
     }
     if (!fatal.empty()) fatal_ = fatal;
@@ -238,21 +242,22 @@ void TeacherPool::watch() {
 
 void TeacherPool::at_step(std::int64_t step, MetricsWriter* metrics) {
   const auto& c = cfg_.codistill;
-  if (!c.enabled || peers_.empty()) return;
+  if (!c.enabled) return;
   const std::int64_t R = c.reload_every;
   const bool reload_now = step % R == 0 && step + R > c.burn_in;
+  if (reload_now) refresh_cohort(metrics, step);
   std::vector<std::unique_ptr<Teacher>> adopted;
   if (c.mode == "sync") {
     // The checkpoints of step - R exist from the second exchange on (none at step 0).
-    if (reload_now && step >= 2 * R)
-      for (int peer : peers_) adopted.push_back(load_exact(peer, step - R));
+    if (reload_now && step >= 2 * R && !peers_.empty()) adopted = load_quorum(step, metrics);
   } else {
     std::vector<std::string> warnings;
     {
       std::lock_guard lock(mu_);
       if (!fatal_.empty()) throw TrainingError(fatal_);
-      if (reload_now && step >= R && !busy_) {
+      if (reload_now && step >= R && !busy_ && !peers_.empty()) {
         request_ = step;
+        request_peers_ = peers_;
         cv_.notify_all();
       }
       for (auto& t : ready_) adopted.push_back(std::move(t));
@@ -261,6 +266,8 @@ void TeacherPool::at_step(std::int64_t step, MetricsWriter* metrics) {
     }
     for (const auto& w : warnings) log_->warn("{}", w);
   }
+  // A load started before a peer stopped teaching (codistill.retired drop) is not taken.
+  std::erase_if(adopted, [&](const auto& t) { return std::find(peers_.begin(), peers_.end(), t->peer) == peers_.end(); });
   // Async mode never stalls a step for an upload in flight; sync mode waits for it.
   adopt(screen(take_loaded(std::move(adopted), /*wait=*/c.mode == "sync"), metrics, step), metrics, step);
 }
@@ -271,8 +278,7 @@ void TeacherPool::resume(const std::vector<checkpoint::TeacherStep>& teacher_ste
   std::vector<std::unique_ptr<Teacher>> adopted;
   for (const auto& ts : teacher_steps) {
     const int peer = static_cast<int>(ts.worker);
-    auto i = std::find(peers_.begin(), peers_.end(), peer);
-    if (i == peers_.end()) continue;
+    if (std::find(peers_.begin(), peers_.end(), peer) == peers_.end()) continue;  // one that no longer teaches
     if (cfg_.codistill.mode == "sync") {
       adopted.push_back(load_exact(peer, ts.step));
       continue;
@@ -287,9 +293,7 @@ void TeacherPool::resume(const std::vector<checkpoint::TeacherStep>& teacher_ste
   }
   {
     std::lock_guard lock(mu_);
-    for (const auto& t : adopted)
-      held_steps_[static_cast<std::size_t>(std::find(peers_.begin(), peers_.end(), t->peer) - peers_.begin())] =
-          t->step;
+    for (const auto& t : adopted) tracks_[t->peer].held = t->step;
   }
   adopt(take_loaded(std::move(adopted), /*wait=*/true), metrics, step);
 }

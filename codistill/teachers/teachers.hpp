@@ -13,6 +13,7 @@
 // checkpoint's parameter block goes through the backend's staging memory in one copy on
 // that queue, and async mode adopts the teacher only once the copy is done.
 #include <condition_variable>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include "checkpoint/store.hpp"
 #include "codistill/config/config.hpp"
 #include "codistill/data/dataset.hpp"
+#include "codistill/teachers/cohort.hpp"
 #include "codistill/teachers/fixed_teachers.hpp"
 #include "codistill/teachers/teacher_gate.hpp"
 #include "codistill/persist/metrics.hpp"
@@ -100,12 +102,18 @@ class TeacherPool {
   TeacherPool(const TeacherPool&) = delete;
   TeacherPool& operator=(const TeacherPool&) = delete;
 
-  // The peers this worker learns from: the others, up to codistill.teachers of them.
+  // The peers this worker learns from now: the cohort's teaching peers (teachers/cohort.hpp),
+  // re-read from the run directory at each reload.
   const std::vector<int>& peers() const { return peers_; }
+  // The most teachers a worker may have at once (codistill.teachers, else kMaxTeachers):
+  // the fixed length of what a group's rank 0 sends its other ranks.
+  std::size_t max_teachers() const;
 
-  // Called by the trainer at the start of every step (own completed steps). Async mode:
-  // asks the watcher for a reload every reload_every steps. Sync mode: at a reload step,
-  // blocks until the exact checkpoints are loaded (or throws after the timeout).
+  // Called by the trainer at the start of every step (own completed steps). At a reload
+  // step (every reload_every) it re-reads the cohort first (a `cohort` event when peers
+  // joined or retired). Async mode: asks the watcher for a reload. Sync mode: blocks until
+  // the exact checkpoints of codistill.sync_quorum live peers are loaded (all: 0), or throws
+  // after the timeout; a `sync` event says whom it waited for, how long, and who was left.
   // Then swaps in whatever the watcher has finished loading and emits `teacher` events.
   // Rethrows a fatal watcher error (a peer whose model cannot teach ours, a sync timeout).
   void at_step(std::int64_t step, MetricsWriter* metrics);
@@ -152,6 +160,18 @@ class TeacherPool {
   // to its checkpoint: load_exact, sync mode, waits for step peer_step's; load_step takes
   // it if it is there (resume, follow) and throws the checkpoint's error when neither reads.
   std::unique_ptr<Teacher> load_exact(int peer, std::int64_t peer_step);
+  // One look for peer_step's files of `peer` (load_exact's poll, without waiting): the
+  // teacher, or nullptr with why in `why`; a teacher file that fails sets teacher_failed.
+  std::unique_ptr<Teacher> try_exact(int peer, std::int64_t peer_step, bool& teacher_failed, std::string& why);
+  // Sync mode's reload at `step`: waits for the step - reload_every files of the live
+  // teaching peers until the quorum is met, takes a retired peer's only if it is there.
+  std::vector<std::unique_ptr<Teacher>> load_quorum(std::int64_t step, MetricsWriter* metrics);
+  // Why `peer` cannot publish its file of peer_step (retired, joined later, or past it
+  // without that file): sync mode does not wait for it. "" when it can.
+  std::string excused(int peer, std::int64_t peer_step) const;
+  // The cohort's re-read (teachers_cohort.cpp): peers_ and the watcher's tracks follow it;
+  // the teachers of peers that no longer teach (codistill.retired drop) are let go.
+  void refresh_cohort(MetricsWriter* metrics, std::int64_t step);
   std::unique_ptr<Teacher> load_step(int peer, std::int64_t peer_step, double load_ms);
   // load_async's reads: the freshest valid file of `kind` newer than held_step.
   std::unique_ptr<Teacher> load_freshest(int peer, checkpoint::FileKind kind, std::int64_t held_step,
@@ -172,7 +192,8 @@ class TeacherPool {
   ModelFactory factory_;
   std::shared_ptr<spdlog::logger> log_;
   checkpoint::RunStore store_;
-  std::vector<int> peers_;
+  Cohort cohort_;
+  std::vector<int> peers_;  // cohort_.teaching() as of the last refresh (trainer's thread)
   kernels::Device device_;
   kernels::QueueOptions queue_options_;
   std::vector<std::unique_ptr<Teacher>> teachers_;
@@ -184,9 +205,13 @@ class TeacherPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<std::int64_t> request_;  // own step of a pending reload request
-  std::vector<std::int64_t> held_steps_;  // by peer index: the step held or being adopted
-  std::vector<bool> silent_;              // by peer index: warned that it stopped publishing
-  std::vector<bool> unlistable_;          // by peer index: warned that its folder cannot be listed
+  std::vector<int> request_peers_;       // the peers to look at for it
+  struct PeerTrack {
+    std::int64_t held = -1;   // the step held or being adopted
+    bool silent = false;      // warned that it stopped publishing
+    bool unlistable = false;  // warned that its folder cannot be listed
+  };
+  std::map<int, PeerTrack> tracks_;  // by peer id
   std::vector<std::unique_ptr<Teacher>> ready_;
   std::vector<std::string> warnings_;
   std::string fatal_;

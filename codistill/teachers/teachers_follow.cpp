@@ -19,7 +19,8 @@ void TeacherPool::follow(const std::vector<checkpoint::TeacherStep>& chosen, Met
     const bool held = std::any_of(teachers_.begin(), teachers_.end(),
                                   [&](const auto& t) { return t->peer == peer && t->step == ts.step; });
     if (held) continue;
-    if (std::find(peers_.begin(), peers_.end(), peer) == peers_.end())
+    // Rank 0 alone reads the cohort (a peer that joined since this rank started is one too).
+    if (peer < 0 || peer == cfg_.run.worker)
       throw TrainingError(fmt::format("rank 0 uses peer {} as a teacher, which is not a peer of this worker", peer));
     const std::string path = store_.checkpoint_path(peer, ts.step);
     try {

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "codistill/persist/membership.hpp"
 #include "codistill/train/group.hpp"
 #include "codistill/train/progress.hpp"
 #include "codistill/train/trainer_state.hpp"
@@ -86,8 +87,11 @@ class RunLoop {
          c_.device, c_.run.threads, s_.modality->data().shard, c_.run.worker, c_.run.workers);
   }
 
-  // A stop requested (on a group: agreed by every rank after the last step).
-  bool stopping() const { return s_.group->size() > 1 ? group_stop_ : stop_requested(); }
+  // A stop requested, or a retirement marker seen (on a group: agreed by every rank after
+  // the last step).
+  bool stopping() const { return s_.group->size() > 1 ? group_stop_ : stop_requested() || marker_seen_; }
+  // run.retire_at reached: every rank knows it from the config.
+  bool retire_due() const { return c_.run.retire_at > 0 && s_.worker.step >= c_.run.retire_at; }
 
   // One step and the events after it.
   void step() {
@@ -97,8 +101,13 @@ class RunLoop {
     ++s_.worker.step;
     s_.worker.examples_seen += B_;
     evaluated_last_ = false;
+    // A retirement marker someone put in this worker's folder (persist/retirement.hpp),
+    // looked for every log_every steps by rank 0.
+    if (s_.lead && s_.worker.step % c_.train.log_every == 0)
+      marker_seen_ = read_marker(s_.paths.worker_dir, kRetiredMarker).has_value();
     if (s_.group->size() > 1) {
-      const StepAgreement a = agree_after_step(*s_.group, stop_requested(), r.loss.loss, r.loss.ce, r.loss.distill);
+      const StepAgreement a =
+          agree_after_step(*s_.group, stop_requested() || marker_seen_, r.loss.loss, r.loss.ce, r.loss.distill);
       group_stop_ = a.stop;
       r.loss.loss = a.loss;
       r.loss.ce = a.ce;
@@ -115,6 +124,10 @@ class RunLoop {
   // evaluates where the last step did not, and writes `done`.
   TrainSummary finish(bool interrupted, Clock::time_point started) {
     progress_.finish();
+    // A retirement (run.retire_at, or a marker in the folder) ends the run as it is: not an
+    // interruption to resume from, and its marker is published after the final checkpoint.
+    const bool retired = retire_due() || (s_.lead && read_marker(s_.paths.worker_dir, kRetiredMarker).has_value());
+    if (retired) interrupted = false;
     TrainSummary sum;
     sum.steps = s_.worker.step;
     sum.interrupted = interrupted;
@@ -125,6 +138,7 @@ class RunLoop {
     if (!s_.lead) return sum;  // rank 0 publishes, evaluates and reports for the group
     s_.checkpoints->save(s_.worker, /*overlap=*/false);  // the final state (no-op if published already)
     s_.checkpoints->finish();
+    if (retired) retire();
     if (!evaluated_last_) last_eval_ = evaluate(s_.worker.step);
     sum.wall_s = s_.metrics->elapsed_s();  // the whole run, data loading included
     sum.test_loss = last_eval_.loss;
@@ -133,6 +147,7 @@ class RunLoop {
     sum.examples_per_s = train_s > 0 ? static_cast<double>(s_.worker.step * B_) / train_s : 0;
     nlohmann::json done = {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy}, {"loss", sum.test_loss},
                            {"train_examples_per_s", sum.examples_per_s}, {"interrupted", interrupted}};
+    if (retired) done["retired"] = true;
     s_.modality->add_done_fields(done, sum.test_loss);
     s_.metrics->emit("done", s_.worker.step, done);
     info("{}", s_.modality->done_line(s_.worker.step, format_duration(sum.wall_s), sum.examples_per_s, last_eval_));
@@ -145,6 +160,17 @@ class RunLoop {
   void info(fmt::format_string<A...> format, A&&... args) {
     progress_.clear();
     s_.log->info(format, std::forward<A>(args)...);
+  }
+
+  // Publishes the retirement marker (its final checkpoint is out): peers stop counting
+  // this worker from their next reload.
+  void retire() {
+    const std::string reason = retire_due() ? "run.retire_at" : "marker";
+    write_marker(s_.paths.worker_dir, kRetiredMarker, c_.run.worker, Membership{s_.worker.step, reason});
+    s_.metrics->emit("cohort", s_.worker.step,
+                     {{"retired", std::vector<int>{c_.run.worker}}, {"reason", reason}});
+    info("retired at step {} ({}): {} published; peers stop waiting for this worker", s_.worker.step, reason,
+         marker_path(s_.paths.worker_dir, kRetiredMarker));
   }
 
   void make_hooks() {
@@ -236,6 +262,7 @@ class RunLoop {
   EvalResult last_eval_;
   bool evaluated_last_ = false;
   bool group_stop_ = false;  // agreed by all ranks after the last step
+  bool marker_seen_ = false;  // rank 0 saw a retirement marker in this worker's folder
 };
 
 }  // namespace
@@ -245,7 +272,7 @@ TrainSummary Trainer::run() {
   loop.announce();
   const auto started = Clock::now();
   bool interrupted = false;
-  while (s_->worker.step < loop.last()) {
+  while (s_->worker.step < loop.last() && !loop.retire_due()) {
     if (loop.stopping()) {
       interrupted = true;
       break;

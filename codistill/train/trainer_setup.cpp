@@ -16,6 +16,7 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/data/feed/batch_loader.hpp"
 #include "codistill/persist/data_record.hpp"
+#include "codistill/persist/membership.hpp"
 #include "codistill/util/run_errors.hpp"
 #include "codistill/teachers/fixed_teachers.hpp"
 #include "codistill/train/group.hpp"
@@ -143,6 +144,13 @@ void load_data_and_model(Trainer::State& s, Pending& p) {
 void find_resume_point(Trainer::State& s, Pending& p) {
   const Config& c = s.cfg;
   auto& resume_from = p.resume_from;
+  // A retired worker (persist/retirement.hpp) has left the cohort for good: like a finished
+  // one, it says so and touches nothing.
+  if (auto r = read_marker(run_paths(c).worker_dir, kRetiredMarker))
+    throw WorkerFinished(fmt::format("worker {} of {} has retired{} ({}): nothing to do; remove that file to let "
+                                     "it train again",
+                                     c.run.worker, c.run.dir, r->step >= 0 ? fmt::format(" at step {}", r->step) : "",
+                                     marker_path(run_paths(c).worker_dir, kRetiredMarker)));
   // Rank 0 picks the checkpoint to resume from (cleaning up dead writers' temp files); the
   // others read that very file, so every rank starts from the same state.
   if (s.lead) {
@@ -188,7 +196,13 @@ void apply_init_from(Trainer::State& s, Pending& p) {
   // leaves no trace. A resumed run's own checkpoint wins.
   if (!p.mc.init_from.empty() && !p.resume_from)
     p.init_source =
-        init_model_from(s.model, p.mc, p.mc.init_from, s.cfg.run.worker, model_section(s.cfg, ".init_from"));
+        init_model_from(s.model, p.mc, p.mc.init_from, s.cfg.run.worker, s.cfg.run.dir,
+                        model_section(s.cfg, ".init_from"));
+  if (p.init_source && p.init_source->join && p.init_source->step >= s.cfg.train.steps)
+    throw WorkerFinished(fmt::format("worker {} would join {} at step {} ({}), which is not before train.steps {}: "
+                                     "nothing to do",
+                                     s.cfg.run.worker, s.cfg.run.dir, p.init_source->step, p.init_source->path,
+                                     s.cfg.train.steps));
   // A directory init_from names may gain a checkpoint between the ranks' reads: rank 0's
   // parameters and buffers are the group's.
   if (p.init_source && s.group->size() > 1) {
@@ -277,6 +291,17 @@ void restore_and_place(Trainer::State& s, Pending& p) {
   if (p.resume_from) {
     restore_state(w, p.resume_from->data);
     s.log->info("resuming from {} at step {}", p.resume_from->file.path, w.step);
+  } else if (p.init_source && p.init_source->join) {
+    // Joining a running run: its step count, so that the schedule and the exchanges line up
+    // with the peers'; the optimizer and the data order start fresh.
+    w.step = p.init_source->step;
+    s.log->info("joining the run at step {} with the weights of worker {} ({})", w.step, p.init_source->worker,
+                p.init_source->path);
+    // Before the first step: sync-mode peers stop waiting for this worker's earlier steps.
+    if (s.lead) write_marker(s.paths.worker_dir, kJoinedMarker, c.run.worker, Membership{w.step, p.init_source->path});
+    s.metrics->emit("cohort", w.step,
+                    {{"joined", std::vector<int>{c.run.worker}}, {"from_worker", p.init_source->worker},
+                     {"from", p.init_source->path}});
   }
   // Built, initialized and restored on the host (bit for bit a CPU run's start), then
   // moved (a no-op on the CPU); optimizer slots follow the parameters on their next use.

@@ -103,7 +103,7 @@ void Trainer::share_teachers(std::int64_t step) {
   if (s.group->size() == 1) return;
   std::vector<checkpoint::TeacherStep> mine;
   for (const auto& t : s.teachers->teachers()) mine.push_back({t->peer, t->step});
-  const auto chosen = share_teacher_steps(*s.group, mine, s.teachers->peers().size());
+  const auto chosen = share_teacher_steps(*s.group, mine, s.teachers->max_teachers());
   if (!s.lead) s.teachers->follow(chosen, s.metrics.get(), step);
 }
 

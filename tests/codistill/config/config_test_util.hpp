@@ -73,6 +73,7 @@ inline const char* const kFullConfig = R"(run:
   worker: 1
   workers: 3
   threads: 4
+  retire_at: 7000
 group:
   kind: mpi
   timeout_s: 12.5
@@ -179,6 +180,8 @@ codistill:
   max_staleness: 1000
   mode: sync
   sync_timeout_s: 30
+  sync_quorum: 2
+  retired: drop
   fixed_teachers: [runs/big, "a b/worker-001"]
   teacher_precision: float32
   gate:

@@ -36,6 +36,7 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.run.seed == 42u);
   CHECK(c.run.worker == 1);
   CHECK(c.run.workers == 3);
+  CHECK(c.run.retire_at == 7000);
   CHECK(c.device == "cuda:1");
   CHECK(c.data.kind == "synthetic");
   CHECK(c.data.test_labels == "d.gz");
@@ -73,6 +74,8 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.codistill.hard_weight == 0.75);
   CHECK(c.codistill.mode == "sync");
   CHECK(c.codistill.sync_timeout_s == 30.0);
+  CHECK(c.codistill.sync_quorum == 2);
+  CHECK(c.codistill.retired == "drop");
   CHECK(c.codistill.fixed_teachers == std::vector<std::string>{"runs/big", "a b/worker-001"});
 }
 
@@ -177,6 +180,9 @@ TEST_CASE("a value out of range is an error while the bounds themselves are acce
       {"data.path", "''"},
       {"data.train_limit", "-1"},
       {"codistill.sync_timeout_s", "0"},
+      {"codistill.sync_quorum", "-1"},
+      {"codistill.retired", "keep"},
+      {"run.retire_at", "-5"},
       {"codistill.fixed_teachers", "[a, '']"},
       {"codistill.fixed_teachers", "a"},
   };
