@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Starts N codistill-train workers of one run on this machine (DESIGN.md section 3):
-#   scripts/launch_local.sh [--ranks R] CONFIG N [train args...]
+#   scripts/launch_local.sh [--ranks R] [--first-worker F] CONFIG N [train args...]
 # Worker i gets --worker i --workers N and the train args (e.g. --run-dir DIR, --set ...).
+# --first-worker F starts workers F..F+N-1 instead (--workers F+N): more workers for a run
+# that is already running (add --set model.init_from=peers to start them from the
+# freshest peer checkpoint; docs/training.md, "An elastic cohort").
 # Groups: with --ranks R (or RANKS=R in the environment) each worker is a synchronous
 # data-parallel group of R rank processes (docs/architecture.md section 5), started as
 #   mpirun -np R --oversubscribe [--allow-run-as-root] codistill-train ...
@@ -15,15 +18,21 @@
 # its ranks, which stop together). Exits non-zero if any worker failed (a group fails
 # when any of its ranks does).
 set -uo pipefail
-ranks="${RANKS:-1}"
-case "${1:-}" in
-  --ranks) ranks="${2:-}"; shift 2 2>/dev/null || shift ;;
-  --ranks=*) ranks="${1#--ranks=}"; shift ;;
-esac
+ranks="${RANKS:-1}" first=0
+while :; do
+  case "${1:-}" in
+    --ranks) ranks="${2:-}"; shift 2 2>/dev/null || shift ;;
+    --ranks=*) ranks="${1#--ranks=}"; shift ;;
+    --first-worker) first="${2:-}"; shift 2 2>/dev/null || shift ;;
+    --first-worker=*) first="${1#--first-worker=}"; shift ;;
+    *) break ;;
+  esac
+done
 if [ $# -lt 2 ]; then
-  echo "usage: scripts/launch_local.sh [--ranks R] CONFIG N [codistill-train args...]" >&2
+  echo "usage: scripts/launch_local.sh [--ranks R] [--first-worker F] CONFIG N [codistill-train args...]" >&2
   exit 2
 fi
+case "$first" in ''|*[!0-9]*) echo "launch_local.sh: --first-worker must be an integer >= 0, got '$first'" >&2; exit 2 ;; esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 config="$1"; n="$2"; shift 2
 case "$ranks" in ''|*[!0-9]*|0) echo "launch_local.sh: --ranks (RANKS) must be a positive integer, got '$ranks'" >&2; exit 2 ;; esac
@@ -74,24 +83,26 @@ stop() {
 }
 trap stop INT TERM
 
-for ((w = 0; w < n; w++)); do
+for ((w = first; w < first + n; w++)); do
   out_dir="$run_dir/$(printf 'worker-%03d' "$w")"
   mkdir -p "$out_dir"
   device=()
   [ "$gpus" -gt 1 ] && device=(--device "cuda:$((w % gpus))")
-  ${launcher[@]+"${launcher[@]}"} "$exe" --config "$config" --worker "$w" --workers "$n" "$@" "${device[@]}" \
-    >"$out_dir/stdout.txt" 2>&1 &
+  ${launcher[@]+"${launcher[@]}"} "$exe" --config "$config" --worker "$w" --workers "$((first + n))" "$@" \
+    "${device[@]}" >"$out_dir/stdout.txt" 2>&1 &
   pids+=($!)
 done
 shape="$n worker(s)"; [ "$ranks" -gt 1 ] && shape="$n worker(s) x $ranks ranks (mpirun)"
+[ "$first" -gt 0 ] && shape="$shape (workers $first..$((first + n - 1)))"
 echo "launch_local.sh: $shape of $config running in $run_dir (pids ${pids[*]})"
 
 failed=0
-for ((w = 0; w < n; w++)); do
-  wait "${pids[$w]}"
+for ((i = 0; i < n; i++)); do
+  w=$((first + i))
+  wait "${pids[$i]}"
   rc=$?
   # A signal interrupts wait; wait again for the worker's own exit status.
-  while kill -0 "${pids[$w]}" 2>/dev/null; do wait "${pids[$w]}"; rc=$?; done
+  while kill -0 "${pids[$i]}" 2>/dev/null; do wait "${pids[$i]}"; rc=$?; done
   out_dir="$run_dir/$(printf 'worker-%03d' "$w")"
   if [ "$rc" -ne 0 ]; then
     failed=1

@@ -1,7 +1,8 @@
 """scripts/launch_local.sh with worker groups: --ranks R (or RANKS=R) starts each of the N
 workers as `mpirun -np R --oversubscribe` (plus --allow-run-as-root as root) of
 codistill-train; R = 1 starts plain processes without mpirun; a failing worker is reported
-by number while the others finish; bad --ranks values are usage errors (exit 2)."""
+by number while the others finish; bad --ranks values are usage errors (exit 2);
+--first-worker F adds workers F.. to a run."""
 import json
 import os
 import sys
@@ -88,6 +89,26 @@ class LaunchLocalGroups(unittest.TestCase):
         self.assertIn("worker 0: summary: steps 30", r.stdout)
         self.assertNotIn("worker 0 failed", r.stderr)
         self.assertFalse(os.path.exists(support.metrics_path(run_dir, 1)))  # refused before training
+
+    def test_first_worker_adds_workers_to_a_run(self):
+        # The pair runs to its end; then --first-worker 2 starts worker 2 (--workers 3) in
+        # the same run directory: the run takes it (run.workers is not the run's identity),
+        # and joining from the peers' freshest checkpoint, already at train.steps, it has
+        # nothing to do.
+        config = support.write_tiny_config(self.tmp.name, mode="async")
+        run_dir = self.path("grown")
+        r = launch([config, "2", "--run-dir", run_dir])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = launch(["--first-worker", "2", config, "1", "--run-dir", run_dir, "--set", "model.init_from=peers"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("1 worker(s) (workers 2..2)", r.stdout)
+        text = worker_text(run_dir, 2)
+        self.assertIn("would join", text)
+        self.assertIn("at step 30", text)
+        self.assertIn("nothing to do", text)
+        r = launch(["--first-worker", "x", config, "1", "--run-dir", self.path("never")])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--first-worker", r.stderr)
 
     def test_bad_ranks_are_usage_errors(self):
         for args, env in ((["--ranks", "0"], {}), (["--ranks", "two"], {}), ([], {"RANKS": "-1"}), (["--ranks"], {})):
