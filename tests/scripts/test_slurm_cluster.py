@@ -150,6 +150,20 @@ class SlurmCluster(unittest.TestCase):
             self.assertNotIn("worker group", text)  # the identity group: no MPI
             self.assert_finished(run_dir, w)
 
+    def test_a_second_job_adds_workers_to_the_run(self):
+        # --first-worker 2: the job's one task is worker 2 of 3, in the same run directory.
+        # Joining from the peers' freshest checkpoint, already at train.steps, it has
+        # nothing to do; the job counts it finished.
+        config = support.write_tiny_config(self.tmp.name, mode="async")
+        run_dir = self.path("grown")
+        rc, out = self.submit("pair", 2, [config, run_dir])
+        self.assertEqual(rc, 0, out)
+        rc, out = self.submit("third", 1, ["--first-worker", "2", config, run_dir, "--set", "model.init_from=peers"])
+        self.assertEqual(rc, 0, out)
+        text = self.worker_text(run_dir, 2)
+        self.assertIn("worker 2 of 3, 1 rank(s)", text)
+        self.assertIn("nothing to do", text)
+
     def test_a_failing_worker_fails_the_job_and_is_named(self):
         # Worker 1's directory is held by this test: it refuses to start (exit 2). Async
         # mode: worker 0 does not wait for it and finishes.
