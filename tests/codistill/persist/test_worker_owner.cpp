@@ -19,6 +19,7 @@
 #include "codistill/persist/worker_owner.hpp"
 #include "codistill/persist/worker_owner_files.hpp"
 #include "support/process.hpp"
+#include "support/test_util.hpp"
 
 using codistill::RunDirError;
 using codistill::WorkerOwner;
@@ -210,4 +211,36 @@ TEST_CASE("files moved aside by a claimer killed part-way are cleared", "[owner]
   std::ofstream(aside) << "{}";
   WorkerOwner taken(dir.str(""));
   CHECK_FALSE(std::filesystem::exists(aside));
+}
+
+// Hidden ([.netfs]): scripts/run_netfs_tests.sh runs it with CODISTILL_TEST_SCRATCH on one
+// GlusterFS client and CODISTILL_TEST_SCRATCH_PEER, the same folder, on another.
+TEST_CASE("through two clients of a network file system: only the stale owner judged is replaced",
+          "[.netfs][owner]") {
+  using namespace codistill::owner_files;
+  const char* peer_root = std::getenv("CODISTILL_TEST_SCRATCH_PEER");
+  if (!std::getenv("CODISTILL_TEST_SCRATCH") || !peer_root || !*peer_root)
+    return skip("needs CODISTILL_TEST_SCRATCH and CODISTILL_TEST_SCRATCH_PEER: two clients of one volume");
+  TempDir dir;  // client A
+  const std::filesystem::path via_b = std::filesystem::path(peer_root) / dir.path().filename();
+  const auto owner_a = dir.path() / "owner";
+  const std::string owner_b = (via_b / "owner").string();
+  for (int round = 0; round < 10; ++round) {
+    write_owner(owner_a, "node-that-died", 4242, WorkerOwner::kStaleSeconds + 60);
+    const Seen judged = look(owner_b);  // B judges it stale, and caches its name
+    REQUIRE(judged.found);
+    std::filesystem::remove(owner_a);  // meanwhile A's node claims the worker afresh
+    write_owner(owner_a, "node-new", 77, 0);
+    const std::string fresh = read_text(owner_a);
+    CHECK_FALSE(remove_if_same(owner_b, judged, this_host()));
+    CHECK(read_text(owner_a) == fresh);
+    REQUIRE_THROWS_WITH(WorkerOwner(via_b.string()), Catch::Contains("held by host node-new pid 77"));
+    std::filesystem::remove(owner_a);
+  }
+  write_owner(owner_a, "node-that-died", 4242, WorkerOwner::kStaleSeconds + 60);
+  {
+    WorkerOwner taken(via_b.string());  // B takes over what A wrote
+    CHECK(read_text(owner_a).find("\"pid\":" + std::to_string(::getpid())) != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(owner_a));
 }
