@@ -136,7 +136,10 @@ WorkerOwner::TakeOver WorkerOwner::take_over(const Seen& owner, const std::strin
     throw;
   }
   owner_files::remove_if_same(lock, ours, me);
-  return mine ? TakeOver::claimed : TakeOver::again;
+  // Not mine: the owner file was another claim already. On GlusterFS a client may go on
+  // opening a replaced file's old version by its name for up to its entry timeout (1 s), so
+  // the next round waits before it looks again.
+  return mine ? TakeOver::claimed : TakeOver::wait;
 }
 
 void WorkerOwner::heartbeat_loop() {

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <thread>
 
@@ -225,22 +226,32 @@ TEST_CASE("through two clients of a network file system: only the stale owner ju
   const std::filesystem::path via_b = std::filesystem::path(peer_root) / dir.path().filename();
   const auto owner_a = dir.path() / "owner";
   const std::string owner_b = (via_b / "owner").string();
+  int ghosts = 0, judged_rounds = 0;
   for (int round = 0; round < 10; ++round) {
     write_owner(owner_a, "node-that-died", 4242, WorkerOwner::kStaleSeconds + 60);
-    const Seen judged = look(owner_b);  // B judges it stale, and caches its name
-    REQUIRE(judged.found);
+    const Seen judged = look(owner_b);  // B judges it stale (or its cached name is already dead: ESTALE)
     std::filesystem::remove(owner_a);  // meanwhile A's node claims the worker afresh
     write_owner(owner_a, "node-new", 77, 0);
     const std::string fresh = read_text(owner_a);
-    CHECK_FALSE(remove_if_same(owner_b, judged, this_host()));
-    CHECK(read_text(owner_a) == fresh);
+    // What B now reads by the name can still be the removed stale file (GlusterFS: open-behind
+    // and the 1 s entry timeout): judging by it and unlinking by name would remove A's claim.
+    ghosts += look(owner_b).text != fresh;
+    if (judged.found) {
+      ++judged_rounds;
+      CHECK_FALSE(remove_if_same(owner_b, judged, this_host()));
+      CHECK(read_text(owner_a) == fresh);
+    }
     REQUIRE_THROWS_WITH(WorkerOwner(via_b.string()), Catch::Contains("held by host node-new pid 77"));
+    CHECK(read_text(owner_a) == fresh);
     std::filesystem::remove(owner_a);
   }
+  std::cout << "netfs owner: B judged by a file read through it in " << judged_rounds
+            << " of 10 rounds; it still read the replaced stale file in " << ghosts << std::endl;
   write_owner(owner_a, "node-that-died", 4242, WorkerOwner::kStaleSeconds + 60);
   {
     WorkerOwner taken(via_b.string());  // B takes over what A wrote
-    CHECK(read_text(owner_a).find("\"pid\":" + std::to_string(::getpid())) != std::string::npos);
+    // Read through B: A's client may show its own old version by name for up to 1 s.
+    CHECK(read_text(owner_b).find("\"pid\":" + std::to_string(::getpid())) != std::string::npos);
   }
-  CHECK_FALSE(std::filesystem::exists(owner_a));
+  CHECK_FALSE(std::filesystem::exists(owner_b));
 }
