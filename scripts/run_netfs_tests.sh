@@ -17,6 +17,7 @@ if [ "${1:-}" = --full ]; then labels='^netfs'; shift; fi
 build="$(realpath "${1:-${BUILD_DIR:-$root/build}}")"
 [ -f "$build/CTestTestfile.cmake" ] || { echo "run_netfs_tests.sh: $build is not a build tree" >&2; exit 1; }
 work="$(mktemp -d /tmp/codistill-netfs.XXXXXX)"
+chmod 755 "$work"  # the chaos test runs workers as nobody, who must reach the mounts
 a="$work/a" b="$work/b"
 cleanup() {
   "$root/scripts/netfs.sh" umount "$b" >/dev/null 2>&1

@@ -55,24 +55,32 @@ TEST_CASE("files removed through another client are skipped as vanished", "[.net
   const fs::path through_b = fs::path(peer_root) / dir.path().filename();
   RunStore a(dir.str("run")), b((through_b / "run").string());
   constexpr int kRounds = 20;
-  int stale = 0;
+  int stale = 0, ghosts = 0;
   for (int round = 0; round < kRounds; ++round) {
     const std::int64_t older = 100 * (2 * round + 1), newer = older + 100;
     publish(a, 0, older);
     publish(a, 0, newer);
     // B lists and opens both (its client now caches their names and handles) ...
-    const auto seen = b.checkpoints(0);
-    REQUIRE(seen.size() >= 2);
-    for (const auto& f : seen) read_meta(f.path);
-    // ... then A's retention removes the newest before B reads it again.
+    const auto listed = b.checkpoints(0);
+    REQUIRE(listed.size() == 2);
+    for (const auto& f : listed) read_meta(f.path);
+    // ... then A's retention removes the newest before B reads it again. B either still
+    // reads it whole by its cached name (GlusterFS's open-behind and quick-read serve it for
+    // up to the 1 s entry timeout; a checkpoint never changes, so that is a valid read) or
+    // finds it gone, which must read as vanished ("no such file"), whatever errno said so.
     REQUIRE(fsutil::remove_if_exists(a.checkpoint_path(0, newer)));
+    try {
+      (void)read(listed.back().path);
+      ++ghosts;
+    } catch (const CheckpointError& e) {
+      CHECK_THAT(e.reason(), Catch::Equals("no such file") || Catch::StartsWith("no such file (stale file handle"));
+      stale += e.reason().find("stale file handle") != std::string::npos;
+    }
+    // The store never fails on it: the newest it can read, the older one at worst.
     const auto loaded = b.load_freshest(0);
     REQUIRE(loaded);
-    CHECK(loaded->file.step == older);
-    REQUIRE_FALSE(loaded->skipped.empty());
-    INFO(loaded->skipped.front());
-    CHECK_THAT(loaded->skipped.front(), Catch::Contains("no such file"));
-    stale += loaded->skipped.front().find("stale file handle") != std::string::npos;
+    CHECK((loaded->file.step == newer || loaded->file.step == older));
+    for (const auto& why : loaded->skipped) CHECK_THAT(why, Catch::Contains(": no such file"));
     REQUIRE(fsutil::remove_if_exists(a.checkpoint_path(0, older)));
   }
   // The folder itself removed through A: B finds nothing there, and no unreadable folder.
@@ -81,6 +89,7 @@ TEST_CASE("files removed through another client are skipped as vanished", "[.net
   std::string unreadable;
   CHECK(b.checkpoints(0, &unreadable).empty());
   CHECK(unreadable.empty());
-  std::cout << "netfs store: " << stale << " of " << kRounds << " vanished files were a stale file handle on B"
-            << std::endl;
+  std::cout << "netfs store, " << kRounds << " files removed through A after B had opened them: B read "
+            << ghosts << " whole by their cached names, found " << kRounds - ghosts << " gone (" << stale
+            << " of them as a stale file handle)" << std::endl;
 }
