@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -63,9 +64,19 @@ void start_writeback(int fd) {
 #endif
 }
 
+bool gone_errno(int err) { return err == ENOENT || err == ESTALE; }
+
+std::string vanished_reason(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return {};
+  if (errno == ENOENT) return "no such file";
+  if (errno == ESTALE) return "no such file (stale file handle: removed or replaced through another client)";
+  return {};
+}
+
 bool remove_if_exists(const std::string& path) {
   if (::unlink(path.c_str()) == 0) return true;
-  if (errno == ENOENT) return false;
+  if (gone_errno(errno)) return false;
   throw_errno(errno, "cannot remove", path);
 }
 

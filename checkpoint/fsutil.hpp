@@ -17,7 +17,15 @@ void rename_no_replace(const std::string& from, const std::string& to);
 // that the disk works while the CPU checksums the next chunks, and the final fsync only
 // waits for the tail.
 void start_writeback(int fd);
-// unlink(2), ignoring a file that is already gone; returns whether this call removed it.
+// An errno that means "this name is gone": ENOENT, or ESTALE, which a network file system
+// (NFS, GlusterFS's FUSE client) returns when the file behind a name this client had
+// cached was removed or replaced through another client. Peers' files come and go under
+// retention, so both read as "vanished", never as a failure of the file system.
+bool gone_errno(int err);
+// Why path has vanished ("no such file", or the same with the stale handle named), or ""
+// when stat(2) finds it or fails for another reason (permissions, I/O: not vanished).
+std::string vanished_reason(const std::string& path);
+// unlink(2), ignoring a file that is already gone (gone_errno); returns whether this call removed it.
 bool remove_if_exists(const std::string& path);
 // kill(pid, 0) != ESRCH: a pid that exists (on this host) counts as alive.
 bool pid_alive(long pid);

@@ -9,6 +9,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/data_reader.hpp"
+#include "checkpoint/fsutil.hpp"
 #include "checkpoint/hash.hpp"
 #include "checkpoint/hdf5.hpp"
 #include "checkpoint/layout.hpp"
@@ -125,8 +126,8 @@ TensorValue take_or_allocate(std::map<std::pair<Section, std::string>, TensorVal
 
 void read_impl(const std::string& path, CheckpointData& out, const ReadOptions& opt) {
   auto lock = h5::exclusive();
+  if (const std::string gone = fsutil::vanished_reason(path); !gone.empty()) throw h5::Error(gone);
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw h5::Error("no such file");
   std::uint64_t file_bytes = std::filesystem::file_size(path, ec);
   h5::Handle file = h5::open_file(path, false);
   out.meta = read_attributes(file.get());
@@ -194,7 +195,11 @@ auto guarded(const std::string& path, F&& f) {
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {
-    throw CheckpointError(path, e.what());
+    // A file removed or replaced by its writer while it was read fails in whatever layer
+    // noticed first (HDF5's open, a read, the heap guard's stat), and on a network file
+    // system with ESTALE: name it as vanished, so callers fall back without calling it corrupt.
+    const std::string gone = fsutil::vanished_reason(path);
+    throw CheckpointError(path, gone.empty() ? std::string(e.what()) : gone);
   }
 }
 

@@ -13,8 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The names in a folder, or none if it does not exist (yet, or any more). Entries that
-// vanish while the folder is read are simply not seen, or seen and then not found.
 // A file whose step attribute disagrees with its name was renamed or copied by hand: a
 // resume from it would continue at the wrong step, so it is treated as invalid.
 std::string step_mismatch(const CheckpointFile& f, std::int64_t step_attr) {
@@ -22,12 +20,17 @@ std::string step_mismatch(const CheckpointFile& f, std::int64_t step_attr) {
   return "step attribute " + std::to_string(step_attr) + " does not match the file name";
 }
 
+// The names in a folder, or none if it does not exist (yet, or any more). Entries that
+// vanish while the folder is read are simply not seen, or seen and then not found.
 std::vector<std::string> names_in(const std::string& dir, std::string* unreadable = nullptr) {
   std::vector<std::string> names;
   std::error_code ec;
   fs::directory_iterator it(dir, ec), end;
   for (; !ec && it != end; it.increment(ec)) names.push_back(it->path().filename().string());
-  if (ec && unreadable && ec != std::errc::no_such_file_or_directory)
+  // A folder gone (ENOENT), or removed through another client of a network file system
+  // (ESTALE), holds nothing; only other failures (permissions, I/O) make it unreadable.
+  // (std::filesystem reports the errno value.)
+  if (ec && unreadable && !fsutil::gone_errno(ec.value()))
     *unreadable = "cannot list " + dir + ": " + ec.message();
   return names;
 }

@@ -27,7 +27,7 @@ cmake --build "$build" -j "$jobs"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0:allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 status=0
-(cd "$build" && ctest --output-on-failure -j "$jobs" --timeout 900 -LE 'python|simt_mutant' \
+(cd "$build" && ctest --output-on-failure -j "$jobs" --timeout 900 -LE 'python|simt_mutant|netfs' \
   ${SAN_TESTS:+-R "$SAN_TESTS"} ${CTEST_JUNIT:+--output-junit "$CTEST_JUNIT"}) || status=1
 # The sanitizers must see kernel accesses: each probe mode has to be caught.
 for probe in overflow:heap-buffer-overflow misaligned:"misaligned address" shared:heap-buffer-overflow; do

@@ -19,13 +19,23 @@
 
 namespace codistill::test {
 
-// A fresh folder under the system temp dir, removed with everything in it at scope exit.
+// Where tests put their folders: CODISTILL_TEST_SCRATCH when set (scripts/run_netfs_tests.sh
+// points it at a network file system mounted over loopback, so that the store, owner and
+// chaos tests run with their run directories there), else the system temp dir (TMPDIR).
+inline std::filesystem::path scratch_root() {
+  if (const char* s = std::getenv("CODISTILL_TEST_SCRATCH"); s && *s) {
+    std::filesystem::create_directories(s);
+    return s;
+  }
+  return std::filesystem::temp_directory_path();
+}
+
+// A fresh folder under scratch_root(), removed with everything in it at scope exit.
 class TempDir {
  public:
   TempDir() {
     std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("codistill-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    path_ = scratch_root() / ("codistill-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {
