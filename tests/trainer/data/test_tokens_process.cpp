@@ -34,7 +34,7 @@ bool write_chain(const TempDir& dir) {
     return false;
   }
   const auto w = run_command("/usr/bin/python3 " + std::string(CODISTILL_SOURCE_DIR) +
-                                 "/tests/trainer/write_markov_tokens.py " + dir.str("chain") + " 32 5 40000 4000",
+                                 "/tests/trainer/data/write_markov_tokens.py " + dir.str("chain") + " 32 5 40000 4000",
                              dir);
   INFO(w.out << w.err);
   REQUIRE(w.exit_code == 0);

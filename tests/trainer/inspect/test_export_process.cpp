@@ -68,7 +68,7 @@ void check_exports(const TempDir& dir, const std::string& name, const std::strin
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains(format + " export of " + ckpt));
   }
-  auto check = run_command(tools_python() + " " + kSource + "/tests/trainer/check_export.py --checkpoint " + ckpt +
+  auto check = run_command(tools_python() + " " + kSource + "/tests/trainer/inspect/check_export.py --checkpoint " + ckpt +
                                " --predictions " + csv + " --images " + kData + "/t10k-images-idx3-ubyte.gz --labels " +
                                kData + "/t10k-labels-idx1-ubyte.gz --torch " + dir.str(name + ".torch") + " --onnx " +
                                dir.str(name + ".onnx") + " --safetensors " + dir.str(name + ".safetensors"),
