@@ -27,7 +27,7 @@
 #include "codistill/config/config.hpp"
 #include "codistill/data/dataset.hpp"
 #include "codistill/data/feed/text_source.hpp"
-#include "codistill/data/text/token_shard.hpp"
+#include "codistill/data/text/tokens/token_shard.hpp"
 #include "kernels/backend.hpp"
 
 using namespace codistill;

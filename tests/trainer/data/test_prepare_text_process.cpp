@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "codistill/data/text/prepare.hpp"
-#include "codistill/data/text/token_file.hpp"
-#include "codistill/data/text/token_shard.hpp"
-#include "codistill/data/text/tokenizer.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
+#include "codistill/data/text/tokens/token_shard.hpp"
 #include "support/process.hpp"
 
 using namespace codistill::test;

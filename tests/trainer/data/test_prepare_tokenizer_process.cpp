@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codistill/data/text/token_file.hpp"
-#include "codistill/data/text/tokenizer.hpp"
-#include "codistill/data/text/tokenizer_json.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
+#include "codistill/data/text/tokenizer/tokenizer_json.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
 #include "support/process.hpp"
 
 using namespace codistill::test;

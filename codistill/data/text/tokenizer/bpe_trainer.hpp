@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "codistill/data/text/tokenizer.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
 
 namespace codistill::data::text {
 

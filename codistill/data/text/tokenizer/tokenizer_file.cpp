@@ -18,8 +18,8 @@
 #include <stdexcept>
 
 #include "codistill/data/text/atomic_write.hpp"
-#include "codistill/data/text/pretokenize.hpp"
-#include "codistill/data/text/tokenizer.hpp"
+#include "codistill/data/text/tokenizer/pretokenize.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
 
 namespace codistill::data::text {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "codistill/data/mapped_file.hpp"
-#include "codistill/data/text/stream.hpp"
+#include "codistill/data/text/tokens/stream.hpp"
 
 namespace codistill::data::text {
 

@@ -1,4 +1,4 @@
-#include "codistill/data/text/tokenizer_json.hpp"
+#include "codistill/data/text/tokenizer/tokenizer_json.hpp"
 
 #include <algorithm>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "codistill/data/text/regex_split.hpp"
+#include "codistill/data/text/tokenizer/regex_split.hpp"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

@@ -2,9 +2,9 @@
 // each word in the order `tokenizers` applies them.
 #include <queue>
 
-#include "codistill/data/text/bpe_model.hpp"
-#include "codistill/data/text/pretokenize.hpp"
-#include "codistill/data/text/regex_split.hpp"
+#include "codistill/data/text/tokenizer/bpe_model.hpp"
+#include "codistill/data/text/tokenizer/pretokenize.hpp"
+#include "codistill/data/text/tokenizer/regex_split.hpp"
 
 namespace codistill::data::text {
 

@@ -1,10 +1,10 @@
-#include "codistill/data/text/bpe_trainer.hpp"
+#include "codistill/data/text/tokenizer/bpe_trainer.hpp"
 
 #include <algorithm>
 #include <queue>
 #include <stdexcept>
 
-#include "codistill/data/text/pretokenize.hpp"
+#include "codistill/data/text/tokenizer/pretokenize.hpp"
 
 namespace codistill::data::text {
 

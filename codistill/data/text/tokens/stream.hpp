@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "codistill/data/text/token_file.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
 
 namespace codistill::data::text {
 

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "codistill/data/sampler.hpp"
-#include "codistill/data/text/stream.hpp"
-#include "codistill/data/text/token_file.hpp"
+#include "codistill/data/text/tokens/stream.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
 
 namespace codistill::data::text {
 

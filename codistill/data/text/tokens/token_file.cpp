@@ -1,4 +1,4 @@
-#include "codistill/data/text/token_file.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
 
 #include <xxhash.h>
 

@@ -1,10 +1,10 @@
-#include "codistill/data/text/tokenizer.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
 
 #include <xxhash.h>
 
 #include <stdexcept>
 
-#include "codistill/data/text/pretokenize.hpp"
+#include "codistill/data/text/tokenizer/pretokenize.hpp"
 
 namespace codistill::data::text {
 

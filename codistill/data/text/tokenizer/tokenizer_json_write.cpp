@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "codistill/data/text/atomic_write.hpp"
-#include "codistill/data/text/byte_level.hpp"
-#include "codistill/data/text/tokenizer_json.hpp"
+#include "codistill/data/text/tokenizer/byte_level.hpp"
+#include "codistill/data/text/tokenizer/tokenizer_json.hpp"
 
 namespace codistill::data::text {
 

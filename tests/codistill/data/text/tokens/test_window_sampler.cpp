@@ -7,9 +7,9 @@
 #include <set>
 #include <vector>
 
-#include "codistill/data/text/token_file.hpp"
-#include "codistill/data/text/tokenizer.hpp"
-#include "codistill/data/text/window_sampler.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
+#include "codistill/data/text/tokens/window_sampler.hpp"
 #include "support/process.hpp"
 #include "support/test_util.hpp"
 

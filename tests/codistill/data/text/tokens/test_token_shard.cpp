@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "codistill/data/text/token_shard.hpp"
+#include "codistill/data/text/tokens/token_shard.hpp"
 #include "support/process.hpp"
 #include "support/test_util.hpp"
 

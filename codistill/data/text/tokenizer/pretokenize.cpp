@@ -1,4 +1,4 @@
-#include "codistill/data/text/pretokenize.hpp"
+#include "codistill/data/text/tokenizer/pretokenize.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,11 +1,11 @@
-#include "codistill/data/text/bpe_model.hpp"
+#include "codistill/data/text/tokenizer/bpe_model.hpp"
 
 #include <xxhash.h>
 
 #include <stdexcept>
 
-#include "codistill/data/text/byte_level.hpp"
-#include "codistill/data/text/regex_split.hpp"
+#include "codistill/data/text/tokenizer/byte_level.hpp"
+#include "codistill/data/text/tokenizer/regex_split.hpp"
 
 namespace codistill::data::text {
 

@@ -1,4 +1,4 @@
-#include "codistill/data/text/byte_level.hpp"
+#include "codistill/data/text/tokenizer/byte_level.hpp"
 
 #include <array>
 #include <cstdint>

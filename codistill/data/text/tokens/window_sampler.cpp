@@ -1,4 +1,4 @@
-#include "codistill/data/text/window_sampler.hpp"
+#include "codistill/data/text/tokens/window_sampler.hpp"
 
 #include <algorithm>
 #include <numeric>

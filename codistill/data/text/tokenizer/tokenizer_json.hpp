@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "codistill/data/text/bpe_model.hpp"
+#include "codistill/data/text/tokenizer/bpe_model.hpp"
 
 namespace codistill::data::text {
 

@@ -1,10 +1,10 @@
-#include "codistill/data/text/stream.hpp"
+#include "codistill/data/text/tokens/stream.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
-#include "codistill/data/text/tokenizer.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
 
 namespace codistill::data::text {
 

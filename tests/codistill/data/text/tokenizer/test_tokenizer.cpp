@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "codistill/data/text/bpe_trainer.hpp"
-#include "codistill/data/text/pretokenize.hpp"
-#include "codistill/data/text/tokenizer.hpp"
+#include "codistill/data/text/tokenizer/bpe_trainer.hpp"
+#include "codistill/data/text/tokenizer/pretokenize.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
 #include "support/process.hpp"
 #include "support/test_util.hpp"
-#include "text_test_util.hpp"
+#include "codistill/data/text/text_test_util.hpp"
 
 using namespace codistill;
 using namespace codistill::data::text;

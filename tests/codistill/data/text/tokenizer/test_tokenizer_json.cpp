@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codistill/data/text/bpe_model.hpp"
-#include "codistill/data/text/bpe_trainer.hpp"
-#include "codistill/data/text/byte_level.hpp"
-#include "codistill/data/text/tokenizer_json.hpp"
-#include "text_test_util.hpp"
+#include "codistill/data/text/tokenizer/bpe_model.hpp"
+#include "codistill/data/text/tokenizer/bpe_trainer.hpp"
+#include "codistill/data/text/tokenizer/byte_level.hpp"
+#include "codistill/data/text/tokenizer/tokenizer_json.hpp"
+#include "codistill/data/text/text_test_util.hpp"
 
 using namespace codistill;
 using namespace codistill::data::text;

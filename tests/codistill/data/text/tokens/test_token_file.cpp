@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "codistill/data/text/atomic_write.hpp"
-#include "codistill/data/text/token_file.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
 #include "support/process.hpp"
 #include "support/test_util.hpp"
-#include "text_test_util.hpp"
+#include "codistill/data/text/text_test_util.hpp"
 
 using namespace codistill;
 using namespace codistill::data::text;

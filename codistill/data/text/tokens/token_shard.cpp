@@ -1,4 +1,4 @@
-#include "codistill/data/text/token_shard.hpp"
+#include "codistill/data/text/tokens/token_shard.hpp"
 
 #include <algorithm>
 #include <cassert>
