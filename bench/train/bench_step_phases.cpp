@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_args.hpp"
-#include "bench/step_fixture.hpp"
+#include "bench/train/step_fixture.hpp"
 
 using namespace codistill;
 using codistill::bench::median;

@@ -43,7 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_args.hpp"
-#include "bench/step_fixture.hpp"
+#include "bench/train/step_fixture.hpp"
 #include "codistill/nn/blocks/sequential.hpp"
 
 using namespace codistill;

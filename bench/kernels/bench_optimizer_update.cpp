@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_args.hpp"
+#include "bench/bench_args.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/optimizer.hpp"
 #include "kernels/tensor.hpp"

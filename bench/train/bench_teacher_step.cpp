@@ -27,7 +27,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_args.hpp"
-#include "bench/step_fixture.hpp"
+#include "bench/train/step_fixture.hpp"
 
 using namespace codistill;
 using codistill::bench::median;
