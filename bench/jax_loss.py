@@ -9,7 +9,7 @@ XLA fuses what it can):
     q = mean_k softmax(t_k / T)
     loss = h * mean CE(z, y) + a * T^2 * mean_rows KL(q || softmax(z / T))
 averaged over the rows whose label is not -1 (a mask: jit needs static shapes), at the
-shapes of bench/bench_loss.cpp (N=4096 V=1000 K=1; N=4096 V=1000 K=4; N=1024 V=32768 K=1;
+shapes of bench/kernels/bench_loss.cpp (N=4096 V=1000 K=1; N=4096 V=1000 K=4; N=1024 V=32768 K=1;
 T=2, a=1, h=1, float32). The function is compiled before the warm-up calls; then the median
 and minimum over repeats of one call each, synchronized (block_until_ready on loss and
 gradient) after every call.

@@ -6,7 +6,7 @@
 #                                             give the run directory's file system, e.g. NFS)
 # Environment: REPEATS (default 7), PARAMS (default 104857600).
 # Reads are measured right after the writes (warm page cache, as for dd) and, where this
-# process may drop the page cache (root), cold as well. See bench/bench_checkpoint.cpp.
+# process may drop the page cache (root), cold as well. See bench/checkpoint/bench_checkpoint.cpp.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a user's file formats cost the CPU step's batch preparation, against the project's own
-# (bench/bench_feed.cpp): Fashion-MNIST from IDX against the same pixels as .npy, and the
+# (bench/data/bench_feed.cpp): Fashion-MNIST from IDX against the same pixels as .npy, and the
 # Python docs as a prepared token file against the same stream as an llm.c shard. Then the
 # step times of configs/fmnist_mlp.yaml (from .npy) and configs/text_gpt.yaml (from the
 # shard) from short training runs, to put the batch times against. Run on a quiet machine.

@@ -3,7 +3,7 @@
 # "Teacher files"): bytes read per reload and reload time, checkpoint vs float32 teacher
 # file vs bfloat16 teacher file, for the MLP, the ResNet and the GPT trained with AdamW.
 # Per config: one worker trains a few steps (checkpoint at the end), then
-# bench/bench_teacher_files.cpp writes the two teacher files from its checkpoint and
+# bench/checkpoint/bench_teacher_files.cpp writes the two teacher files from its checkpoint and
 # reloads the three kinds in turn, REPEATS rounds, warm and cold (pages dropped).
 #   bench/run_teacher_files_bench.sh [CONFIG...]
 #     (default: configs/fmnist_mlp.yaml configs/fmnist_resnet8.yaml configs/text_gpt.yaml)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How close configs/text_gpt.yaml gets to the best possible loss on token shards: an order-2
-# Markov chain over VOCAB tokens (tests/trainer/write_markov_tokens.py, NumPy) written as
+# Markov chain over VOCAB tokens (tests/trainer/data/write_markov_tokens.py, NumPy) written as
 # llm.c shards, trained with data.kind tokens, evaluated on all held-out windows. The floor
 # is the true chain's loss on the same held-out tokens; the target is a final held-out loss
 # within 0.15 nats of it. Not a timing: it runs anywhere, the machine's load only slows it.
@@ -20,7 +20,7 @@ trap 'rm -rf "$work"' EXIT
 {
   echo "# tokens_markov: configs/text_gpt.yaml on an order-2 Markov chain as llm.c shards"
   echo "# date $(date -u +%FT%TZ), commit $(git -C "$root" rev-parse --short HEAD), cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
-  chain=$(/usr/bin/python3 "$root/tests/trainer/write_markov_tokens.py" "$work/chain" "$vocab" 1 "$train_tokens" 100000 "$alpha")
+  chain=$(/usr/bin/python3 "$root/tests/trainer/data/write_markov_tokens.py" "$work/chain" "$vocab" 1 "$train_tokens" 100000 "$alpha")
   echo "chain: $chain"
   "$build/trainer/codistill-train" --config "$root/configs/text_gpt.yaml" --run-dir "$work/run" \
     --set data.kind=tokens --set data.path="$work/chain/llmc" --set "data.train=train_*.bin" \

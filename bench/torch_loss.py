@@ -6,7 +6,7 @@ way a PyTorch user would, forward and backward:
     log_p_T = log_softmax(z / T); q = mean_k softmax(t_k / T)
     loss = h * cross_entropy(z, y) + a * T^2 * kl_div(log_p_T, q, 'batchmean')
     loss.backward()  ->  dz
-at the shapes of bench/bench_loss.cpp (N=4096 V=1000 K=1; N=4096 V=1000 K=4;
+at the shapes of bench/kernels/bench_loss.cpp (N=4096 V=1000 K=1; N=4096 V=1000 K=4;
 N=1024 V=32768 K=1; T=2, a=1, h=1, float32), with the same timing: warm-up calls, then
 the median over repeats of one forward + backward each.
 

@@ -2,7 +2,7 @@
 """PyTorch references for the CUDA loss benchmark (bench/run_loss_bench_cuda.sh).
 
 The distillation loss of DESIGN.md section 6, forward + backward, at the shapes of
-bench/bench_loss_cuda.cpp (N=8192 rows, V in 1000 32768 50304 131072, K in 1 2 4 teachers,
+bench/kernels/bench_loss_cuda.cpp (N=8192 rows, V in 1000 32768 50304 131072, K in 1 2 4 teachers,
 T=2 a=1 h=1, float32 and bfloat16), on the very same inputs (the counter-based generator
 below reproduces bench_loss_cuda's logits and labels bit for bit), timed the same way: one
 call = forward + backward + a device synchronization, wall time, median over --repeats
@@ -50,7 +50,7 @@ import torch.nn.functional as F
 
 T_, A_, H_ = 2.0, 1.0, 1.0  # temperature, distillation weight a, hard weight h
 
-# ---- the shared input generator (mirrors bench/bench_loss_cuda.cpp) -------------------------
+# ---- the shared input generator (mirrors bench/kernels/bench_loss_cuda.cpp) -----------------
 M32 = 0xFFFFFFFF
 MUL1, MUL2 = 0x21F0AAAD, 0x735A2D97
 SCALE = 7.0 / 512.0  # exact in binary: value = (byte sum - 510) * 7/512, exact in float32

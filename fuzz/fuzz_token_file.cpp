@@ -1,4 +1,4 @@
-// libFuzzer target: the token file reader (codistill/data/text/token_file.cpp) on arbitrary
+// libFuzzer target: the token file reader (codistill/data/text/tokens/token_file.cpp) on arbitrary
 // bytes. Every malformed file must end in a std::runtime_error naming the problem, never a
 // crash, a read outside the map, a hang or a huge allocation; a file that opens must give
 // every document's tokens inside the vocabulary.
@@ -10,7 +10,7 @@
 #include <exception>
 #include <string>
 
-#include "codistill/data/text/token_file.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string path = "/tmp/codistill-fuzz-tokens-" + std::to_string(::getpid());

@@ -1,4 +1,4 @@
-// libFuzzer target: the token shard reader (codistill/data/text/token_shard.cpp) on arbitrary
+// libFuzzer target: the token shard reader (codistill/data/text/tokens/token_shard.cpp) on arbitrary
 // bytes, as an llm.c file (header detected) and as a headerless file of 16- and 32-bit
 // tokens. Every malformed file must end in a std::runtime_error naming the problem, never a
 // crash, a read outside the map or a hang; a file that opens must hold exactly its token
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "codistill/data/text/token_shard.hpp"
+#include "codistill/data/text/tokens/token_shard.hpp"
 
 using namespace codistill::data::text;
 

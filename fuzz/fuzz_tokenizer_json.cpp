@@ -9,7 +9,7 @@
 #include <exception>
 #include <string_view>
 
-#include "codistill/data/text/tokenizer_json.hpp"
+#include "codistill/data/text/tokenizer/tokenizer_json.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

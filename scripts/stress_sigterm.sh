@@ -5,7 +5,7 @@
 # its stderr, is kept under OUT. A trainer that ended before the signal counts as failed too.
 #   RUNS=300 JOBS=2 BUILD_DIR=build OUT=/tmp/stress-sigterm scripts/stress_sigterm.sh [CONFIG]
 # CONFIG (one worker: worker-000's checkpoints are watched) defaults to the process tests' MLP
-# (tests/trainer/test_resume_process.cpp's kConfig: batch 64, 256-256 hidden, AdamW, a
+# (tests/trainer/persist/test_resume_process.cpp's kConfig: batch 64, 256-256 hidden, AdamW, a
 # checkpoint every 100 steps). It catches the heap corruption that a SIGTERM handler running
 # inside oneDNN's JIT sgemm causes (5 of 600 runs of a trainer that handles the signal on any
 # thread, docs/results.md "Stopping with SIGTERM inside oneDNN's sgemm").

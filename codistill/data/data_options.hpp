@@ -22,7 +22,7 @@ struct DataConfig {
   // and test_y.npy, an .npz archive or an HDF5 file holding those keys.
   std::string layout = "nhwc";  // kind arrays, 4-D examples: nhwc (NumPy's images) | nchw
   std::int64_t classes = 0;     // kind arrays: the number of classes (0 = largest label + 1)
-  // kind tokens (data/text/token_shard.hpp): file globs of llm.c or nanoGPT token shards,
+  // kind tokens (data/text/tokens/token_shard.hpp): file globs of llm.c or nanoGPT token shards,
   // relative to path unless absolute; token_dtype: auto (llm.c's header says) | uint16 |
   // uint32 (a headerless nanoGPT .bin).
   std::string train;

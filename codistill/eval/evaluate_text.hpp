@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "codistill/data/text/window_sampler.hpp"
+#include "codistill/data/text/tokens/window_sampler.hpp"
 #include "codistill/eval/evaluate.hpp"
 #include "codistill/models/model.hpp"
 

@@ -7,7 +7,7 @@
 # Environment: RANK_COUNTS ("1 2 4 8"), BATCH (per-rank batch, 32), LR (the learning rate of one
 # rank at batch BATCH, 0.0125), TARGET (test losses, "0.40 0.37 0.35"), STEPS (budget, 3000), EVAL (every,
 # 100), GROUP_MODE (how a group of R ranks runs: "process" (default), one process with batch
-# R x B, which takes the same steps as R ranks with batch B (tests/trainer/
+# R x B, which takes the same steps as R ranks with batch B (tests/trainer/train/
 # test_group_process.cpp: within 1.7e-7 after 40 steps), or "mpirun", R real ranks, oversubscribed
 # here, with group.sync_batchnorm so that a model with BatchNorm is the same experiment), JOBS
 # (runs at once, 1), SLACK (unset: every run gets STEPS steps; a number k: a group of R ranks

@@ -19,7 +19,7 @@ LADDER = [
     ["checkpoint", "codistill/util"],
     ["codistill/dist"],
     ["codistill/data", "codistill/nn"],         # nn: modules, the arena, initializers
-    ["codistill/data/text", "codistill/nn/layers"],
+    ["codistill/data/text", "codistill/nn/layers"],  # text/tokenizer/, text/tokens/: part of text
     ["codistill/data/feed", "codistill/nn/blocks"],  # containers: sequential, residual, transformer
     ["codistill/models", "codistill/optim"],    # optim works on nn's arena, not on models
     ["codistill/config"],                       # YAML onto the option structs of those below

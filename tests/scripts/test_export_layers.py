@@ -2,7 +2,7 @@
 names and shapes as in C++ (tests/codistill/models/test_layers_model.cpp), the automatic
 residual projections, the fingerprint over parameters and module paths (the same string
 the C++ test hashes), and lists that cannot be built refused naming the entry. The
-end-to-end check against codistill-inspect is tests/trainer/test_export_process.cpp."""
+end-to-end check against codistill-inspect is tests/trainer/inspect/test_export_process.cpp."""
 import os
 import sys
 import unittest

@@ -10,8 +10,8 @@
 
 #include "codistill/data/feed/data_identity.hpp"
 #include "codistill/data/feed/text_source.hpp"
-#include "codistill/data/text/token_shard.hpp"
-#include "codistill/data/text/window_sampler.hpp"
+#include "codistill/data/text/tokens/token_shard.hpp"
+#include "codistill/data/text/tokens/window_sampler.hpp"
 #include "codistill/util/config_error.hpp"
 
 namespace codistill {

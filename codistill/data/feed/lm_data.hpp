@@ -12,7 +12,7 @@
 
 #include "codistill/data/data_options.hpp"
 #include "codistill/data/sampler.hpp"
-#include "codistill/data/text/stream.hpp"
+#include "codistill/data/text/tokens/stream.hpp"
 
 namespace codistill {
 

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "codistill/util/config_error.hpp"
-#include "codistill/data/text/tokenizer.hpp"
-#include "codistill/data/text/tokenizer_json.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
+#include "codistill/data/text/tokenizer/tokenizer_json.hpp"
 
 namespace codistill {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "codistill/data/data_options.hpp"
-#include "codistill/data/text/token_file.hpp"
-#include "codistill/data/text/window_sampler.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
+#include "codistill/data/text/tokens/window_sampler.hpp"
 #include "codistill/data/feed/batch_source.hpp"
 
 namespace codistill {

@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "codistill/data/text/atomic_write.hpp"
-#include "codistill/data/text/bpe_trainer.hpp"
 #include "codistill/data/text/corpus.hpp"
-#include "codistill/data/text/token_file.hpp"
-#include "codistill/data/text/token_shard.hpp"
-#include "codistill/data/text/tokenizer.hpp"
-#include "codistill/data/text/tokenizer_json.hpp"
+#include "codistill/data/text/tokenizer/bpe_trainer.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
+#include "codistill/data/text/tokenizer/tokenizer_json.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
+#include "codistill/data/text/tokens/token_shard.hpp"
 
 namespace codistill::data::text {
 

@@ -1,6 +1,6 @@
 // The teacher gate's rule (gate_refusal) and its scoring (TeacherGate::judge): which probe
 // losses are refused, and that the student is probed once per step however many teachers
-// are judged at it. The gate in a real run: tests/trainer/test_codistill_process.cpp and
+// are judged at it. The gate in a real run: tests/trainer/teachers/test_codistill_process.cpp and
 // test_fixed_teachers_process.cpp.
 #include <catch2/catch.hpp>
 

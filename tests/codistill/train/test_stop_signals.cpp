@@ -4,7 +4,7 @@
 // inside a kernel: a handler on a thread inside oneDNN 2.6's sgemm corrupted the heap (one
 // trainer in about 150 crashed after SIGTERM). One test case: the flag, once set, stays set
 // for the process, and Catch installs its own handlers at the start of each case. The
-// trainer's own threads are checked from outside in tests/trainer/test_resume_process.cpp.
+// trainer's own threads are checked from outside in tests/trainer/persist/test_resume_process.cpp.
 #include <catch2/catch.hpp>
 
 #include <omp.h>

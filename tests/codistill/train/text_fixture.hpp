@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "codistill/data/text/token_file.hpp"
-#include "codistill/data/text/tokenizer.hpp"
+#include "codistill/data/text/tokenizer/tokenizer.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/nn/layers/linear.hpp"
 #include "codistill/util/rng.hpp"
