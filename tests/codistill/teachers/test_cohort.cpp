@@ -1,6 +1,6 @@
 // The elastic cohort (teachers/cohort.hpp) read from a run directory, and the membership
 // markers it reads (persist/membership.hpp). The cohort in real runs:
-// tests/trainer/test_elastic_process.cpp.
+// tests/trainer/teachers/test_elastic_process.cpp.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
