@@ -113,11 +113,7 @@ struct WriteOptions {
   // rounded to nearest even, chunk by chunk as they are written; the digest covers the
   // bf16 bytes).
   ElemType model_type = ElemType::f32;
-  // Test hook: fail (as a full disk would) before the data bytes written exceed this.
-  std::int64_t fail_after_bytes = -1;
-  // Test hook: at that point SIGKILL the whole process instead, leaving a partly written
-  // temp file behind (a writer killed mid-write, for the chaos tests).
-  bool kill_at_fault = false;
+  // (A test's injected failure of a write is armed by path: checkpoint/fault_seam.hpp.)
 };
 
 struct WriteResult {

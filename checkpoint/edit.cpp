@@ -1,7 +1,7 @@
 #include "checkpoint/edit.hpp"
 
 #include "checkpoint/error.hpp"
-#include "checkpoint/hdf5.hpp"
+#include "checkpoint/hdf5/hdf5.hpp"
 
 namespace codistill::checkpoint {
 

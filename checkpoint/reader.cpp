@@ -8,10 +8,10 @@
 #include <unordered_map>
 
 #include "checkpoint/checkpoint.hpp"
-#include "checkpoint/data_reader.hpp"
+#include "checkpoint/hdf5/data_reader.hpp"
 #include "checkpoint/fsutil.hpp"
 #include "checkpoint/hash.hpp"
-#include "checkpoint/hdf5.hpp"
+#include "checkpoint/hdf5/hdf5.hpp"
 #include "checkpoint/layout.hpp"
 
 namespace codistill::checkpoint {

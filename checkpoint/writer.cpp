@@ -5,6 +5,7 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -12,11 +13,12 @@
 #include <unistd.h>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/fault_seam.hpp"
 #include "checkpoint/fsutil.hpp"
 #include "checkpoint/hash.hpp"
-#include "checkpoint/hdf5.hpp"
+#include "checkpoint/hdf5/hdf5.hpp"
 #include "checkpoint/layout.hpp"
-#include "checkpoint/pipeline.hpp"
+#include "checkpoint/hdf5/pipeline.hpp"
 
 namespace codistill::checkpoint {
 
@@ -118,8 +120,9 @@ class DataWriter {
  public:
   static constexpr std::size_t kDepth = 2;
 
-  DataWriter(const WriteOptions& opt, std::size_t max_chunk_bytes, bool threaded, int fd)
-      : opt_(opt), fd_(fd), io_([this](WriteTask& t) { io(t); }, threaded, kDepth) {
+  DataWriter(const WriteOptions& opt, std::optional<fault_seam::WriteFault> fault, std::size_t max_chunk_bytes,
+             bool threaded, int fd)
+      : opt_(opt), fault_(fault), fd_(fd), io_([this](WriteTask& t) { io(t); }, threaded, kDepth) {
     // Round robin over depth + 2 buffers: one being filled, one being written, `depth`
     // queued; a buffer comes round again only after its chunk has been written.
     buffers_.resize(threaded ? kDepth + 2 : 1);
@@ -173,10 +176,10 @@ class DataWriter {
 
  private:
   void charge(std::uint64_t bytes) {
-    if (opt_.fail_after_bytes >= 0 && written_ + bytes > static_cast<std::uint64_t>(opt_.fail_after_bytes)) {
-      if (opt_.kill_at_fault) ::kill(::getpid(), SIGKILL);
+    if (fault_ && written_ + bytes > static_cast<std::uint64_t>(fault_->after_bytes)) {
+      if (fault_->kill) ::kill(::getpid(), SIGKILL);
       throw std::runtime_error("injected write failure after " + std::to_string(written_) +
-                               " bytes (WriteOptions::fail_after_bytes)");
+                               " bytes (checkpoint/fault_seam.hpp)");
     }
     written_ += bytes;
   }
@@ -201,6 +204,7 @@ class DataWriter {
   }
 
   const WriteOptions& opt_;
+  const std::optional<fault_seam::WriteFault> fault_;  // a test's, armed for this file
   int fd_;                       // the file's descriptor inside HDF5, for early writeback
   ContentDigest digest_{opt_.digest_algorithm};  // caller's thread only
   std::uint64_t written_ = 0;    // caller's thread only
@@ -217,17 +221,19 @@ int descriptor(hid_t file) {
   return H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) >= 0 && handle ? *static_cast<int*>(handle) : -1;
 }
 
-std::string fill_file(hid_t root, int fd, const CheckpointView& c, const WriteOptions& opt);
+std::string fill_file(hid_t root, int fd, const CheckpointView& c, const WriteOptions& opt,
+                      std::optional<fault_seam::WriteFault> fault);
 
 // A failed write (a full disk) leaves dirty metadata that H5Fclose must flush, and a close
 // that cannot flush leaves the file open inside HDF5, to crash the library's termination at
 // exit. The temp file is doomed anyway: truncating it through its descriptor gives its
 // blocks back, so the close's small metadata flush has room and every handle is released.
-std::string write_file(const std::string& tmp, const CheckpointView& c, const WriteOptions& opt) {
+std::string write_file(const std::string& tmp, const CheckpointView& c, const WriteOptions& opt,
+                       std::optional<fault_seam::WriteFault> fault) {
   h5::Handle file = h5::create_file(tmp);
   const int fd = descriptor(file.get());
   try {
-    std::string hex = fill_file(file.get(), fd, c, opt);
+    std::string hex = fill_file(file.get(), fd, c, opt, fault);
     file.close("closing (and flushing) the file");
     return hex;
   } catch (...) {
@@ -241,7 +247,8 @@ std::string write_file(const std::string& tmp, const CheckpointView& c, const Wr
   }
 }
 
-std::string fill_file(hid_t root, int fd, const CheckpointView& c, const WriteOptions& opt) {
+std::string fill_file(hid_t root, int fd, const CheckpointView& c, const WriteOptions& opt,
+                      std::optional<fault_seam::WriteFault> fault) {
   h5::write_attr(root, "format", std::string(kFormatName));
   h5::write_attr(root, "format_version", kFormatVersion);
   h5::write_attr(root, "worker", c.meta.worker);
@@ -285,7 +292,7 @@ std::string fill_file(hid_t root, int fd, const CheckpointView& c, const WriteOp
 
   std::uint64_t total = 0;
   for (const Entry* e : order) total += e->ref->nbytes() / elem_size(e->ref->type) * elem_size(e->type);
-  DataWriter w(opt, max_chunk_bytes, total >= (8u << 20), fd);  // a thread only pays off for big files
+  DataWriter w(opt, fault, max_chunk_bytes, total >= (8u << 20), fd);  // a thread only pays off for big files
   for (Entry* e : order) w.write(*e);
   std::string hex = hex64(w.finish());
   h5::write_attr(root, "content_digest", hex);
@@ -317,10 +324,11 @@ WriteResult write(const std::string& path, const CheckpointView& ckpt, const Wri
 
   WriteResult result;
   result.path = path;
+  const auto fault = fault_seam::take_write(path);
   try {
     h5::init();
     auto lock = h5::exclusive();
-    result.content_digest = write_file(tmp, ckpt, options);
+    result.content_digest = write_file(tmp, ckpt, options, fault);
     lock = {};
     if (options.fsync) fsutil::fsync_file(tmp);
     fsutil::rename_no_replace(tmp, path);

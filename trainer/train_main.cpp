@@ -12,6 +12,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "checkpoint/fault_seam.hpp"
 #include "codistill/config/config_loader.hpp"
 #include "codistill/dist/process_group.hpp"
 #include "codistill/util/run_errors.hpp"
@@ -110,8 +111,11 @@ int main(int argc, char** argv) {
     // Under mpirun a rank's stdout is a pseudo-terminal even when mpirun's goes to a file:
     // no in-place progress line for a group.
     opts.interactive = codistill::Progress::stdout_is_terminal() && group->size() == 1;
-    opts.checkpoint_faults.fail_steps = fault_steps("CODISTILL_FAULT_CHECKPOINT_STEPS");
-    opts.checkpoint_faults.kill_steps = fault_steps("CODISTILL_FAULT_KILL_CHECKPOINT_STEPS");
+    // The process tests' faults enter through the library's one seam.
+    codistill::fault_seam::Plan faults;
+    faults.fail_checkpoint_steps = fault_steps("CODISTILL_FAULT_CHECKPOINT_STEPS");
+    faults.kill_checkpoint_steps = fault_steps("CODISTILL_FAULT_KILL_CHECKPOINT_STEPS");
+    codistill::fault_seam::install(std::move(faults));
     opts.group = group;
     codistill::install_stop_signal_handlers();  // again: in case the MPI library replaced the handler
     codistill::TrainSummary sum;

@@ -6,6 +6,7 @@
 #include <future>
 #include <new>
 
+#include "checkpoint/fault_seam.hpp"
 #include "codistill/persist/run_dir.hpp"
 
 namespace codistill {
@@ -17,17 +18,13 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
-checkpoint::WriteOptions CheckpointManager::write_options_for(std::int64_t step) const {
-  checkpoint::WriteOptions o;
-  auto listed = [step](const std::vector<std::int64_t>& steps) {
-    return std::find(steps.begin(), steps.end(), step) != steps.end();
-  };
-  if (listed(faults_.fail_steps)) o.fail_after_bytes = 4096;
-  if (listed(faults_.kill_steps)) {
-    o.fail_after_bytes = 4096;
-    o.kill_at_fault = true;
-  }
-  return o;
+void CheckpointManager::arm_faults(std::int64_t step, const std::string& path, const std::string& teacher_path) const {
+  // A test's plan (checkpoint/fault_seam.hpp): both files of a planned step fail part-way.
+  const fault_seam::Plan plan = fault_seam::plan();
+  const bool kill = fault_seam::listed(plan.kill_checkpoint_steps, step);
+  if (!kill && !fault_seam::listed(plan.fail_checkpoint_steps, step)) return;
+  for (const std::string& p : {path, teacher_path})
+    if (!p.empty()) fault_seam::arm_write(p, fault_seam::WriteFault{4096, kill});
 }
 
 std::string CheckpointManager::teacher_path_for(std::int64_t step, bool last) const {
@@ -58,9 +55,8 @@ struct CheckpointManager::Pending {
   double stall_ms = 0;
 };
 
-CheckpointManager::CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log,
-                                     CheckpointFaults faults)
-    : cfg_(cfg), log_(std::move(log)), store_(cfg.run.dir), faults_(std::move(faults)) {
+CheckpointManager::CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log)
+    : cfg_(cfg), log_(std::move(log)), store_(cfg.run.dir) {
   if (cfg.checkpoint.async) writer_ = std::make_unique<checkpoint::AsyncWriter>();
   // Sync codistillation: a peer up to reload_every steps behind needs this worker's
   // checkpoint of its step - reload_every, and a peer restarting from its checkpoint c
@@ -152,13 +148,13 @@ void CheckpointManager::write_here(const checkpoint::CheckpointView& view, std::
   checkpoint::WriteOutcome o;
   o.path = path;
   o.step = step;
+  arm_faults(step, path, teacher_path);
   checkpoint::WriteJob teacher;  // the teacher file first, as the writer thread does
-  teacher.options = write_options_for(step);
   teacher.teacher_path = teacher_path;
   teacher.teacher_type = teacher_type();
   o.teacher = checkpoint::write_teacher_of(teacher, view);
   try {
-    o.result = checkpoint::write(path, view, write_options_for(step));
+    o.result = checkpoint::write(path, view);
     o.ok = true;
     store_.retain(cfg_.run.worker, keep_, step);
     try {
@@ -214,8 +210,7 @@ std::optional<OptimizerBlocks> CheckpointManager::before_update(Optimizer& optim
   collect_lent_blocks();
   std::optional<OptimizerBlocks> into;
   try {
-    const auto& no_memory = faults_.no_memory_steps;
-    if (std::find(no_memory.begin(), no_memory.end(), pending_->step) != no_memory.end()) throw std::bad_alloc();
+    if (fault_seam::listed(fault_seam::plan().no_memory_steps, pending_->step)) throw std::bad_alloc();
     into = spare_or_new_blocks(optimizer);
   } catch (const std::exception& e) {  // out of host memory for the blocks
     // The live blocks are still the checkpoint's state: written from here, on this thread
@@ -291,7 +286,7 @@ void CheckpointManager::submit(checkpoint::CheckpointData snapshot, double wait_
   checkpoint::WriteJob job;
   job.path = pending_->path;
   job.snapshot = std::move(snapshot);
-  job.options = write_options_for(pending_->step);
+  arm_faults(pending_->step, job.path, pending_->teacher_path);
   job.teacher_path = pending_->teacher_path;
   job.teacher_type = teacher_type();
   const int worker = cfg_.run.worker, keep = keep_;

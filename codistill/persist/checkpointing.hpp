@@ -16,7 +16,6 @@
 #include "checkpoint/async_writer.hpp"
 #include "checkpoint/store.hpp"
 #include "codistill/config/config.hpp"
-#include "codistill/persist/faults.hpp"
 #include "codistill/persist/metrics.hpp"
 #include "codistill/persist/worker_state.hpp"
 #include "codistill/optim/optimizer.hpp"
@@ -26,8 +25,8 @@ namespace codistill {
 
 class CheckpointManager {
  public:
-  // faults: injected for process-level tests (TrainOptions::checkpoint_faults).
-  CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log, CheckpointFaults faults = {});
+  // Faults a test injects reach it through checkpoint/fault_seam.hpp only.
+  CheckpointManager(const Config& cfg, std::shared_ptr<spdlog::logger> log);
   ~CheckpointManager();
 
   // Removes temp files of this worker's dead writers, then returns the freshest checkpoint
@@ -70,7 +69,8 @@ class CheckpointManager {
 
  private:
   void report(checkpoint::WriteOutcome& o);
-  checkpoint::WriteOptions write_options_for(std::int64_t step) const;
+  // Arms the injected write failures a test planned for this step (checkpoint/fault_seam.hpp).
+  void arm_faults(std::int64_t step, const std::string& path, const std::string& teacher_path) const;
   // Where the teacher file of a checkpoint at `step` goes; empty when it gets none
   // (checkpoint.teacher_dtype none, or neither a teacher_every-th checkpoint nor the last).
   std::string teacher_path_for(std::int64_t step, bool last) const;
@@ -110,7 +110,6 @@ class CheckpointManager {
   std::map<std::int64_t, double> stall_ms_;  // by step, until the write is reported
   std::int64_t last_saved_step_ = -1;
   int keep_ = 1;  // checkpoint.keep, raised in sync mode (see the constructor)
-  CheckpointFaults faults_;
 };
 
 }  // namespace codistill

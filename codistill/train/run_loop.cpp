@@ -59,13 +59,13 @@ class RunLoop {
   RunLoop(Trainer::State& s, std::function<void(std::int64_t)> share_teachers)
       : s_(s), c_(s.cfg), share_teachers_(std::move(share_teachers)),
         B_(c_.data.batch_size * s.group->size()), last_(c_.train.steps),
-        progress_(last_, s.worker.step, s.opts.interactive && s.lead) {
+        progress_(last_, s.learner.worker.step, s.opts.interactive && s.lead) {
     after_step_ = {
         {c_.train.log_every, /*at_last=*/true, [this](std::int64_t step) { report_train(step); }},
         {c_.checkpoint.every, /*at_last=*/false,
          [this](std::int64_t) {
            progress_.clear();
-           s_.checkpoints->save(s_.worker);
+           s_.checkpoints->save(s_.learner.worker);
          }},
         {1, /*at_last=*/true, [this](std::int64_t) { s_.checkpoints->poll(); }},
         {c_.train.eval_every, /*at_last=*/false,
@@ -84,27 +84,27 @@ class RunLoop {
     const std::int64_t K = c_.train.micro_batches;
     info("training {} steps of batch {}{} on {} ({} threads), shard {} as worker {}/{}", last_, B_,
          K > 1 ? fmt::format(" (gradients summed over {} micro-batches of {})", K, c_.data.batch_size / K) : "",
-         c_.device, c_.run.threads, s_.modality->data().shard, c_.run.worker, c_.run.workers);
+         c_.device, c_.run.threads, s_.learner.modality->data().shard, c_.run.worker, c_.run.workers);
   }
 
   // A stop requested, or a retirement marker seen (on a group: agreed by every rank after
   // the last step).
   bool stopping() const { return s_.group->size() > 1 ? group_stop_ : stop_requested() || marker_seen_; }
   // run.retire_at reached: every rank knows it from the config.
-  bool retire_due() const { return c_.run.retire_at > 0 && s_.worker.step >= c_.run.retire_at; }
+  bool retire_due() const { return c_.run.retire_at > 0 && s_.learner.worker.step >= c_.run.retire_at; }
 
   // One step and the events after it.
   void step() {
     const std::vector<Teacher*>& teachers = teachers_for_step();
-    lr_ = learning_rate(c_.optimizer, s_.worker.step, last_);
-    StepResult r = s_.step->run(s_.worker.step + 1, teachers, *s_.optimizer, lr_, hooks_);
-    ++s_.worker.step;
-    s_.worker.examples_seen += B_;
+    lr_ = learning_rate(c_.optimizer, s_.learner.worker.step, last_);
+    StepResult r = s_.learner.step->run(s_.learner.worker.step + 1, teachers, *s_.learner.optimizer, lr_, hooks_);
+    ++s_.learner.worker.step;
+    s_.learner.worker.examples_seen += B_;
     evaluated_last_ = false;
     // A retirement marker someone put in this worker's folder (persist/retirement.hpp),
     // looked for every log_every steps by rank 0.
-    if (s_.lead && s_.worker.step % c_.train.log_every == 0)
-      marker_seen_ = read_marker(s_.paths.worker_dir, kRetiredMarker).has_value();
+    if (s_.lead && s_.learner.worker.step % c_.train.log_every == 0)
+      marker_seen_ = read_marker(s_.files.paths.worker_dir, kRetiredMarker).has_value();
     if (s_.group->size() > 1) {
       const StepAgreement a =
           agree_after_step(*s_.group, stop_requested() || marker_seen_, r.loss.loss, r.loss.ce, r.loss.distill);
@@ -116,8 +116,8 @@ class RunLoop {
     window_.add(r);
     if (s_.lead)
       for (const Periodic& e : after_step_)
-        if (e.due(s_.worker.step, last_)) e.fire(s_.worker.step);
-    progress_.update(s_.worker.step, r.loss.loss, rate_);
+        if (e.due(s_.learner.worker.step, last_)) e.fire(s_.learner.worker.step);
+    progress_.update(s_.learner.worker.step, r.loss.loss, rate_);
   }
 
   // The end of the run, finished or interrupted: rank 0 publishes the final checkpoint,
@@ -126,31 +126,31 @@ class RunLoop {
     progress_.finish();
     // A retirement (run.retire_at, or a marker in the folder) ends the run as it is: not an
     // interruption to resume from, and its marker is published after the final checkpoint.
-    const bool retired = retire_due() || (s_.lead && read_marker(s_.paths.worker_dir, kRetiredMarker).has_value());
+    const bool retired = retire_due() || (s_.lead && read_marker(s_.files.paths.worker_dir, kRetiredMarker).has_value());
     if (retired) interrupted = false;
     TrainSummary sum;
-    sum.steps = s_.worker.step;
+    sum.steps = s_.learner.worker.step;
     sum.interrupted = interrupted;
-    if (reducer_ && s_.worker.step > 0)
+    if (reducer_ && s_.learner.worker.step > 0)
       info("gradient all-reduce: {} bucket(s) of at most {} floats, {} started while backward still ran (last step)",
            reducer_->buckets(), s_.group->options().bucket_bytes / sizeof(float), reducer_->started_early());
-    if (interrupted) info("stop requested: finished step {}, publishing a checkpoint and stopping", s_.worker.step);
+    if (interrupted) info("stop requested: finished step {}, publishing a checkpoint and stopping", s_.learner.worker.step);
     if (!s_.lead) return sum;  // rank 0 publishes, evaluates and reports for the group
-    s_.checkpoints->save(s_.worker, /*overlap=*/false);  // the final state (no-op if published already)
+    s_.checkpoints->save(s_.learner.worker, /*overlap=*/false);  // the final state (no-op if published already)
     s_.checkpoints->finish();
     if (retired) retire();
-    if (!evaluated_last_) last_eval_ = evaluate(s_.worker.step);
-    sum.wall_s = s_.metrics->elapsed_s();  // the whole run, data loading included
+    if (!evaluated_last_) last_eval_ = evaluate(s_.learner.worker.step);
+    sum.wall_s = s_.files.metrics->elapsed_s();  // the whole run, data loading included
     sum.test_loss = last_eval_.loss;
     sum.test_accuracy = last_eval_.accuracy;
     const double train_s = seconds_since(started) - eval_s_;
-    sum.examples_per_s = train_s > 0 ? static_cast<double>(s_.worker.step * B_) / train_s : 0;
+    sum.examples_per_s = train_s > 0 ? static_cast<double>(s_.learner.worker.step * B_) / train_s : 0;
     nlohmann::json done = {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy}, {"loss", sum.test_loss},
                            {"train_examples_per_s", sum.examples_per_s}, {"interrupted", interrupted}};
     if (retired) done["retired"] = true;
-    s_.modality->add_done_fields(done, sum.test_loss);
-    s_.metrics->emit("done", s_.worker.step, done);
-    info("{}", s_.modality->done_line(s_.worker.step, format_duration(sum.wall_s), sum.examples_per_s, last_eval_));
+    s_.learner.modality->add_done_fields(done, sum.test_loss);
+    s_.files.metrics->emit("done", s_.learner.worker.step, done);
+    info("{}", s_.learner.modality->done_line(s_.learner.worker.step, format_duration(sum.wall_s), sum.examples_per_s, last_eval_));
     return sum;
   }
 
@@ -166,22 +166,22 @@ class RunLoop {
   // this worker from their next reload.
   void retire() {
     const std::string reason = retire_due() ? "run.retire_at" : "marker";
-    write_marker(s_.paths.worker_dir, kRetiredMarker, c_.run.worker, Membership{s_.worker.step, reason});
-    s_.metrics->emit("cohort", s_.worker.step,
+    write_marker(s_.files.paths.worker_dir, kRetiredMarker, c_.run.worker, Membership{s_.learner.worker.step, reason});
+    s_.files.metrics->emit("cohort", s_.learner.worker.step,
                      {{"retired", std::vector<int>{c_.run.worker}}, {"reason", reason}});
-    info("retired at step {} ({}): {} published; peers stop waiting for this worker", s_.worker.step, reason,
-         marker_path(s_.paths.worker_dir, kRetiredMarker));
+    info("retired at step {} ({}): {} published; peers stop waiting for this worker", s_.learner.worker.step, reason,
+         marker_path(s_.files.paths.worker_dir, kRetiredMarker));
   }
 
   void make_hooks() {
     if (s_.lead) {  // a checkpoint's state kept by an out-of-place update, or copied behind the passes
-      hooks_.before_update = [this] { return s_.checkpoints->before_update(*s_.optimizer); };
+      hooks_.before_update = [this] { return s_.checkpoints->before_update(*s_.learner.optimizer); };
       hooks_.after_update = [this](std::optional<OptimizerBlocks> before, double update_s) {
         s_.checkpoints->after_update(std::move(before), update_s);
       };
     }
     if (s_.group->size() > 1) {  // phase 6, overlapped with phase 5 where it can be
-      reducer_.emplace(*s_.group, s_.model.arena().grads(), s_.model.queue());
+      reducer_.emplace(*s_.group, s_.learner.model.arena().grads(), s_.learner.model.queue());
       hooks_.gradients_ready = [this](std::int64_t first) { reducer_->ready(first); };
       hooks_.reduce_gradients = [this](kernels::Tensor&, kernels::Queue&) { reducer_->finish(); };
     }
@@ -191,14 +191,14 @@ class RunLoop {
   const std::vector<Teacher*>& teachers_for_step() {
     step_teachers_.clear();
     if (!s_.teachers) return step_teachers_;
-    if (s_.lead) s_.teachers->at_step(s_.worker.step, s_.metrics.get());  // every reload_every steps
-    if (c_.codistill.enabled) share_teachers_(s_.worker.step);            // a group's other ranks follow
-    s_.worker.teacher_steps.clear();
-    for (const auto& t : s_.teachers->teachers()) s_.worker.teacher_steps.push_back({t->peer, t->step});
+    if (s_.lead) s_.teachers->at_step(s_.learner.worker.step, s_.files.metrics.get());  // every reload_every steps
+    if (c_.codistill.enabled) share_teachers_(s_.learner.worker.step);            // a group's other ranks follow
+    s_.learner.worker.teacher_steps.clear();
+    for (const auto& t : s_.teachers->teachers()) s_.learner.worker.teacher_steps.push_back({t->peer, t->step});
     // Fixed teachers teach from the first step; peers (forward only, on the same batch)
     // join after burn-in, since they start as untrained as this worker.
     for (const auto& t : s_.teachers->fixed()) step_teachers_.push_back(t.get());
-    if (s_.worker.step >= c_.codistill.burn_in)
+    if (s_.learner.worker.step >= c_.codistill.burn_in)
       for (const auto& t : s_.teachers->teachers()) step_teachers_.push_back(t.get());
     return step_teachers_;
   }
@@ -213,9 +213,9 @@ class RunLoop {
     nlohmann::json fields = {{"loss", window_.loss / n}, {"ce", window_.ce / n}, {"distill", window_.distill / n},
                              {"lr", lr_}, {"examples_per_s", rate_}, {"teachers", window_.teachers},
                              {"staleness", staleness}};
-    if (auto g = s_.optimizer->last_grad_norm()) fields["grad_norm"] = *g;  // optimizer.clip_grad_norm
-    s_.modality->add_train_fields(fields, rate_);
-    s_.metrics->emit("train", step, fields);
+    if (auto g = s_.learner.optimizer->last_grad_norm()) fields["grad_norm"] = *g;  // optimizer.clip_grad_norm
+    s_.learner.modality->add_train_fields(fields, rate_);
+    s_.files.metrics->emit("train", step, fields);
     if (!s_.opts.interactive)
       info("train step {:>7}/{}  loss {:.4f}  distill {:.4f}  teachers {}  lr {:.4g}  {:.0f} ex/s", step, last_,
            window_.loss / n, window_.distill / n, window_.teachers, lr_, rate_);
@@ -227,10 +227,10 @@ class RunLoop {
   EvalResult evaluate(std::int64_t step) {
     const auto t = Clock::now();
     std::vector<std::int32_t> mine, theirs;
-    EvalResult r = s_.modality->evaluate(s_.model, &mine);
+    EvalResult r = s_.learner.modality->evaluate(s_.learner.model, &mine);
     nlohmann::json churn = nlohmann::json::object();
     auto add_churn = [&](Teacher& teacher) {
-      s_.modality->evaluate(teacher.model, &theirs);
+      s_.learner.modality->evaluate(teacher.model, &theirs);
       std::int64_t differ = 0;
       for (std::size_t i = 0; i < mine.size(); ++i) differ += mine[i] != theirs[i];
       churn[teacher.label()] = static_cast<double>(differ) / static_cast<double>(mine.size());
@@ -240,9 +240,9 @@ class RunLoop {
       for (const auto& teacher : s_.teachers->fixed()) add_churn(*teacher);
     }
     nlohmann::json fields = {{"split", "test"}, {"loss", r.loss}, {"accuracy", r.accuracy}, {"churn", churn}};
-    s_.modality->add_eval_fields(fields, r);
-    s_.metrics->emit("eval", step, fields);
-    info("{}", s_.modality->eval_line(step, r, seconds_since(t)));
+    s_.learner.modality->add_eval_fields(fields, r);
+    s_.files.metrics->emit("eval", step, fields);
+    info("{}", s_.learner.modality->eval_line(step, r, seconds_since(t)));
     eval_s_ += seconds_since(t);
     return r;
   }
@@ -272,7 +272,7 @@ TrainSummary Trainer::run() {
   loop.announce();
   const auto started = Clock::now();
   bool interrupted = false;
-  while (s_->worker.step < loop.last() && !loop.retire_due()) {
+  while (s_->learner.worker.step < loop.last() && !loop.retire_due()) {
     if (loop.stopping()) {
       interrupted = true;
       break;

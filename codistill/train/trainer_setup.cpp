@@ -60,7 +60,7 @@ std::string model_section(const Config& c, const char* key) {
 
 void choose_device(Trainer::State& s) {
   const Config& c = s.cfg;
-  s.device = usable_device(c.device);  // before anything is written
+  s.learner.device = usable_device(c.device);  // before anything is written
   kernels::backend_for(kernels::DeviceKind::cpu).set_threads(c.run.threads);
   // A worker group's ranks (docs/architecture.md section 5): rank 0 leads (the worker's
   // files, evaluation); the others only train. One process is a "single" group of one.
@@ -77,12 +77,12 @@ void choose_device(Trainer::State& s) {
   // one; any other device is refused (exit 2) rather than reduced through the wrong memory.
   if (group.reduces_device_memory()) {
     const kernels::Device chosen = kernels::Device::parse(group.device());
-    if (c.device.find(':') == std::string::npos && s.device.kind == chosen.kind) {
-      s.device = usable_device(group.device());
-      s.cfg.device = s.device.str();  // what the rest reads (teachers go to this device too)
+    if (c.device.find(':') == std::string::npos && s.learner.device.kind == chosen.kind) {
+      s.learner.device = usable_device(group.device());
+      s.cfg.device = s.learner.device.str();  // what the rest reads (teachers go to this device too)
     }
     try {
-      check_group_device(group, s.device);
+      check_group_device(group, s.learner.device);
     } catch (const std::invalid_argument& e) {
       throw ConfigError(c.device == "cpu" ? "group.kind" : "device", "", 0, e.what());
     }
@@ -90,23 +90,23 @@ void choose_device(Trainer::State& s) {
   // A channels-last request the device's backend cannot honour: the model's device move
   // would refuse it too, but later (after the run directory is made) and as a runtime error,
   // while it is the config's key that is wrong.
-  if (model_of(c, c.run.worker).memory_format == "nhwc" && !kernels::backend_for(s.device).supports_channels_last())
+  if (model_of(c, c.run.worker).memory_format == "nhwc" && !kernels::backend_for(s.learner.device).supports_channels_last())
     throw ConfigError("model.memory_format", "", 0,
                       fmt::format("nhwc: the {} backend has no channels-last image ops (use auto or nchw)",
-                                  kernels::backend_for(s.device).name()));
+                                  kernels::backend_for(s.learner.device).name()));
   // Flash attention where the device's backend has no kernel for it (CUDA, for now): the
   // first forward would refuse it, but after the run directory is made and as a runtime
   // error, while it is the config's key that is wrong. Students train in float32.
   if (model_of(c, c.run.worker).kind == "gpt" && model_of(c, c.run.worker).attention == "flash" &&
-      !kernels::backend_for(s.device).supports(kernels::Op::flash_attention, kernels::DType::f32))
+      !kernels::backend_for(s.learner.device).supports(kernels::Op::flash_attention, kernels::DType::f32))
     throw ConfigError(model_section(c, ".attention"), "", 0,
                       fmt::format("flash: the {} backend has no flash_attention kernel (use materialized)",
-                                  kernels::backend_for(s.device).name()));
+                                  kernels::backend_for(s.learner.device).name()));
   // A precision the device's backend cannot compute in: refused here, naming the key, rather
   // than by to_device (later, and whose other refusals are not about precision).
   for (const auto& [key, compute] : {std::pair{"train.precision", student_compute(c)},
                                      std::pair{"codistill.teacher_precision", teacher_compute(c)}}) {
-    const kernels::Backend& backend = kernels::backend_for(s.device);
+    const kernels::Backend& backend = kernels::backend_for(s.learner.device);
     if (!backend.supports_compute(compute))
       throw ConfigError(key, "", 0,
                         fmt::format("the {} backend cannot compute GEMMs in {}", backend.name(),
@@ -133,12 +133,12 @@ void load_data_and_model(Trainer::State& s, Pending& p) {
   const Config& c = s.cfg;
   const auto t0 = Clock::now();
   p.mc = model_of(c, c.run.worker);
-  s.modality = make_modality(c, s.group->rank());
-  s.modality->load(p.mc, model_section(c, ""));
-  p.data_identity = identify_data(s.modality->data());
+  s.learner.modality = make_modality(c, s.group->rank());
+  s.learner.modality->load(p.mc, model_section(c, ""));
+  p.data_identity = identify_data(s.learner.modality->data());
   p.load_s = seconds_since(t0);
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
-  s.model = s.opts.model_factory ? s.opts.model_factory(p.mc, init_rng) : build_model(p.mc, init_rng);
+  s.learner.model = s.opts.model_factory ? s.opts.model_factory(p.mc, init_rng) : build_model(p.mc, init_rng);
 }
 
 void find_resume_point(Trainer::State& s, Pending& p) {
@@ -154,14 +154,14 @@ void find_resume_point(Trainer::State& s, Pending& p) {
   // Rank 0 picks the checkpoint to resume from (cleaning up dead writers' temp files); the
   // others read that very file, so every rank starts from the same state.
   if (s.lead) {
-    s.checkpoints = std::make_unique<CheckpointManager>(c, s.log, s.opts.checkpoint_faults);
-    resume_from = s.checkpoints->find_resume_point(s.opts.resume, s.model.fingerprint());
+    s.checkpoints = std::make_unique<CheckpointManager>(c, s.log);
+    resume_from = s.checkpoints->find_resume_point(s.opts.resume, s.learner.model.fingerprint());
   }
   std::vector<std::int64_t> resume_step = {resume_from ? resume_from->data.meta.step : -1};
   broadcast_values(*s.group, resume_step);
   if (!s.lead && resume_step[0] >= 0) {
     checkpoint::ReadOptions read_options;
-    read_options.expected_fingerprint = s.model.fingerprint();
+    read_options.expected_fingerprint = s.learner.model.fingerprint();
     checkpoint::LoadedCheckpoint loaded;
     loaded.file.path = checkpoint::RunStore(c.run.dir).checkpoint_path(c.run.worker, resume_step[0]);
     loaded.file.step = resume_step[0];
@@ -196,7 +196,7 @@ void apply_init_from(Trainer::State& s, Pending& p) {
   // leaves no trace. A resumed run's own checkpoint wins.
   if (!p.mc.init_from.empty() && !p.resume_from)
     p.init_source =
-        init_model_from(s.model, p.mc, p.mc.init_from, s.cfg.run.worker, s.cfg.run.dir,
+        init_model_from(s.learner.model, p.mc, p.mc.init_from, s.cfg.run.worker, s.cfg.run.dir,
                         model_section(s.cfg, ".init_from"));
   if (p.init_source && p.init_source->join && p.init_source->step >= s.cfg.train.steps)
     throw WorkerFinished(fmt::format("worker {} would join {} at step {} ({}), which is not before train.steps {}: "
@@ -206,7 +206,7 @@ void apply_init_from(Trainer::State& s, Pending& p) {
   // A directory init_from names may gain a checkpoint between the ranks' reads: rank 0's
   // parameters and buffers are the group's.
   if (p.init_source && s.group->size() > 1) {
-    ParamArena& arena = s.model.arena();
+    ParamArena& arena = s.learner.model.arena();
     auto send = [&](kernels::Tensor& block) {
       if (block.defined() && block.numel() > 0)
         s.group->broadcast(std::span<float>(block.data<float>(), static_cast<std::size_t>(block.numel())), 0);
@@ -219,8 +219,8 @@ void apply_init_from(Trainer::State& s, Pending& p) {
 void claim_run_dir(Trainer::State& s, const Pending& p) {
   const Config& c = s.cfg;
   if (!s.lead) {
-    s.paths = run_paths(c);
-    s.metrics = std::make_unique<MetricsWriter>();  // disabled: rank 0 writes the worker's metrics
+    s.files.paths = run_paths(c);
+    s.files.metrics = std::make_unique<MetricsWriter>();  // disabled: rank 0 writes the worker's metrics
     return;
   }
   const bool had_metrics = boost::filesystem::exists(run_paths(c).metrics);
@@ -229,36 +229,36 @@ void claim_run_dir(Trainer::State& s, const Pending& p) {
     boost::system::error_code ec;
     boost::filesystem::create_directories(run_paths(c).worker_dir, ec);
     if (ec) throw RunDirError("cannot create " + run_paths(c).worker_dir + ": " + ec.message());
-    s.owner = std::make_unique<WorkerOwner>(run_paths(c).worker_dir);
+    s.files.owner = std::make_unique<WorkerOwner>(run_paths(c).worker_dir);
   }
-  s.paths = prepare_run_dir(c, s.opts.resume);
-  s.log->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.paths.log));
+  s.files.paths = prepare_run_dir(c, s.opts.resume);
+  s.log->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(s.files.paths.log));
   // A log line that cannot be written (a full disk) is lost from train.log but still reaches
   // the console; say so once instead of once per line. Training goes on: metrics.jsonl, whose
   // write failures stop the worker, is the run's record.
-  s.log->set_error_handler([path = s.paths.log](const std::string& msg) {
+  s.log->set_error_handler([path = s.files.paths.log](const std::string& msg) {
     static std::once_flag once;
     std::call_once(once, [&] {
       std::fprintf(stderr, "codistill-train: %s cannot be written (%s): log lines go to the "
                    "console only\n", path.c_str(), msg.c_str());
     });
   });
-  s.metrics = std::make_unique<MetricsWriter>(s.paths.metrics);
-  s.checkpoints->set_metrics(s.metrics.get());
-  record_data(s.paths.worker_dir, p.data_identity);
+  s.files.metrics = std::make_unique<MetricsWriter>(s.files.paths.metrics);
+  s.checkpoints->set_metrics(s.files.metrics.get());
+  record_data(s.files.paths.worker_dir, p.data_identity);
   if (!p.resume_from && had_metrics)
     s.log->warn("{} holds an earlier start of this worker but no checkpoint: starting from step 0, "
-                "appending to its metrics.jsonl", s.paths.worker_dir);
+                "appending to its metrics.jsonl", s.files.paths.worker_dir);
 }
 
 void log_start(Trainer::State& s, Pending& p) {
   const Config& c = s.cfg;
-  s.modality->log_data(*s.log, p.load_s);
+  s.learner.modality->log_data(*s.log, p.load_s);
   s.log->info("data path {} (shard {}): {} file(s), fingerprint {:016x} (recorded in worker's data.json)",
-              p.data_identity.path, s.modality->data().shard, p.data_identity.files.size(),
+              p.data_identity.path, s.learner.modality->data().shard, p.data_identity.files.size(),
               p.data_identity.fingerprint);
-  s.log->info("model {} ({} parameters, fingerprint {}):\n{}", p.mc.kind, s.model.num_params(),
-              s.model.fingerprint(), s.model.summary());
+  s.log->info("model {} ({} parameters, fingerprint {}):\n{}", p.mc.kind, s.learner.model.num_params(),
+              s.learner.model.fingerprint(), s.learner.model.summary());
   if (p.init_source)
     s.log->info("model initialized from {} (worker {}, step {}): parameters and buffers only; the optimizer, step "
                 "count and data order start fresh",
@@ -274,17 +274,17 @@ void log_start(Trainer::State& s, Pending& p) {
 void make_batch_source(Trainer::State& s, Pending& p) {
   // Phase 1's source (data/feed/batch_source.hpp). Every rank draws the group's whole batch
   // and trains on its own slice of it.
-  p.source = s.modality->make_source(RankSlice{s.group->rank(), s.group->size()}, s.device, *s.log, p.prefetch);
+  p.source = s.learner.modality->make_source(RankSlice{s.group->rank(), s.group->size()}, s.learner.device, *s.log, p.prefetch);
   s.log->info("data shard: {}", p.source->describe());
 }
 
 void restore_and_place(Trainer::State& s, Pending& p) {
   const Config& c = s.cfg;
-  WorkerState& w = s.worker;
-  w.model = &s.model;
-  w.optimizer = s.optimizer.get();
+  WorkerState& w = s.learner.worker;
+  w.model = &s.learner.model;
+  w.optimizer = s.learner.optimizer.get();
   w.source = p.source.get();
-  w.normalization = s.modality->normalization();
+  w.normalization = s.learner.modality->normalization();
   w.worker = c.run.worker;
   w.model_yaml = model_yaml(p.mc);
   w.config_yaml = to_yaml(c);
@@ -298,8 +298,8 @@ void restore_and_place(Trainer::State& s, Pending& p) {
     s.log->info("joining the run at step {} with the weights of worker {} ({})", w.step, p.init_source->worker,
                 p.init_source->path);
     // Before the first step: sync-mode peers stop waiting for this worker's earlier steps.
-    if (s.lead) write_marker(s.paths.worker_dir, kJoinedMarker, c.run.worker, Membership{w.step, p.init_source->path});
-    s.metrics->emit("cohort", w.step,
+    if (s.lead) write_marker(s.files.paths.worker_dir, kJoinedMarker, c.run.worker, Membership{w.step, p.init_source->path});
+    s.files.metrics->emit("cohort", w.step,
                     {{"joined", std::vector<int>{c.run.worker}}, {"from_worker", p.init_source->worker},
                      {"from", p.init_source->path}});
   }
@@ -308,8 +308,8 @@ void restore_and_place(Trainer::State& s, Pending& p) {
   kernels::QueueOptions queue_options;
   queue_options.allow_tf32 = c.train.allow_tf32;
   queue_options.compute = student_compute(c);
-  s.model.to_device(s.device, queue_options);
-  s.log->info("device {} ({} backend{}{})", s.device.str(), s.model.queue().backend().name(),
+  s.learner.model.to_device(s.learner.device, queue_options);
+  s.log->info("device {} ({} backend{}{})", s.learner.device.str(), s.learner.model.queue().backend().name(),
               c.train.allow_tf32 ? ", TF32 allowed" : "",
               queue_options.compute == kernels::Compute::bf16 ? ", bf16 mixed precision" : "");
   s.log->info("OpenMP: {} threads, {}", kernels::backend_for(kernels::DeviceKind::cpu).threads(),
@@ -317,7 +317,7 @@ void restore_and_place(Trainer::State& s, Pending& p) {
   const int ranks = s.group->size();
   if (c.group.sync_batchnorm && ranks > 1) {  // one process: its statistics are the group's already
     try {
-      const int layers = synchronize_batchnorm(*s.group, s.model);
+      const int layers = synchronize_batchnorm(*s.group, s.learner.model);
       s.log->info("synchronized BatchNorm over the {} ranks: {} layer(s)", ranks, layers);
     } catch (const std::invalid_argument& e) {
       throw ConfigError("group.sync_batchnorm", "", 0, e.what());
@@ -332,22 +332,22 @@ void make_step(Trainer::State& s, Pending& p) {
   loss_params.weight = c.codistill.weight;
   const bool distills = c.codistill.enabled || !c.codistill.fixed_teachers.empty();
   loss_params.hard_weight = distills ? c.codistill.hard_weight : 1.0;
-  s.step = std::make_unique<TrainStep>(s.model, std::move(p.source), c.data.batch_size, loss_params,
+  s.learner.step = std::make_unique<TrainStep>(s.learner.model, std::move(p.source), c.data.batch_size, loss_params,
                                        c.train.micro_batches, /*double_buffer=*/p.prefetch);
-  s.step->set_teacher_compute(teacher_compute(c));
+  s.learner.step->set_teacher_compute(teacher_compute(c));
   if (c.train.fused_head) {
     try {
-      s.step->set_fused_head(true);
+      s.learner.step->set_fused_head(true);
     } catch (const std::invalid_argument& e) {
       throw ConfigError("train.fused_head", "", 0, e.what());
     }
   }
-  s.modality->emit_first(*s.metrics, s.worker.step);  // what "learning" means for this data, where it says
+  s.learner.modality->emit_first(*s.files.metrics, s.learner.worker.step);  // what "learning" means for this data, where it says
 }
 
 void start_teachers(Trainer::State& s, const Pending& p) {
   const Config& c = s.cfg;
-  WorkerState& w = s.worker;
+  WorkerState& w = s.learner.worker;
   if (s.checkpoints) s.checkpoints->prepare(w);
   if (c.codistill.enabled || !c.codistill.fixed_teachers.empty())
     s.teachers = std::make_unique<TeacherPool>(s.cfg, p.mc, s.log, /*follower=*/!s.lead, s.opts.model_factory);
@@ -357,16 +357,16 @@ void start_teachers(Trainer::State& s, const Pending& p) {
   auto set_gate = [&] {
     if (!s.teachers || !c.codistill.gate.enabled || s.teachers->has_gate()) return;
     GateConfig gate = c.codistill.gate;
-    if (gate.probe == 0) gate.probe = s.modality->probe_rows();
+    if (gate.probe == 0) gate.probe = s.learner.modality->probe_rows();
     s.teachers->set_gate(std::make_unique<TeacherGate>(
-        gate, [m = s.modality.get(), rows = gate.probe](Model& model) { return m->probe(model, rows); }, s.model));
+        gate, [m = s.learner.modality.get(), rows = gate.probe](Model& model) { return m->probe(model, rows); }, s.learner.model));
   };
   if (!p.resume_from) set_gate();
   if (!c.codistill.fixed_teachers.empty()) {
     // Chosen once per worker (recorded beside its checkpoints); a resumed worker takes the
     // recorded files again, even where a teacher run has published newer ones since. In a
     // group rank 0 chooses and records them; the others take the record.
-    const std::string record = s.paths.worker_dir + "/fixed_teachers.json";
+    const std::string record = s.files.paths.worker_dir + "/fixed_teachers.json";
     std::vector<FixedTeacherFile> files;
     if (s.lead) {
       files = p.resume_from ? read_fixed_record(record) : std::vector<FixedTeacherFile>{};
@@ -377,9 +377,9 @@ void start_teachers(Trainer::State& s, const Pending& p) {
     }
     if (s.group->size() > 1) s.group->barrier();  // the record is written
     if (!s.lead) files = read_fixed_record(record);
-    s.teachers->load_fixed(files, s.modality->normalization(), s.metrics.get(), w.step);
+    s.teachers->load_fixed(files, s.learner.modality->normalization(), s.files.metrics.get(), w.step);
   }
-  if (c.codistill.enabled && s.lead) s.teachers->resume(w.teacher_steps, s.metrics.get(), w.step);
+  if (c.codistill.enabled && s.lead) s.teachers->resume(w.teacher_steps, s.files.metrics.get(), w.step);
   set_gate();
 }
 

@@ -83,14 +83,14 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   setup::apply_init_from(s, p);
   setup::claim_run_dir(s, p);
   setup::log_start(s, p);
-  s.optimizer = make_optimizer(s.cfg.optimizer, s.model);
+  s.learner.optimizer = make_optimizer(s.cfg.optimizer, s.learner.model);
   setup::make_batch_source(s, p);
   setup::restore_and_place(s, p);
   setup::make_step(s, p);
   setup::start_teachers(s, p);
   const CodistillConfig& cd = s.cfg.codistill;
   if (cd.enabled) {
-    share_teachers(s.worker.step);  // a group's other ranks take rank 0's
+    share_teachers(s.learner.worker.step);  // a group's other ranks take rank 0's
     s.log->info("codistillation ({} mode) with peers [{}], burn-in {} steps, reload every {}, weight {}, "
                 "temperature {}",
                 cd.mode, fmt::join(s.teachers->peers(), ", "), cd.burn_in, cd.reload_every, cd.weight,
@@ -104,11 +104,11 @@ void Trainer::share_teachers(std::int64_t step) {
   std::vector<checkpoint::TeacherStep> mine;
   for (const auto& t : s.teachers->teachers()) mine.push_back({t->peer, t->step});
   const auto chosen = share_teacher_steps(*s.group, mine, s.teachers->max_teachers());
-  if (!s.lead) s.teachers->follow(chosen, s.metrics.get(), step);
+  if (!s.lead) s.teachers->follow(chosen, s.files.metrics.get(), step);
 }
 
 Trainer::~Trainer() = default;
-Model& Trainer::model() { return s_->model; }
+Model& Trainer::model() { return s_->learner.model; }
 const Config& Trainer::config() const { return s_->cfg; }
 
 }  // namespace codistill

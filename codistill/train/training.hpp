@@ -16,7 +16,6 @@
 #include "codistill/dist/process_group.hpp"
 #include "codistill/util/run_errors.hpp"
 #include "codistill/eval/evaluate.hpp"
-#include "codistill/persist/faults.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/util/rng.hpp"
 
@@ -26,9 +25,6 @@ struct TrainOptions {
   bool resume = true;        // continue from this worker's checkpoints when there are any
   bool console = true;       // log lines on stdout as well as in train.log
   bool interactive = false;  // one in-place progress line (stdout is a terminal)
-  // Fault injection for process-level tests (codistill-train reads it from the
-  // CODISTILL_FAULT_* variables; the library never looks at the environment).
-  CheckpointFaults checkpoint_faults;
   // The worker's process group when it is a group of ranks (docs/architecture.md section 5):
   // rank 0 writes and evaluates, every rank trains on its slice of the group's batch. Unset:
   // one process (a "single" group).

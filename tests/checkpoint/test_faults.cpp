@@ -12,6 +12,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/edit.hpp"
+#include "checkpoint/fault_seam.hpp"
 #include "sample_checkpoint.hpp"
 #include "support/process.hpp"
 
@@ -165,10 +166,9 @@ TEST_CASE("a write that fails part-way leaves neither the final file nor a temp 
   test::TempDir dir;
   test::SampleCheckpoint sample;
   std::string path = dir.str("ckpt-000000100.h5");
-  WriteOptions failing = test::small_chunks();
-  failing.fail_after_bytes = 20000;  // a few chunks in, as a full disk would
+  fault_seam::arm_write(path, {20000, false});  // a few chunks in, as a full disk would
   try {
-    checkpoint::write(path, sample.view(), failing);
+    checkpoint::write(path, sample.view(), test::small_chunks());
     FAIL("write did not fail");
   } catch (const CheckpointError& e) {
     CHECK(e.path() == path);
@@ -245,9 +245,8 @@ TEST_CASE("big checkpoints (helper-thread pipeline) report failures the same way
   checkpoint::write(inf, v, o);
   CHECK(reason(inf) == "parameter big/weight holds Inf at index " + std::to_string((3 << 20) - 5));
 
-  WriteOptions failing = o;
-  failing.fail_after_bytes = 5 << 20;
-  CHECK_THROWS_WITH(checkpoint::write(dir.str("failed.h5"), v, failing), Catch::Contains("injected write failure"));
+  fault_seam::arm_write(dir.str("failed.h5"), {5 << 20, false});
+  CHECK_THROWS_WITH(checkpoint::write(dir.str("failed.h5"), v, o), Catch::Contains("injected write failure"));
   CHECK_FALSE(fs::exists(dir.path() / "failed.h5"));
   CHECK(files_in(dir.path()).size() == 3);  // good, flipped, inf: no temp file
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/fault_seam.hpp"
 #include "checkpoint/store.hpp"
 #include "codistill/train/training.hpp"
 #include "support/process.hpp"
@@ -116,12 +117,15 @@ TEST_CASE("an asynchronous checkpoint whose write fails, or which finds no memor
   sync.run.dir = dir.str("sync");
   TrainOptions opts;
   opts.console = false;
-  TrainOptions failing = opts;
-  failing.checkpoint_faults.fail_steps = {4};  // part-way, as on a full disk
+  fault_seam::Plan faults;
+  faults.fail_checkpoint_steps = {4};  // part-way, as on a full disk
   // No memory for the update after step 6's checkpoint: written synchronously instead.
-  failing.checkpoint_faults.no_memory_steps = {6};
-  Trainer a(async, failing), s(sync, opts);
-  a.run();
+  faults.no_memory_steps = {6};
+  Trainer a(async, opts), s(sync, opts);
+  {
+    const fault_seam::ScopedPlan planned(faults);
+    a.run();
+  }
   s.run();
   CHECK(final_params(a) == final_params(s));
   const auto files = checkpoint::RunStore(async.run.dir).checkpoints(0);

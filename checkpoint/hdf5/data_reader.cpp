@@ -1,6 +1,6 @@
 // DataReader (data_reader.hpp): a dataset's chunks read on the caller's thread and checked
 // on the helper's, or the whole dataset through HDF5's pipeline and checked here.
-#include "checkpoint/data_reader.hpp"
+#include "checkpoint/hdf5/data_reader.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "checkpoint/heap_guard.hpp"
+#include "checkpoint/hdf5/heap_guard.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "checkpoint/hdf5.hpp"
+#include "checkpoint/hdf5/hdf5.hpp"
 
 #include <sys/stat.h>
 
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "checkpoint/heap_guard.hpp"
+#include "checkpoint/hdf5/heap_guard.hpp"
 
 namespace codistill::checkpoint::h5 {
 
@@ -155,7 +155,7 @@ void write_attr(hid_t loc, const char* name, std::int64_t value) {
 
 // Fixed-length strings, exactly as long as the text (an empty one is a single NUL): no
 // global heap in the file, whose parsing in libhdf5 1.10 can hang on a damaged file
-// (checkpoint/heap_guard.hpp). Files written before 2026-11-24 hold variable-length
+// (checkpoint/hdf5/heap_guard.hpp). Files written before 2026-11-24 hold variable-length
 // strings; read_attr_string reads both.
 void write_attr(hid_t loc, const char* name, const std::string& value) {
   Handle t = type(H5Tcopy(H5T_C_S1), "creating a string type");

@@ -1,5 +1,5 @@
 // The global heap check that keeps libhdf5 1.10 from looping forever (or reading past a
-// collection) on a damaged file with variable-length strings: checkpoint/heap_guard.hpp.
+// collection) on a damaged file with variable-length strings: checkpoint/hdf5/heap_guard.hpp.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "checkpoint/checkpoint.hpp"
-#include "checkpoint/heap_guard.hpp"
-#include "sample_checkpoint.hpp"
+#include "checkpoint/hdf5/heap_guard.hpp"
+#include "checkpoint/sample_checkpoint.hpp"
 #include "support/process.hpp"
 
 using namespace codistill::checkpoint;

@@ -12,9 +12,9 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/hash.hpp"
-#include "checkpoint/hdf5.hpp"
+#include "checkpoint/hdf5/hdf5.hpp"
 #include "checkpoint/layout.hpp"
-#include "checkpoint/pipeline.hpp"
+#include "checkpoint/hdf5/pipeline.hpp"
 
 namespace codistill::checkpoint::data {
 
