@@ -17,7 +17,9 @@
 // caller's explicit zero() on the same queue. The one exception is linear_backward with
 // accumulate = false, which writes dw and db (a step's first backward, Model::zero_grad_lazily).
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -144,6 +146,18 @@ class Backend {
   // the host waiting on the copy itself: the tensor itself where device memory is host
   // memory (the copy is then a no-op), page-locked memory of its shape where it is not.
   virtual Tensor staging_for(const Tensor& device_tensor) = 0;
+  // The memory of device `device` as its library reports it, for the memory plan: free and
+  // total bytes, and the peak this process held there (-1 where not tracked). nullopt where
+  // device memory is host memory (the CPU): the host's own numbers apply.
+  struct DeviceMemory {
+    std::int64_t free = -1;
+    std::int64_t total = -1;
+    std::int64_t peak = -1;
+  };
+  virtual std::optional<DeviceMemory> device_memory(int device) const {
+    (void)device;
+    return std::nullopt;
+  }
   // Synchronous copies and zeroing outside any queue (set-up paths: Tensor::copy_from,
   // Tensor::zero); they wait for the whole device first.
   virtual void copy_sync(Tensor& dst, const Tensor& src) = 0;

@@ -46,6 +46,19 @@ struct Buffer {
   kernels::Tensor* value;
 };
 
+// What one training step keeps in a module's own buffers (Module::plan_activations), in
+// bytes: `forward` is what its forward allocates (outputs, what backward reads), `backward`
+// what only its backward allocates (input and pre-activation gradients); `output` is the
+// full shape (batch first) of what it returns. The memory plan (codistill/train/
+// memory_plan.hpp) sums them over the tree; a module's own plan follows its do_forward and
+// do_backward, so a new buffer there belongs here too (tests/codistill/nn/test_activation_plan.cpp).
+struct ActivationBytes {
+  std::int64_t forward = 0;
+  std::int64_t backward = 0;
+  kernels::Shape output;
+  std::int64_t total() const { return forward + backward; }
+};
+
 class Module {
  public:
   Module() = default;
@@ -64,6 +77,12 @@ class Module {
   virtual std::optional<kernels::DType> input_dtype() const { return std::nullopt; }
   // Output shape for an input shape without the batch dimension ([C,H,W] or [F]).
   virtual kernels::Shape output_shape(const kernels::Shape& input) const = 0;
+
+  // The buffers a forward (and with `training`, a backward) of input x keep in this
+  // module and its children (full shape, batch first; need_dx as backward's). The default
+  // is a leaf's output and input gradient in its parameters' float32; modules that keep
+  // more, less or other shapes say so.
+  virtual ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx);
 
   // ---- the tree ----
   using ChildFn = std::function<void(const std::string& name, Module& child)>;

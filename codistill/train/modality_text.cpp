@@ -99,6 +99,11 @@ class TextModality final : public Modality {
     return fmt::format("eval  step {:>7}  held-out loss {:.4f} nats/token  perplexity {:.2f}  next-token accuracy "
                        "{:.2f}%  ({:.1f} s)", step, r.loss, std::exp(r.loss), 100 * r.accuracy, seconds);
   }
+  std::int64_t data_bytes() const override {  // int32 tokens, the training and held-out streams
+    if (!text_) return 0;
+    const auto valid = text_->valid();
+    return static_cast<std::int64_t>(sizeof(std::int32_t)) * (text_->train_tokens() + (valid ? valid->size() : 0));
+  }
   std::string done_line(std::int64_t steps, const std::string& wall, double examples_per_s,
                         const EvalResult& r) const override {
     return fmt::format("done: {} steps in {} ({:.0f} training windows/s), held-out loss {:.4f} nats/token, "

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "codistill/train/group.hpp"
+#include "codistill/train/memory_report.hpp"
 #include "codistill/train/progress.hpp"
 #include "codistill/train/trainer_state.hpp"
 
@@ -134,6 +135,7 @@ class RunLoop {
     nlohmann::json done = {{"wall_s", sum.wall_s}, {"accuracy", sum.test_accuracy}, {"loss", sum.test_loss},
                            {"train_examples_per_s", sum.examples_per_s}, {"interrupted", interrupted}};
     s_.modality->add_done_fields(done, sum.test_loss);
+    setup::report_measured_memory(s_);
     s_.metrics->emit("done", s_.worker.step, done);
     info("{}", s_.modality->done_line(s_.worker.step, format_duration(sum.wall_s), sum.examples_per_s, last_eval_));
     return sum;
