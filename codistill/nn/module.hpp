@@ -18,6 +18,7 @@
 // Parameters, grads and non-trainable buffers are tensors the module owns by name
 // (params(), buffers()); inside a Model they are views into the model's one arena
 // (codistill/nn/arena.hpp), bound once the tree is complete.
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -52,11 +53,20 @@ struct Buffer {
 // full shape (batch first) of what it returns. The memory plan (codistill/train/
 // memory_plan.hpp) sums them over the tree; a module's own plan follows its do_forward and
 // do_backward, so a new buffer there belongs here too (tests/codistill/nn/test_activation_plan.cpp).
+// `workspace` is the backend's scratch for the module's ops (Backend::conv2d_workspace_bytes),
+// shared by every module on one queue: containers take the largest, not the sum.
 struct ActivationBytes {
   std::int64_t forward = 0;
   std::int64_t backward = 0;
   kernels::Shape output;
+  std::int64_t workspace = 0;
   std::int64_t total() const { return forward + backward; }
+  // A child's buffers added to these (the output stays this one's).
+  void add(const ActivationBytes& child) {
+    forward += child.forward;
+    backward += child.backward;
+    workspace = std::max(workspace, child.workspace);
+  }
 };
 
 class Module {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/checkpoint.hpp"
+#include "codistill/eval/evaluate_text.hpp"
 #include "codistill/util/config_error.hpp"
 #include "codistill/util/memory_info.hpp"
 
@@ -31,7 +33,36 @@ std::int64_t step_io_bytes(Model& model, const Config& cfg, const MemoryPlanInpu
   const std::int64_t per_micro =
       kernels::shape_numel(x) * static_cast<std::int64_t>(kernels::dtype_size(model.input_dtype())) + label_rows * 4;
   const std::int64_t sets = in.double_buffered ? 2 : 1;
-  return sets * cfg.train.micro_batches * per_micro + kernels::shape_numel(logits) * 4;
+  // The fused head holds no logits' gradient (TrainStep::set_fused_head).
+  return sets * cfg.train.micro_batches * per_micro + (cfg.train.fused_head ? 0 : kernels::shape_numel(logits) * 4);
+}
+
+// With train.fused_head the last module (the head) never runs as a module: its logits and
+// their gradient are not held. The loss instead keeps the features' gradient and a
+// workspace of chunks of (K + 1) x V logits, at most DistillHeadParams::workspace_bytes.
+ActivationBytes fused_head_activations(Model& model, const ActivationBytes& full, int teachers) {
+  const auto head = model.linear_head();
+  if (!head) return full;  // refused later by the step, naming train.fused_head
+  const std::int64_t V = head->weight->dim(0), D = head->weight->dim(1);
+  const std::int64_t rows = full.output.front();
+  Module& last = *model.root().children().back().second;
+  const ActivationBytes h = last.plan_activations({rows, D}, true, true);
+  ActivationBytes a = full;
+  a.forward -= h.forward;
+  a.backward -= h.backward;
+  a.backward += rows * D * 4;
+  const auto cap = static_cast<std::int64_t>(kernels::DistillHeadParams{}.workspace_bytes);
+  a.forward += std::min(cap, (teachers + 1) * rows * V * 4);
+  return a;
+}
+
+// The checkpoint writer's chunk buffers: one, or with its I/O thread (files of 8 MiB and
+// more) four, each the largest chunk: a tensor's rows up to WriteOptions::chunk_elements.
+std::int64_t writer_buffer_bytes(Model& model, std::int64_t file_bytes) {
+  std::int64_t largest = 0;
+  for (const NamedParam& p : model.params()) largest = std::max(largest, p.value->numel());
+  const std::int64_t chunk = std::min(largest, checkpoint::WriteOptions{}.chunk_elements) * 4 + 4;
+  return (file_bytes >= (std::int64_t{8} << 20) ? 4 : 1) * chunk;
 }
 
 }  // namespace
@@ -77,6 +108,7 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
   MemoryPlan plan;
   plan.device = in.device;
   plan.device_is_host = in.device_is_host;
+  plan.resident_bytes = in.resident_bytes;
   const bool dev = !in.device_is_host;
   auto add = [&](std::string name, std::int64_t bytes, bool on_device, std::string note) {
     plan.lines.push_back({std::move(name), bytes, on_device, std::move(note)});
@@ -84,14 +116,18 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
   ParamArena& arena = model.arena();
   const std::int64_t values = nbytes(arena.values()), grads = nbytes(arena.grads()), bufs = nbytes(arena.buffers());
   const std::int64_t rows = cfg.data.batch_size / cfg.train.micro_batches;
-  const std::int64_t eval_rows = cfg.train.eval_batch_size;
+  // Text evaluates whole windows: train.eval_batch_size counts tokens there.
+  const std::int64_t eval_rows = is_token_data(cfg.data)
+                                     ? eval_windows_per_batch(cfg.train.eval_batch_size, cfg.data.context)
+                                     : cfg.train.eval_batch_size;
 
-  const ActivationBytes train = model.root().plan_activations(batch_shape(model, rows), true, false);
+  ActivationBytes train = model.root().plan_activations(batch_shape(model, rows), true, false);
+  if (cfg.train.fused_head) train = fused_head_activations(model, train, in.teachers);
   const ActivationBytes eval = model.root().plan_activations(batch_shape(model, eval_rows), false, false);
   const ActivationBytes teach = model.root().plan_activations(batch_shape(model, std::max(rows, eval_rows)), false, false);
   const std::string shape = kernels::shape_str(batch_shape(model, rows));
 
-  add("runtime", in.runtime_bytes, false, "resident before data and model: code, libraries, threads");
+  add("runtime", in.runtime_bytes, false, "resident besides data and model when planned: code, libraries, threads");
   add("data", in.data_bytes, false, "the loaded examples and labels (or tokens)");
   add("parameters", values, dev, fmt::format("{} floats", values / 4));
   add("gradients", grads, dev, "one block like the parameters");
@@ -103,12 +139,15 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
                   format_bytes(train.forward), format_bytes(train.backward)));
   // Evaluation re-sizes the forward buffers to its batch while backward's stay.
   add("evaluation", std::max<std::int64_t>(0, eval.forward - train.forward), dev,
-      fmt::format("forward at train.eval_batch_size {} beyond training's", eval_rows));
+      fmt::format("forward at {} evaluation rows beyond training's", eval_rows));
+  // The backend's scratch (oneDNN's convolutions on the CPU) is one per queue, grown to its
+  // largest call: training's or evaluation's.
+  add("workspace", std::max(train.workspace, eval.workspace), dev, "the backend's scratch, largest call on the queue");
   add("step_io", step_io_bytes(model, cfg, in, rows, train.output), dev, "inputs, labels, loss gradient");
-  const std::int64_t per_teacher = values + bufs + teach.forward;
+  const std::int64_t per_teacher = values + bufs + teach.forward + teach.workspace;  // each on its own queue
   add("teachers", in.teachers * per_teacher, dev,
-      fmt::format("K = {} forward-only copies (parameters, buffers, forward at {} rows), as the student's "
-                  "architecture",
+      fmt::format("K = {} forward-only copies (parameters, buffers, forward and scratch at {} rows), as the "
+                  "student's architecture",
                   in.teachers, std::max(rows, eval_rows)));
   if (in.teacher_reloads) add("teacher_reload", values + bufs, dev, "a peer's checkpoint loading while the old one teaches");
   // The checkpoint's second state: spare blocks for the out-of-place update where the state
@@ -116,6 +155,8 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
   const bool staged = cfg.checkpoint.async;
   add("checkpoint_staging", staged ? values * (1 + in.optimizer_slots) + (dev ? bufs : 0) : 0, false,
       staged ? "a second copy of parameters and optimizer state (asynchronous writes)" : "none (checkpoint.async off)");
+  add("checkpoint_writer", writer_buffer_bytes(model, values * (1 + in.optimizer_slots) + bufs), false,
+      "chunk buffers of the HDF5 writer (checkpoint/writer.cpp)");
   return plan;
 }
 
@@ -147,8 +188,8 @@ MemoryBudget memory_budget(const Config& cfg, const kernels::Backend& backend, c
 
 void check_memory_fits(const MemoryPlan& plan, const MemoryBudget& budget, const Config& cfg) {
   std::string over;
-  // The runtime is already resident: the host budget (free memory) is for the rest.
-  const std::int64_t host_needed = plan.host_bytes() - (budget.source == "train.memory_limit" ? 0 : plan.bytes("runtime"));
+  // What is resident when planned is not in the host's free memory: that is for the rest.
+  const std::int64_t host_needed = plan.host_bytes() - (budget.source == "train.memory_limit" ? 0 : plan.resident_bytes);
   if (budget.host >= 0 && host_needed > budget.host)
     over += fmt::format("host: planned {} but {} available ({})", format_bytes(host_needed), format_bytes(budget.host),
                         budget.source);

@@ -20,7 +20,8 @@ namespace codistill {
 
 // What the plan needs besides the model and the config: measured or known at start.
 struct MemoryPlanInputs {
-  std::int64_t runtime_bytes = 0;   // resident before the data and the model (code, libraries, threads)
+  std::int64_t runtime_bytes = 0;   // resident besides data and arena: code, libraries, threads
+  std::int64_t resident_bytes = 0;  // resident when planning (the free memory is beyond it)
   std::int64_t data_bytes = 0;      // the loaded data (Modality::data_bytes)
   std::int64_t optimizer_slots = 0; // state blocks laid out like the parameters (momentum: 1, AdamW: 2)
   int teachers = 0;                 // K teachers at once (peers in use and fixed teachers)
@@ -40,6 +41,7 @@ struct MemoryPlan {
   std::vector<Line> lines;
   std::string device;
   bool device_is_host = true;
+  std::int64_t resident_bytes = 0;  // resident when planned: the host's free memory is beyond it
 
   std::int64_t host_bytes() const;
   std::int64_t device_bytes() const;

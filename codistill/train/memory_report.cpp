@@ -22,13 +22,17 @@ int teacher_count(const Config& c) {
 
 }  // namespace
 
-std::int64_t runtime_resident_bytes() { return memory::resident_bytes().value_or(0); }
-
-void plan_memory(Trainer::State& s, std::int64_t runtime_bytes) {
+void plan_memory(Trainer::State& s) {
   const Config& c = s.cfg;
   MemoryPlanInputs in;
-  in.runtime_bytes = runtime_bytes;
   in.data_bytes = s.modality->data_bytes();
+  // Resident now: the data and the model's arena (the plan's own lines), and the rest: code,
+  // libraries, threads, what loading left behind (the runtime line).
+  ParamArena& arena = s.model.arena();
+  const std::int64_t counted = in.data_bytes + static_cast<std::int64_t>(arena.values().nbytes() +
+                                                                         arena.grads().nbytes() + arena.buffers().nbytes());
+  in.resident_bytes = memory::resident_bytes().value_or(0);
+  in.runtime_bytes = std::max<std::int64_t>(0, in.resident_bytes - counted);
   // The slots come with the first step: an optimizer made here only names them.
   in.optimizer_slots = static_cast<std::int64_t>(make_optimizer(c.optimizer, s.model)->slot_count());
   in.teachers = teacher_count(c);

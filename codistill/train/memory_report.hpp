@@ -9,11 +9,9 @@
 
 namespace codistill::setup {
 
-// The resident bytes before the data and the model are loaded (the plan's runtime line).
-std::int64_t runtime_resident_bytes();
 // The plan for the built model and the config; throws ConfigError (train.memory_limit)
 // with the plan and what to change when it will not fit. Writes nothing.
-void plan_memory(Trainer::State& s, std::int64_t runtime_bytes);
+void plan_memory(Trainer::State& s);
 // The plan as a table in the log and a `memory` event (phase "plan") in metrics.jsonl.
 void report_memory_plan(Trainer::State& s);
 // The measured peaks beside the plan: a `memory` event (phase "measured") and a log line.

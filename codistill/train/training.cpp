@@ -79,11 +79,10 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   setup::Pending p;
   setup::choose_device(s);
   setup::make_logger(s);
-  const std::int64_t runtime_bytes = setup::runtime_resident_bytes();  // before the data and the model
   setup::load_data_and_model(s, p);
   setup::find_resume_point(s, p);
   setup::apply_init_from(s, p);
-  setup::plan_memory(s, runtime_bytes);  // a run that will not fit stops here (exit 2)
+  setup::plan_memory(s);  // a run that will not fit stops here (exit 2)
   setup::claim_run_dir(s, p);
   setup::log_start(s, p);
   setup::report_memory_plan(s);

@@ -71,9 +71,7 @@ Tensor Residual::do_backward(const Tensor& dy, bool need_dx) {
 ActivationBytes Residual::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
   ActivationBytes a = body_->plan_activations(x, training, need_dx);
   if (shortcut_) {
-    const ActivationBytes s = shortcut_->plan_activations(x, training, need_dx);
-    a.forward += s.forward;
-    a.backward += s.backward;
+    a.add(shortcut_->plan_activations(x, training, need_dx));
   }
   a.forward += nn::f32_bytes(a.output);
   if (training && fused_ != kernels::Activation::none) a.backward += nn::f32_bytes(a.output);

@@ -149,8 +149,7 @@ ActivationBytes Sequential::plan_activations(const kernels::Shape& x, bool train
   auto plan = [&](std::size_t i) {
     ActivationBytes a = children_[i].second->plan_activations(total.output, training, need_dx || i > first);
     if (i < first) a.backward = 0;  // forward in training mode, no backward
-    total.forward += a.forward;
-    total.backward += a.backward;
+    total.add(a);
     total.output = a.output;
   };
   for (std::size_t i = 0; i < children_.size(); ++i) {

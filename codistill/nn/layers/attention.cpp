@@ -84,14 +84,10 @@ Tensor CausalSelfAttention::do_backward(const Tensor& dy, bool need_dx) {
 // log-sum-exp per row and head), and dqkv.
 ActivationBytes CausalSelfAttention::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
   const std::int64_t rows = x.front();
-  const ActivationBytes qkv = qkv_->plan_activations(x, training, need_dx);
-  const ActivationBytes proj = proj_->plan_activations(x, training, true);
-  ActivationBytes a{qkv.forward + proj.forward, qkv.backward + proj.backward, x};
-  if (drop_) {
-    const ActivationBytes d = drop_->plan_activations(x, training, true);
-    a.forward += d.forward;
-    a.backward += d.backward;
-  }
+  ActivationBytes a = qkv_->plan_activations(x, training, need_dx);
+  a.output = x;
+  a.add(proj_->plan_activations(x, training, true));
+  if (drop_) a.add(drop_->plan_activations(x, training, true));
   const std::int64_t probs = rows * heads_ * seq_len_;  // B * H * T * T
   a.forward += nn::f32_bytes(rows * d_model_);
   if (kernel_ == AttentionKernel::flash) {

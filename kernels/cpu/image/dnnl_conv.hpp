@@ -43,6 +43,9 @@ class DnnlConv {
   // dx = conv^T(dy, w) (skipped when null), dw += ..., db += ... (db may be null).
   void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                 const Conv2dShape& s);
+  // The scratch that forward (and backward) of this shape take: the scratchpad and each
+  // slot's blocked copy (0 when oneDNN has no primitive: the caller's im2col path).
+  std::size_t scratch_bytes(const Conv2dShape& s, bool bias, bool backward);
 
  private:
   struct State;
