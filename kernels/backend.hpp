@@ -158,13 +158,14 @@ class Backend {
     (void)device;
     return std::nullopt;
   }
-  // The scratch memory a convolution of shape s keeps on queue q (the library's workspace,
-  // the operands' copies in the layout it wants), forward only or with backward: shared by
-  // every convolution on that queue, grown to the largest. For the memory plan; 0 where the
-  // backend keeps none. Builds (and caches) what the calls will use; runs nothing.
-  virtual std::int64_t conv2d_workspace_bytes(const Conv2dShape& s, bool bias, bool backward, Queue& q) {
+  // The scratch memory a convolution of shape s takes on queue q (the library's workspace,
+  // the operands' copies in the layout it wants), forward only or with backward, per slot:
+  // a queue keeps its scratch in slots shared by every call, each grown to its largest use,
+  // so what a model needs is the sum over slots of each slot's largest. For the memory plan;
+  // empty where the backend keeps none. Builds (and caches) what the calls will use; runs nothing.
+  virtual std::vector<std::int64_t> conv2d_workspace(const Conv2dShape& s, bool bias, bool backward, Queue& q) {
     (void)s, (void)bias, (void)backward, (void)q;
-    return 0;
+    return {};
   }
   // Synchronous copies and zeroing outside any queue (set-up paths: Tensor::copy_from,
   // Tensor::zero); they wait for the whole device first.

@@ -53,19 +53,29 @@ struct Buffer {
 // full shape (batch first) of what it returns. The memory plan (codistill/train/
 // memory_plan.hpp) sums them over the tree; a module's own plan follows its do_forward and
 // do_backward, so a new buffer there belongs here too (tests/codistill/nn/test_activation_plan.cpp).
-// `workspace` is the backend's scratch for the module's ops (Backend::conv2d_workspace_bytes),
-// shared by every module on one queue: containers take the largest, not the sum.
+// `workspace` is the backend's scratch for the module's ops per slot (Backend::
+// conv2d_workspace), shared by every module on one queue: containers take each slot's
+// largest, not the sum; workspace_bytes() is what the queue then holds.
 struct ActivationBytes {
   std::int64_t forward = 0;
   std::int64_t backward = 0;
   kernels::Shape output;
-  std::int64_t workspace = 0;
+  std::vector<std::int64_t> workspace;
   std::int64_t total() const { return forward + backward; }
+  std::int64_t workspace_bytes() const {
+    std::int64_t sum = 0;
+    for (std::int64_t b : workspace) sum += b;
+    return sum;
+  }
   // A child's buffers added to these (the output stays this one's).
   void add(const ActivationBytes& child) {
     forward += child.forward;
     backward += child.backward;
-    workspace = std::max(workspace, child.workspace);
+    merge_workspace(child.workspace);
+  }
+  void merge_workspace(const std::vector<std::int64_t>& other) {
+    if (workspace.size() < other.size()) workspace.resize(other.size(), 0);
+    for (std::size_t i = 0; i < other.size(); ++i) workspace[i] = std::max(workspace[i], other[i]);
   }
 };
 

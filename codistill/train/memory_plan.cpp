@@ -142,9 +142,11 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
       fmt::format("forward at {} evaluation rows beyond training's", eval_rows));
   // The backend's scratch (oneDNN's convolutions on the CPU) is one per queue, grown to its
   // largest call: training's or evaluation's.
-  add("workspace", std::max(train.workspace, eval.workspace), dev, "the backend's scratch, largest call on the queue");
+  ActivationBytes scratch = train;
+  scratch.merge_workspace(eval.workspace);
+  add("workspace", scratch.workspace_bytes(), dev, "the backend's scratch slots, each at its largest call on the queue");
   add("step_io", step_io_bytes(model, cfg, in, rows, train.output), dev, "inputs, labels, loss gradient");
-  const std::int64_t per_teacher = values + bufs + teach.forward + teach.workspace;  // each on its own queue
+  const std::int64_t per_teacher = values + bufs + teach.forward + teach.workspace_bytes();  // each on its own queue
   add("teachers", in.teachers * per_teacher, dev,
       fmt::format("K = {} forward-only copies (parameters, buffers, forward and scratch at {} rows), as the "
                   "student's architecture",

@@ -92,7 +92,7 @@ void Conv2d::init_params(Rng& rng, const std::string& init) {
 // y and dx (the default), and the backend's scratch for this shape (oneDNN's on the CPU).
 ActivationBytes Conv2d::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
   ActivationBytes a = Module::plan_activations(x, training, need_dx);
-  a.workspace = backend().conv2d_workspace_bytes(conv_shape(x), has_bias_, training, queue());
+  a.workspace = backend().conv2d_workspace(conv_shape(x), has_bias_, training, queue());
   return a;
 }
 
