@@ -122,9 +122,8 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
                                      : cfg.train.eval_batch_size;
 
   ActivationBytes train = model.root().plan_activations(batch_shape(model, rows), true, false);
-  if (cfg.train.fused_head) train = fused_head_activations(model, train, in.teachers);
+  if (cfg.train.fused_head) train = fused_head_activations(model, train, static_cast<int>(in.teachers.size()));
   const ActivationBytes eval = model.root().plan_activations(batch_shape(model, eval_rows), false, false);
-  const ActivationBytes teach = model.root().plan_activations(batch_shape(model, std::max(rows, eval_rows)), false, false);
   const std::string shape = kernels::shape_str(batch_shape(model, rows));
 
   add("runtime", in.runtime_bytes, false, "resident besides data and model when planned: code, libraries, threads");
@@ -146,12 +145,21 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
   scratch.merge_workspace(eval.workspace);
   add("workspace", scratch.workspace_bytes(), dev, "the backend's scratch slots, each at its largest call on the queue");
   add("step_io", step_io_bytes(model, cfg, in, rows, train.output), dev, "inputs, labels, loss gradient");
-  const std::int64_t per_teacher = values + bufs + teach.forward + teach.workspace_bytes();  // each on its own queue
-  add("teachers", in.teachers * per_teacher, dev,
-      fmt::format("K = {} forward-only copies (parameters, buffers, forward and scratch at {} rows), as the "
-                  "student's architecture",
-                  in.teachers, std::max(rows, eval_rows)));
-  if (in.teacher_reloads) add("teacher_reload", values + bufs, dev, "a peer's checkpoint loading while the old one teaches");
+  // Each teacher: its parameters and buffers (no gradients), and a forward at the larger of
+  // the micro-batch and the evaluation batch (churn) with its own queue's scratch.
+  std::int64_t teachers = 0, largest = 0;
+  const kernels::Shape teach_x = batch_shape(model, std::max(rows, eval_rows));
+  for (Model* t : in.teachers) {
+    if (!t) t = &model;  // the student's architecture
+    const std::int64_t held = nbytes(t->arena().values()) + nbytes(t->arena().buffers());
+    const ActivationBytes f = t->root().plan_activations(teach_x, false, false);
+    teachers += held + f.forward + f.workspace_bytes();
+    largest = std::max(largest, held);
+  }
+  add("teachers", teachers, dev,
+      fmt::format("K = {} forward-only models: parameters, buffers, forward and scratch at {} rows",
+                  in.teachers.size(), teach_x.front()));
+  if (in.teacher_reloads) add("teacher_reload", largest, dev, "a peer's checkpoint loading while the old one teaches");
   // The checkpoint's second state: spare blocks for the out-of-place update where the state
   // is host memory, a host snapshot of it where it is on a device.
   const bool staged = cfg.checkpoint.async;

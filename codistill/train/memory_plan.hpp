@@ -24,7 +24,9 @@ struct MemoryPlanInputs {
   std::int64_t resident_bytes = 0;  // resident when planning (the free memory is beyond it)
   std::int64_t data_bytes = 0;      // the loaded data (Modality::data_bytes)
   std::int64_t optimizer_slots = 0; // state blocks laid out like the parameters (momentum: 1, AdamW: 2)
-  int teachers = 0;                 // K teachers at once (peers in use and fixed teachers)
+  // The K teachers at once (peers in use and fixed teachers): each one's model, built on the
+  // host, or null for one of the student's architecture.
+  std::vector<Model*> teachers;
   bool teacher_reloads = false;     // peers: a new teacher loads while the old one teaches
   bool double_buffered = false;     // the step's inputs twice (the next batch prepared ahead)
   bool device_is_host = true;       // the model's memory is host memory (the CPU backend)

@@ -4,20 +4,71 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/source.hpp"
+#include "checkpoint/store.hpp"
+#include "codistill/config/config_loader.hpp"
 #include "codistill/util/memory_info.hpp"
+#include "codistill/util/rng.hpp"
 
 namespace codistill::setup {
 
 namespace {
 
-// K: the peers that teach at once (codistill.teachers, 0 for all) and the fixed teachers.
-int teacher_count(const Config& c) {
-  int peers = 0;
-  if (c.codistill.enabled) {
-    peers = c.run.workers - 1;
-    if (c.codistill.teachers > 0) peers = std::min(peers, c.codistill.teachers);
+// The `model` attribute of the checkpoints a fixed-teacher entry names (a file, a worker's
+// newest, each worker's newest in a run directory), read without verifying (start_teachers
+// verifies what it loads); nullopt for an entry it cannot read (planned as the student).
+std::vector<std::optional<std::string>> fixed_teacher_models(const std::string& entry) {
+  using Kind = checkpoint::CheckpointSource::Kind;
+  std::vector<std::optional<std::string>> out;
+  auto newest = [&](const std::string& run_dir, int worker) -> std::optional<std::string> {
+    const auto files = checkpoint::RunStore(run_dir).checkpoints(worker);
+    for (auto it = files.rbegin(); it != files.rend(); ++it) try {
+        return checkpoint::read_meta(it->path).model;
+      } catch (const std::exception&) {  // torn or foreign: an older one tells the architecture too
+      }
+    return std::nullopt;
+  };
+  try {
+    const checkpoint::CheckpointSource src = checkpoint::classify_source(entry);
+    if (src.kind == Kind::file) out.push_back(checkpoint::read_meta(src.path).model);
+    else if (src.kind == Kind::worker_dir) out.push_back(newest(src.run_dir, src.worker));
+    else
+      for (int w : src.workers) out.push_back(newest(src.run_dir, w));
+  } catch (const std::exception&) {
+    out.push_back(std::nullopt);  // start_teachers refuses it, naming the key
   }
-  return peers + static_cast<int>(c.codistill.fixed_teachers.size());
+  return out;
+}
+
+// The K teachers' models: the peers that teach at once (codistill.teachers, 0 for all)
+// by their `worker_models`, and the fixed teachers by their checkpoints' own; null where it
+// is the student's architecture, else built here (owned) on the host to be planned.
+std::vector<Model*> teacher_models(const Config& c, Model& student, std::vector<std::unique_ptr<Model>>& owned) {
+  std::vector<std::optional<ModelConfig>> configs;
+  int peers = 0;
+  for (int p = 0; c.codistill.enabled && p < c.run.workers; ++p) {
+    if (p == c.run.worker) continue;
+    if (c.codistill.teachers > 0 && peers >= c.codistill.teachers) break;
+    configs.push_back(model_of(c, p));
+    ++peers;
+  }
+  for (const std::string& entry : c.codistill.fixed_teachers)
+    for (const auto& yaml : fixed_teacher_models(entry))
+      configs.push_back(yaml ? std::optional(model_from_yaml(*yaml, entry)) : std::nullopt);
+  const ModelConfig& mine = model_of(c, c.run.worker);
+  std::vector<Model*> out;
+  for (auto& mc : configs) {
+    if (!mc || model_differences(*mc, mine).empty()) {
+      out.push_back(nullptr);
+      continue;
+    }
+    mc->input_shape = student.input_shape();  // a teacher agrees on input shape and classes
+    mc->classes = student.root().output_shape(student.input_shape()).back();
+    Rng rng(1);
+    owned.push_back(std::make_unique<Model>(build_model(*mc, rng)));
+    out.push_back(owned.back().get());
+  }
+  return out;
 }
 
 }  // namespace
@@ -35,8 +86,9 @@ void plan_memory(Trainer::State& s) {
   in.runtime_bytes = std::max<std::int64_t>(0, in.resident_bytes - counted);
   // The slots come with the first step: an optimizer made here only names them.
   in.optimizer_slots = static_cast<std::int64_t>(make_optimizer(c.optimizer, s.model)->slot_count());
-  in.teachers = teacher_count(c);
-  in.teacher_reloads = c.codistill.enabled && in.teachers > static_cast<int>(c.codistill.fixed_teachers.size());
+  std::vector<std::unique_ptr<Model>> teachers;  // planned, then released
+  in.teachers = teacher_models(c, s.model, teachers);
+  in.teacher_reloads = c.codistill.enabled && c.run.workers > 1;
   in.double_buffered = c.data.prefetch != "off" && !is_token_data(c.data);
   const kernels::Backend& backend = kernels::backend_for(s.device);
   in.device_is_host = !backend.device_memory(s.device.index).has_value();

@@ -15,11 +15,11 @@ using namespace codistill;
 
 namespace {
 
-// input [4] -> fc 8 (relu, fused into the Linear on the CPU) -> fc 3.
-Model small_mlp() {
+// input [4] -> fc `hidden` (relu, fused into the Linear on the CPU) -> fc 3.
+Model small_mlp(std::int64_t hidden = 8) {
   ModelConfig c;
   c.kind = "mlp";
-  c.hidden = {8};
+  c.hidden = {hidden};
   c.input_shape = {4};
   c.classes = 3;
   Rng rng(1);
@@ -66,7 +66,7 @@ TEST_CASE("memory plan: a small MLP's activations, parameters and optimizer stat
   in.runtime_bytes = 1000;
   in.data_bytes = 2000;
   in.optimizer_slots = 2;
-  in.teachers = 3;
+  in.teachers = {nullptr, nullptr, nullptr};  // three of the student's architecture
   const MemoryPlan p = plan_memory(m, c, in);
   // Arena entries are 64-byte aligned: fc1/weight 32 floats, fc1/bias 8 -> 16, fc2/weight
   // 24 -> 32, then fc2/bias 3 (the block ends with the last entry, rounded up to 16).
@@ -90,6 +90,13 @@ TEST_CASE("memory plan: a small MLP's activations, parameters and optimizer stat
   CHECK(p.device_bytes() == 0);
   CHECK(p.table().find("planned peak") != std::string::npos);
   CHECK(p.to_json().at("host_bytes") == sum);
+
+  // A teacher of another architecture counts as itself: 4 -> 16 -> 3 holds fc1/weight 64
+  // floats, fc1/bias 16, fc2/weight 48, fc2/bias 3 -> 16, and a forward at 7 rows of 7x16 + 7x3.
+  Model wide = small_mlp(16);
+  in.teachers = {&wide};
+  const MemoryPlan q = plan_memory(m, c, in);
+  CHECK(q.bytes("teachers") == 4 * (64 + 16 + 48 + 16) + 4 * 7 * (16 + 3));
 }
 
 TEST_CASE("memory plan: a small GPT's activations by hand, linear in the rows", "[memory]") {
