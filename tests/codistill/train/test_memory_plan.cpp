@@ -127,6 +127,15 @@ TEST_CASE("memory plan: a small GPT's activations by hand, linear in the rows", 
   // ids [2, 4] and 8 labels (int32), one set; the loss gradient [8, 16].
   CHECK(p.bytes("step_io") == 4 * (8 + 8) + 4 * 8 * 16);
   CHECK(p.bytes("teachers") == 0);
+
+  // The fused head: no head logits [8, 16] (512) or their dx (256); the features' gradient
+  // [8, 8] (256) and the loss's chunk of (K + 1) x 8 x 16 logits (K = 2: 1536) instead, and
+  // no logits' gradient in the step's inputs.
+  c.train.fused_head = true;
+  in.teachers = {nullptr, nullptr};
+  const MemoryPlan f = plan_memory(m, c, in);
+  CHECK(f.bytes("activations") == (forward - 512 + 1536) + (backward - 256 + 256));
+  CHECK(f.bytes("step_io") == 4 * (8 + 8));
 }
 
 TEST_CASE("memory plan: a run over its limit is a configuration error with the plan and what to change",
