@@ -91,7 +91,8 @@ std::string MemoryPlan::table() const {
     out += fmt::format("  {:<20} {:>10}  {:<6}  {}\n", l.name, format_bytes(l.bytes), l.on_device ? device : "host",
                        l.note);
   out += fmt::format("  {:<20} {:>10}  host", "planned peak", format_bytes(host_bytes()));
-  if (!device_is_host) out += fmt::format("\n  {:<20} {:>10}  {}", "planned peak", format_bytes(device_bytes()), device);
+  if (!device_is_host)
+    out += fmt::format("\n  {:<20} {:>10}  {}", "planned peak", format_bytes(device_bytes()), device);
   return out;
 }
 
@@ -143,7 +144,8 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
   // largest call: training's or evaluation's.
   ActivationBytes scratch = train;
   scratch.merge_workspace(eval.workspace);
-  add("workspace", scratch.workspace_bytes(), dev, "the backend's scratch slots, each at its largest call on the queue");
+  add("workspace", scratch.workspace_bytes(), dev,
+      "the backend's scratch slots, each at its largest call on the queue");
   add("step_io", step_io_bytes(model, cfg, in, rows, train.output), dev, "inputs, labels, loss gradient");
   // Each teacher: its parameters and buffers (no gradients), and a forward at the larger of
   // the micro-batch and the evaluation batch (churn) with its own queue's scratch.
@@ -199,7 +201,8 @@ MemoryBudget memory_budget(const Config& cfg, const kernels::Backend& backend, c
 void check_memory_fits(const MemoryPlan& plan, const MemoryBudget& budget, const Config& cfg) {
   std::string over;
   // What is resident when planned is not in the host's free memory: that is for the rest.
-  const std::int64_t host_needed = plan.host_bytes() - (budget.source == "train.memory_limit" ? 0 : plan.resident_bytes);
+  const bool whole = budget.source == "train.memory_limit";
+  const std::int64_t host_needed = plan.host_bytes() - (whole ? 0 : plan.resident_bytes);
   if (budget.host >= 0 && host_needed > budget.host)
     over += fmt::format("host: planned {} but {} available ({})", format_bytes(host_needed), format_bytes(budget.host),
                         budget.source);
@@ -215,7 +218,8 @@ void check_memory_fits(const MemoryPlan& plan, const MemoryBudget& budget, const
     change += fmt::format(", a shorter data.context ({}), model.attention: flash", cfg.data.context);
   if (plan.bytes("teachers") > 0) change += ", fewer teachers (codistill.teachers, codistill.fixed_teachers)";
   if (plan.bytes("checkpoint_staging") > 0) change += ", checkpoint.async: false (no second copy of the state)";
-  if (plan.bytes("evaluation") > 0) change += fmt::format(", a smaller train.eval_batch_size ({})", cfg.train.eval_batch_size);
+  if (plan.bytes("evaluation") > 0)
+    change += fmt::format(", a smaller train.eval_batch_size ({})", cfg.train.eval_batch_size);
   change += ", a smaller model; or train.memory_limit: off to start anyway";
   throw ConfigError("train.memory_limit", "", 0,
                     fmt::format("the run will not fit in memory: {}\n{}\n{}", over, plan.table(), change));

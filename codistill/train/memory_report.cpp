@@ -80,8 +80,8 @@ void plan_memory(Trainer::State& s) {
   // Resident now: the data and the model's arena (the plan's own lines), and the rest: code,
   // libraries, threads, what loading left behind (the runtime line).
   ParamArena& arena = s.model.arena();
-  const std::int64_t counted = in.data_bytes + static_cast<std::int64_t>(arena.values().nbytes() +
-                                                                         arena.grads().nbytes() + arena.buffers().nbytes());
+  const auto arena_bytes = arena.values().nbytes() + arena.grads().nbytes() + arena.buffers().nbytes();
+  const std::int64_t counted = in.data_bytes + static_cast<std::int64_t>(arena_bytes);
   in.resident_bytes = memory::resident_bytes().value_or(0);
   in.runtime_bytes = std::max<std::int64_t>(0, in.resident_bytes - counted);
   // The slots come with the first step: an optimizer made here only names them.
