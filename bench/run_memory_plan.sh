@@ -7,7 +7,7 @@
 # Environment: BUILD_DIR (build), STEPS (20), DATA_ROOT (the folder holding python-docs/,
 #   default data/), RESULTS_DIR (bench/results), NAME (memory_plan_<date>).
 # Configs that need something this machine lacks run with the least change that keeps their
-# model: gpt2_124m on python-docs' tokens (its own shards are not here) at batch 1;
+# model: gpt2_124m on python-docs' tokens (its own shards are not here: vocabulary 8192) at batch 1;
 # fmnist_mixed_mlp_resnet as its worker 0 alone (codistill off: its peer would be waited
 # for); fmnist_distill_mlp_from_resnet with fmnist_resnet8's run of this script as teacher.
 set -euo pipefail
