@@ -214,8 +214,11 @@ void check_memory_fits(const MemoryPlan& plan, const MemoryBudget& budget, const
       "to fit: a smaller data.batch_size ({}) or more train.micro_batches ({}: activations shrink with the rows "
       "per micro-batch)",
       cfg.data.batch_size, cfg.train.micro_batches);
-  if (is_token_data(cfg.data))
-    change += fmt::format(", a shorter data.context ({}), model.attention: flash", cfg.data.context);
+  if (is_token_data(cfg.data)) {
+    change += fmt::format(", a shorter data.context ({})", cfg.data.context);
+    if (model_of(cfg, cfg.run.worker).attention != "flash") change += ", model.attention: flash";
+    if (!cfg.train.fused_head) change += ", train.fused_head: true (no [tokens, vocabulary] logits)";
+  }
   if (plan.bytes("teachers") > 0) change += ", fewer teachers (codistill.teachers, codistill.fixed_teachers)";
   if (plan.bytes("checkpoint_staging") > 0) change += ", checkpoint.async: false (no second copy of the state)";
   if (plan.bytes("evaluation") > 0)
