@@ -85,11 +85,11 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   setup::plan_memory(s);  // a run that will not fit stops here (exit 2)
   setup::claim_run_dir(s, p);
   setup::log_start(s, p);
-  setup::report_memory_plan(s);
   s.optimizer = make_optimizer(s.cfg.optimizer, s.model);
   setup::make_batch_source(s, p);
   setup::restore_and_place(s, p);
   setup::make_step(s, p);
+  setup::report_memory_plan(s);  // in the log and metrics.jsonl, at the step the run starts from
   setup::start_teachers(s, p);
   const CodistillConfig& cd = s.cfg.codistill;
   if (cd.enabled) {
