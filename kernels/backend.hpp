@@ -17,7 +17,9 @@
 // caller's explicit zero() on the same queue. The one exception is linear_backward with
 // accumulate = false, which writes dw and db (a step's first backward, Model::zero_grad_lazily).
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -144,6 +146,27 @@ class Backend {
   // the host waiting on the copy itself: the tensor itself where device memory is host
   // memory (the copy is then a no-op), page-locked memory of its shape where it is not.
   virtual Tensor staging_for(const Tensor& device_tensor) = 0;
+  // The memory of device `device` as its library reports it, for the memory plan: free and
+  // total bytes, and the peak this process held there (-1 where not tracked). nullopt where
+  // device memory is host memory (the CPU): the host's own numbers apply.
+  struct DeviceMemory {
+    std::int64_t free = -1;
+    std::int64_t total = -1;
+    std::int64_t peak = -1;
+  };
+  virtual std::optional<DeviceMemory> device_memory(int device) const {
+    (void)device;
+    return std::nullopt;
+  }
+  // The scratch memory a convolution of shape s takes on queue q (the library's workspace,
+  // the operands' copies in the layout it wants), forward only or with backward, per slot:
+  // a queue keeps its scratch in slots shared by every call, each grown to its largest use,
+  // so what a model needs is the sum over slots of each slot's largest. For the memory plan;
+  // empty where the backend keeps none. Builds (and caches) what the calls will use; runs nothing.
+  virtual std::vector<std::int64_t> conv2d_workspace(const Conv2dShape& s, bool bias, bool backward, Queue& q) {
+    (void)s, (void)bias, (void)backward, (void)q;
+    return {};
+  }
   // Synchronous copies and zeroing outside any queue (set-up paths: Tensor::copy_from,
   // Tensor::zero); they wait for the whole device first.
   virtual void copy_sync(Tensor& dst, const Tensor& src) = 0;

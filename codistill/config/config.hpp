@@ -47,6 +47,10 @@ struct TrainConfig {
   // The student's matrix products: float32, or bf16 (mixed precision: bf16 operands,
   // float32 accumulation; weights, gradients, optimizer state and losses stay float32).
   std::string precision = "float32";  // float32 | bf16
+  // The memory the run may use, checked against its memory plan before the first step
+  // (codistill/train/memory_plan.hpp): "auto" (what the host or device has available),
+  // "off", or a size ("12GiB", "800MB", bytes).
+  std::string memory_limit = "auto";
 };
 
 struct CheckpointConfig {

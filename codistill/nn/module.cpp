@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "codistill/nn/activation_plan.hpp"
 #include "codistill/nn/buffer.hpp"
 
 namespace codistill {
@@ -72,6 +73,24 @@ bool Module::has_params() {
 
 Tensor& Module::ensure(Tensor& buf, const kernels::Shape& shape, DType dtype) {
   return nn::ensure_buffer(buf, shape, dtype, queue());
+}
+
+namespace nn {
+kernels::Shape batched_output(const Module& m, const kernels::Shape& x) {
+  if (x.empty()) throw std::invalid_argument(m.kind() + ": a memory plan needs an input with a batch dimension");
+  kernels::Shape out = m.output_shape(kernels::Shape(x.begin() + 1, x.end()));
+  out.insert(out.begin(), x.front());
+  return out;
+}
+}  // namespace nn
+
+// A leaf's output buffer, and its input gradient where backward is asked for one.
+ActivationBytes Module::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  ActivationBytes a;
+  a.output = nn::batched_output(*this, x);
+  a.forward = nn::f32_bytes(a.output);
+  if (training && need_dx) a.backward = nn::f32_bytes(x);
+  return a;
 }
 
 DType Module::param_dtype() {

@@ -18,6 +18,7 @@
 // Parameters, grads and non-trainable buffers are tensors the module owns by name
 // (params(), buffers()); inside a Model they are views into the model's one arena
 // (codistill/nn/arena.hpp), bound once the tree is complete.
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -46,6 +47,38 @@ struct Buffer {
   kernels::Tensor* value;
 };
 
+// What one training step keeps in a module's own buffers (Module::plan_activations), in
+// bytes: `forward` is what its forward allocates (outputs, what backward reads), `backward`
+// what only its backward allocates (input and pre-activation gradients); `output` is the
+// full shape (batch first) of what it returns. The memory plan (codistill/train/
+// memory_plan.hpp) sums them over the tree; a module's own plan follows its do_forward and
+// do_backward, so a new buffer there belongs here too (tests/codistill/nn/test_activation_plan.cpp).
+// `workspace` is the backend's scratch for the module's ops per slot (Backend::
+// conv2d_workspace), shared by every module on one queue: containers take each slot's
+// largest, not the sum; workspace_bytes() is what the queue then holds.
+struct ActivationBytes {
+  std::int64_t forward = 0;
+  std::int64_t backward = 0;
+  kernels::Shape output;
+  std::vector<std::int64_t> workspace;
+  std::int64_t total() const { return forward + backward; }
+  std::int64_t workspace_bytes() const {
+    std::int64_t sum = 0;
+    for (std::int64_t b : workspace) sum += b;
+    return sum;
+  }
+  // A child's buffers added to these (the output stays this one's).
+  void add(const ActivationBytes& child) {
+    forward += child.forward;
+    backward += child.backward;
+    merge_workspace(child.workspace);
+  }
+  void merge_workspace(const std::vector<std::int64_t>& other) {
+    if (workspace.size() < other.size()) workspace.resize(other.size(), 0);
+    for (std::size_t i = 0; i < other.size(); ++i) workspace[i] = std::max(workspace[i], other[i]);
+  }
+};
+
 class Module {
  public:
   Module() = default;
@@ -64,6 +97,12 @@ class Module {
   virtual std::optional<kernels::DType> input_dtype() const { return std::nullopt; }
   // Output shape for an input shape without the batch dimension ([C,H,W] or [F]).
   virtual kernels::Shape output_shape(const kernels::Shape& input) const = 0;
+
+  // The buffers a forward (and with `training`, a backward) of input x keep in this
+  // module and its children (full shape, batch first; need_dx as backward's). The default
+  // is a leaf's output and input gradient in its parameters' float32; modules that keep
+  // more, less or other shapes say so.
+  virtual ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx);
 
   // ---- the tree ----
   using ChildFn = std::function<void(const std::string& name, Module& child)>;

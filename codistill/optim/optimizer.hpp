@@ -53,6 +53,9 @@ class Optimizer {
   // The gradients' global norm before clipping at the last update; nullopt without clipping.
   std::optional<double> last_grad_norm() const { return last_grad_norm_; }
   std::int64_t steps_taken() const { return t_; }
+  // How many state blocks laid out like the parameters this optimizer keeps (its slots),
+  // for the memory plan; known before the first step creates them.
+  std::size_t slot_count() const { return slot_names().size(); }
   void set_steps_taken(std::int64_t t) { t_ = t; }
   // Slot tensors (views into the slot blocks) by parameter path then slot name, for
   // checkpoints; the blocks are created on first use, zero, where the parameters are.

@@ -51,6 +51,9 @@ class Modality {
   // The data section this worker reads: the config's, with {worker} and {rank} resolved
   // and data.shard auto decided (data/worker_paths.hpp).
   virtual const DataConfig& data() const = 0;
+  // Bytes of host memory the loaded data holds (examples and labels, decoded or mapped;
+  // token streams), for the memory plan.
+  virtual std::int64_t data_bytes() const = 0;
 
   // The run's first metrics event, where the data has one to say (what "learning" means).
   virtual void emit_first(MetricsWriter& metrics, std::int64_t step) const = 0;

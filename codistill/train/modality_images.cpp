@@ -25,6 +25,14 @@ class ImageModality final : public Modality {
     mc.classes = data_.train.classes;
   }
 
+  std::int64_t data_bytes() const override {
+    auto bytes = [](const data::Dataset& d) {
+      return static_cast<std::int64_t>(d.images.nbytes() + d.labels.size() * sizeof(std::int32_t) + d.codes.size() +
+                                       d.mapped.size());
+    };
+    return bytes(data_.train) + bytes(data_.test);
+  }
+
   void log_data(spdlog::logger& log, double load_s) override {
     const data::Dataset& t = data_.train;
     log.info("data: {} train / {} test examples of shape {}, {} classes, normalization {} "

@@ -9,6 +9,7 @@
 
 #include "codistill/data/feed/lm_data.hpp"
 #include "codistill/data/feed/text_source.hpp"
+#include "codistill/data/text/token_file.hpp"
 #include "codistill/eval/evaluate_text.hpp"
 #include "codistill/train/modality.hpp"
 #include "codistill/util/config_error.hpp"
@@ -98,6 +99,14 @@ class TextModality final : public Modality {
   std::string eval_line(std::int64_t step, const EvalResult& r, double seconds) const override {
     return fmt::format("eval  step {:>7}  held-out loss {:.4f} nats/token  perplexity {:.2f}  next-token accuracy "
                        "{:.2f}%  ({:.1f} s)", step, r.loss, std::exp(r.loss), 100 * r.accuracy, seconds);
+  }
+  // The training and held-out streams, mapped at the files' width (uint16 for a vocabulary
+  // of at most 65536 ids), resident as windows are read.
+  std::int64_t data_bytes() const override {
+    if (!text_) return 0;
+    const auto valid = text_->valid();
+    const auto width = static_cast<std::int64_t>(data::text::token_width(static_cast<std::uint32_t>(text_->vocab())));
+    return width * (text_->train_tokens() + (valid ? valid->size() : 0));
   }
   std::string done_line(std::int64_t steps, const std::string& wall, double examples_per_s,
                         const EvalResult& r) const override {

@@ -14,6 +14,7 @@
 
 #include "codistill/persist/membership.hpp"
 #include "codistill/train/group.hpp"
+#include "codistill/train/memory_report.hpp"
 #include "codistill/train/progress.hpp"
 #include "codistill/train/trainer_state.hpp"
 
@@ -149,6 +150,7 @@ class RunLoop {
                            {"train_examples_per_s", sum.examples_per_s}, {"interrupted", interrupted}};
     if (retired) done["retired"] = true;
     s_.learner.modality->add_done_fields(done, sum.test_loss);
+    setup::report_measured_memory(s_);
     s_.files.metrics->emit("done", s_.learner.worker.step, done);
     info("{}", s_.learner.modality->done_line(s_.learner.worker.step, format_duration(sum.wall_s), sum.examples_per_s, last_eval_));
     return sum;

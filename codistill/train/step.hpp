@@ -192,6 +192,7 @@ class TrainStep {
   kernels::Tensor dfeatures_;  // fused head: the features' gradient of one micro-batch
   std::vector<kernels::HeadTeacher> head_teachers_;
   kernels::Tensor dlogits_;  // of one micro-batch, on the student's device
+  kernels::Shape dlogits_shape_;  // kept while the fused head leaves dlogits_ unheld
   // After a micro-batch's loss: the teachers' next forwards overwrite the logits it read.
   std::unique_ptr<kernels::Event> logits_read_;
   std::vector<const kernels::Tensor*> teacher_logits_;

@@ -14,6 +14,7 @@
 #include "codistill/train/modality.hpp"
 #include "codistill/persist/metrics.hpp"
 #include "codistill/persist/run_dir.hpp"
+#include "codistill/train/memory_plan.hpp"
 #include "codistill/train/step.hpp"
 #include "codistill/teachers/teachers.hpp"
 #include "codistill/train/training.hpp"
@@ -62,6 +63,7 @@ struct Trainer::State {
   Learner learner;
   std::unique_ptr<CheckpointManager> checkpoints;  // rank 0 only
   std::unique_ptr<TeacherPool> teachers;  // codistillation with peers' checkpoints, fixed teachers
+  std::optional<MemoryPlan> memory_plan;  // made before the run directory is claimed
 };
 
 }  // namespace codistill

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "codistill/train/group.hpp"
+#include "codistill/train/memory_report.hpp"
 #include "codistill/train/trainer_setup.hpp"
 #include "codistill/train/trainer_state.hpp"
 
@@ -81,12 +82,14 @@ Trainer::Trainer(Config cfg, TrainOptions opts) : s_(std::make_unique<State>()) 
   setup::load_data_and_model(s, p);
   setup::find_resume_point(s, p);
   setup::apply_init_from(s, p);
+  setup::plan_memory(s);  // a run that will not fit stops here (exit 2)
   setup::claim_run_dir(s, p);
   setup::log_start(s, p);
   s.learner.optimizer = make_optimizer(s.cfg.optimizer, s.learner.model);
   setup::make_batch_source(s, p);
   setup::restore_and_place(s, p);
   setup::make_step(s, p);
+  setup::report_memory_plan(s);  // in the log and metrics.jsonl, at the step the run starts from
   setup::start_teachers(s, p);
   const CodistillConfig& cd = s.cfg.codistill;
   if (cd.enabled) {

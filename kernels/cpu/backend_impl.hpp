@@ -27,6 +27,8 @@ class CpuBackend final : public Backend {
   // Device memory is host memory: the tensor is its own staging area.
   Tensor staging_for(const Tensor& device_tensor) override { return device_tensor; }
   void copy_sync(Tensor& dst, const Tensor& src) override { dst.copy_from(src); }
+  // oneDNN's scratchpad and blocked copies (image/dnnl_conv.hpp) on the fast path.
+  std::vector<std::int64_t> conv2d_workspace(const Conv2dShape& s, bool bias, bool backward, Queue& q) override;
   void zero_sync(Tensor& t) override;
   std::unique_ptr<Queue> make_queue(Device device, QueueOptions options) override;
 

@@ -187,6 +187,19 @@ Tensor CudaBackend::staging_for(const Tensor& device_tensor) {
                        Device::cpu());
 }
 
+std::optional<Backend::DeviceMemory> CudaBackend::device_memory(int device) const {
+  CODISTILL_CUDA_CHECK(cudaSetDevice(device));
+  std::size_t free = 0, total = 0;
+  CODISTILL_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  // Blocks in the caching allocator's free lists are ours to hand out again: free to us.
+  const AllocatorStats stats = allocator_stats(device);
+  DeviceMemory m;
+  m.free = static_cast<std::int64_t>(free + stats.cached_bytes);
+  m.total = static_cast<std::int64_t>(total);
+  m.peak = static_cast<std::int64_t>(stats.peak_allocated_bytes);
+  return m;
+}
+
 void CudaBackend::copy_sync(Tensor& dst, const Tensor& src) {
   check_same_size(dst, src, "copy_sync");
   if (dst.nbytes() == 0 || dst.same_memory(src)) return;

@@ -83,6 +83,8 @@ class CudaBackend final : public kernels::Backend {
 
   std::shared_ptr<std::byte> allocate(std::size_t bytes, int device) override;
   Tensor staging_for(const Tensor& device_tensor) override;
+  // The driver's free memory plus this process's cached free blocks, and the allocator's peak.
+  std::optional<DeviceMemory> device_memory(int device) const override;
   void copy_sync(Tensor& dst, const Tensor& src) override;
   void zero_sync(Tensor& t) override;
   std::unique_ptr<kernels::Queue> make_queue(Device device, QueueOptions options) override;

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "codistill/nn/activation_plan.hpp"
+
 namespace codistill {
 
 using kernels::Shape;
@@ -63,6 +65,18 @@ Tensor Residual::do_backward(const Tensor& dy, bool need_dx) {
   ensure(dx_, db.shape(), db.dtype());
   backend().add(db, ds, dx_, queue());
   return dx_;
+}
+
+// Body and shortcut, y; backward: dpre with a fused activation, and dx.
+ActivationBytes Residual::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  ActivationBytes a = body_->plan_activations(x, training, need_dx);
+  if (shortcut_) {
+    a.add(shortcut_->plan_activations(x, training, need_dx));
+  }
+  a.forward += nn::f32_bytes(a.output);
+  if (training && fused_ != kernels::Activation::none) a.backward += nn::f32_bytes(a.output);
+  if (training && need_dx) a.backward += nn::f32_bytes(a.output);
+  return a;
 }
 
 }  // namespace codistill

@@ -21,6 +21,7 @@ class Residual : public Module {
 
   std::string kind() const override { return "residual"; }
   kernels::Shape output_shape(const kernels::Shape& input) const override;
+  ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
   void for_each_child(const ChildFn& fn) override;
 
   Sequential& body() { return *body_; }

@@ -138,4 +138,30 @@ void Sequential::queue_changed() {
   }
 }
 
+// The children in forward's order (a relu that runs after its pool sees the pool's
+// output); as in backward_prefix, the children before the first with parameters run no
+// backward when no input gradient is wanted, and that first one computes none.
+ActivationBytes Sequential::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  std::size_t first = 0;
+  if (!need_dx)
+    while (first < children_.size() && !children_[first].second->has_params()) ++first;
+  ActivationBytes total{0, 0, x};
+  auto plan = [&](std::size_t i) {
+    ActivationBytes a = children_[i].second->plan_activations(total.output, training, need_dx || i > first);
+    if (i < first) a.backward = 0;  // forward in training mode, no backward
+    total.add(a);
+    total.output = a.output;
+  };
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    if (i + 1 < children_.size() && runs_after_next(i)) {
+      plan(i + 1);
+      plan(i);
+      ++i;
+    } else {
+      plan(i);
+    }
+  }
+  return total;
+}
+
 }  // namespace codistill

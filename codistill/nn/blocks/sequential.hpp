@@ -34,6 +34,7 @@ class Sequential : public Module {
   // parameters then live in the arena (a child added later would have none there).
   void seal() { sealed_ = true; }
   kernels::Shape output_shape(const kernels::Shape& input) const override;
+  ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
   void for_each_child(const ChildFn& fn) override;
 
   std::size_t size() const { return children_.size(); }

@@ -1,6 +1,7 @@
 #include "codistill/nn/layers/activation.hpp"
 
 #include <stdexcept>
+#include "codistill/nn/activation_plan.hpp"
 
 namespace codistill {
 
@@ -26,6 +27,13 @@ Tensor ActivationLayer::do_backward(const Tensor& dy, bool need_dx) {
   ensure(dx_, saved_.shape(), saved_.dtype());
   backend().activation_backward(saved_, dy, dx_, act_, queue());
   return dx_;
+}
+
+// Fused into the layer before: nothing of its own. Otherwise y (relu's backward reads it,
+// gelu's the input) and dx.
+ActivationBytes ActivationLayer::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  if (passthrough_) return {0, 0, x};
+  return Module::plan_activations(x, training, need_dx);
 }
 
 }  // namespace codistill

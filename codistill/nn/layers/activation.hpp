@@ -13,6 +13,7 @@ class ActivationLayer : public Layer {
  public:
   std::string kind() const override;
   kernels::Shape output_shape(const kernels::Shape& input) const override { return input; }
+  ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
 
   kernels::Activation activation() const { return act_; }
   // The preceding Linear applies this activation (fusion, set by the container):

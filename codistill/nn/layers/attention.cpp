@@ -1,6 +1,7 @@
 #include "codistill/nn/layers/attention.hpp"
 
 #include <stdexcept>
+#include "codistill/nn/activation_plan.hpp"
 
 namespace codistill {
 
@@ -76,6 +77,27 @@ Tensor CausalSelfAttention::do_backward(const Tensor& dy, bool need_dx) {
     backend().attention_backward(qkv_out_, probs_, datt, dqkv_, scratch_, s, queue());
   }
   return qkv_->backward(dqkv_, need_dx);
+}
+
+// qkv and proj (Linears) and the dropout, plus the attention's own: its output, the
+// probabilities [B, H, T, T] and backward's scratch of that size (or, flash, one
+// log-sum-exp per row and head), and dqkv.
+ActivationBytes CausalSelfAttention::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  const std::int64_t rows = x.front();
+  ActivationBytes a = qkv_->plan_activations(x, training, need_dx);
+  a.output = x;
+  a.add(proj_->plan_activations(x, training, true));
+  if (drop_) a.add(drop_->plan_activations(x, training, true));
+  const std::int64_t probs = rows * heads_ * seq_len_;  // B * H * T * T
+  a.forward += nn::f32_bytes(rows * d_model_);
+  if (kernel_ == AttentionKernel::flash) {
+    a.forward += nn::f32_bytes(rows / seq_len_ * heads_ * seq_len_);
+  } else {
+    a.forward += nn::f32_bytes(probs);
+    if (training) a.backward += nn::f32_bytes(probs);
+  }
+  if (training) a.backward += nn::f32_bytes(rows * 3 * d_model_);
+  return a;
 }
 
 }  // namespace codistill

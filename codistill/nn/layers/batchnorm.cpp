@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include "codistill/nn/activation_plan.hpp"
 
 namespace codistill {
 
@@ -124,6 +125,19 @@ Tensor BatchNorm::do_backward(const Tensor& dy, bool need_dx) {
     backend().batchnorm_backward(x_, gamma_, save_mean_, save_invstd_, dy, need_dx ? &dx_ : nullptr, dgamma_,
                                  dbeta_, trained_, shape_of(x_), queue());
   return need_dx ? dx_ : Tensor{};
+}
+
+// y, the saved mean and inverse deviation per channel, dx; synchronized statistics add
+// their float64 sums and, with a fused activation, dpre.
+ActivationBytes BatchNorm::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  ActivationBytes a = Module::plan_activations(x, training, need_dx);
+  a.forward += nn::f32_bytes(2 * channels_);
+  if (training && group_sum_) {
+    a.forward += (2 * channels_ + 1) * 8;
+    a.backward += (2 * channels_ + 1) * 8;
+    if (fused_ != kernels::Activation::none) a.backward += nn::f32_bytes(x);
+  }
+  return a;
 }
 
 }  // namespace codistill

@@ -89,4 +89,11 @@ void Conv2d::init_params(Rng& rng, const std::string& init) {
   nn::init_weight_bias(w_, has_bias_ ? &b_ : nullptr, in_ * k_ * k_, out_ * k_ * k_, rng, init);
 }
 
+// y and dx (the default), and the backend's scratch for this shape (oneDNN's on the CPU).
+ActivationBytes Conv2d::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  ActivationBytes a = Module::plan_activations(x, training, need_dx);
+  a.workspace = backend().conv2d_workspace(conv_shape(x), has_bias_, training, queue());
+  return a;
+}
+
 }  // namespace codistill

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include "codistill/nn/activation_plan.hpp"
 
 namespace codistill {
 
@@ -54,6 +55,13 @@ Tensor Dropout::do_backward(const Tensor& dy, bool need_dx) {
   ensure(dx_, dy.shape(), dy.dtype());
   backend().multiply(dy, mask_, dx_, queue());
   return dx_;
+}
+
+// Active only in training: the mask and y in forward, dx in backward (the mask's staging
+// memory is the mask itself where device memory is host memory).
+ActivationBytes Dropout::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  if (!training || p_ <= 0.0) return {0, 0, x};
+  return {2 * nn::f32_bytes(x), need_dx ? nn::f32_bytes(x) : 0, x};
 }
 
 }  // namespace codistill

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "codistill/nn/activation_plan.hpp"
 #include "codistill/nn/init.hpp"
 
 namespace codistill {
@@ -43,6 +44,12 @@ Tensor Embedding::do_backward(const Tensor& dy, bool /*need_dx*/) {
   kernels::check_shape(dy, {ids_.numel(), dim_}, "embedding backward: dy");
   backend().embedding_backward(ids_, dy, dw_, {ids_.numel(), vocab_, dim_}, queue());
   return {};  // token ids have no gradient
+}
+
+// Token ids [B, T] in, rows [B*T, dim] out; ids have no gradient.
+ActivationBytes Embedding::plan_activations(const kernels::Shape& x, bool /*training*/, bool /*need_dx*/) {
+  const kernels::Shape out{kernels::shape_numel(x), dim_};
+  return {nn::f32_bytes(out), 0, out};
 }
 
 }  // namespace codistill

@@ -25,6 +25,7 @@ class Embedding : public Layer {
   std::optional<kernels::DType> input_dtype() const override { return kernels::DType::i32; }
   // [seq_len] -> [dim] (per token).
   kernels::Shape output_shape(const kernels::Shape& input) const override;
+  ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
   // weight ~ N(0, 0.02^2) (GPT-2), whatever `init` says.
   void init_params(Rng& rng, const std::string& init) override;
 

@@ -1,6 +1,7 @@
 #include "codistill/nn/layers/flatten.hpp"
 
 #include <stdexcept>
+#include "codistill/nn/activation_plan.hpp"
 
 namespace codistill {
 
@@ -27,6 +28,11 @@ Tensor Flatten::do_backward(const Tensor& dy, bool need_dx) {
                                 " does not match input " + kernels::shape_str(x_shape_));
   if (!need_dx) return {};
   return dy.reshape(x_shape_);
+}
+
+// A reshape of its input, in both directions: no buffers.
+ActivationBytes Flatten::plan_activations(const kernels::Shape& x, bool /*training*/, bool /*need_dx*/) {
+  return {0, 0, nn::batched_output(*this, x)};
 }
 
 }  // namespace codistill

@@ -10,6 +10,7 @@ class Flatten : public Layer {
  public:
   std::string kind() const override { return "flatten"; }
   kernels::Shape output_shape(const kernels::Shape& input) const override;
+  ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
 
  protected:
   kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;

@@ -1,6 +1,7 @@
 #include "codistill/nn/layers/layernorm.hpp"
 
 #include <stdexcept>
+#include "codistill/nn/activation_plan.hpp"
 
 namespace codistill {
 
@@ -52,6 +53,13 @@ Tensor LayerNorm::do_backward(const Tensor& dy, bool need_dx) {
   backend().layernorm_backward(x_, gamma_, save_mean_, save_invstd_, dy, need_dx ? &dx_ : nullptr, dgamma_, dbeta_,
                                shape_of(x_), queue());
   return need_dx ? dx_ : Tensor{};
+}
+
+// y, the saved mean and inverse deviation per row, dx.
+ActivationBytes LayerNorm::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  ActivationBytes a = Module::plan_activations(x, training, need_dx);
+  a.forward += nn::f32_bytes(2 * (kernels::shape_numel(x) / features_));
+  return a;
 }
 
 }  // namespace codistill

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "codistill/nn/activation_plan.hpp"
 #include "codistill/nn/init.hpp"
 
 namespace codistill {
@@ -68,6 +69,14 @@ std::vector<Param> Linear::params() {
 
 void Linear::init_params(Rng& rng, const std::string& init) {
   nn::init_weight_bias(w_, has_bias_ ? &b_ : nullptr, in_, out_, rng, init);
+}
+
+// y; a fused gelu keeps its pre-activation; backward: dx, and with a fused activation dpre.
+ActivationBytes Linear::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  ActivationBytes a = Module::plan_activations(x, training, need_dx);
+  if (kernels::keeps_input(fused_)) a.forward += nn::f32_bytes(a.output);
+  if (training && fused_ != Activation::none) a.backward += nn::f32_bytes(a.output);
+  return a;
 }
 
 }  // namespace codistill

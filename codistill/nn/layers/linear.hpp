@@ -21,6 +21,7 @@ class Linear : public Layer {
   std::vector<Param> params() override;
   bool can_overwrite_grads() const override { return true; }
   kernels::Shape output_shape(const kernels::Shape& input) const override;
+  ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
   void init_params(Rng& rng, const std::string& init) override;
 
   std::int64_t in_features() const { return in_; }

@@ -1,6 +1,7 @@
 #include "codistill/nn/layers/maxpool2d.hpp"
 
 #include <stdexcept>
+#include "codistill/nn/activation_plan.hpp"
 
 
 namespace codistill {
@@ -44,6 +45,13 @@ Tensor MaxPool2d::do_backward(const Tensor& dy, bool need_dx) {
   ensure(dx_, x_.shape(), dy.dtype());
   backend().maxpool2d_backward(x_, y_, argmax_, dy, dx_, last_, queue());
   return dx_;
+}
+
+// y and the backend's int32 arg-max of each output (the CPU's and CUDA's keep one), dx.
+ActivationBytes MaxPool2d::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
+  ActivationBytes a = Module::plan_activations(x, training, need_dx);
+  a.forward += kernels::shape_numel(a.output) * 4;
+  return a;
 }
 
 }  // namespace codistill

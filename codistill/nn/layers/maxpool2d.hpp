@@ -18,6 +18,7 @@ class MaxPool2d : public Layer {
   std::string kind() const override { return "maxpool2d"; }
   // [C, H, W] -> [C, OH, OW]; throws when the window does not fit (output below 1x1).
   kernels::Shape output_shape(const kernels::Shape& input) const override;
+  ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
 
  protected:
   kernels::Tensor do_forward(const kernels::Tensor& x, bool training) override;

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "codistill/nn/activation_plan.hpp"
 #include "codistill/nn/init.hpp"
 
 namespace codistill {
@@ -51,6 +52,11 @@ Tensor PositionEmbedding::do_backward(const Tensor& dy, bool need_dx) {
   kernels::check_shape(dy, {ids_.numel(), dim_}, "position_embedding backward: dy");
   backend().embedding_backward(ids_, dy, dw_, {ids_.numel(), seq_len_, dim_}, queue());
   return need_dx ? dy : Tensor{};  // y = x + pos: dx = dy
+}
+
+// y and the int32 position of each row; dx is dy itself.
+ActivationBytes PositionEmbedding::plan_activations(const kernels::Shape& x, bool /*training*/, bool /*need_dx*/) {
+  return {nn::f32_bytes(x) + x.front() * 4, 0, x};
 }
 
 }  // namespace codistill

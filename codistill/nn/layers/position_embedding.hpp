@@ -18,6 +18,7 @@ class PositionEmbedding : public Layer {
   std::string kind() const override { return "position_embedding"; }
   std::vector<Param> params() override { return {{"weight", &w_, &dw_}}; }
   kernels::Shape output_shape(const kernels::Shape& input) const override;  // [dim] -> [dim]
+  ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
   void init_params(Rng& rng, const std::string& init) override;             // N(0, 0.02^2)
 
  protected:

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -286,7 +287,34 @@ void DnnlConv::backward(const float* x, const float* w, const float* dy, float* 
     for (std::int64_t o = 0; o < s.out_channels; ++o) db[o] += gb[o];
 }
 
+std::vector<std::int64_t> DnnlConv::scratch_bytes(const Conv2dShape& s, bool bias, bool backward) {
+  std::lock_guard lock(st_->ctx.mu);
+  const Entry& e = st_->entry(s, bias);
+  if (!e.ok) return {};
+  auto copy = [](const Port& p) -> std::size_t { return p.reorder ? p.want.get_size() : 0; };
+  // The slots of forward and backward above: 1 the input (dy), 2 the weights (x), 3 the
+  // output (dx, the weight gradient always), 4 the bias gradient.
+  std::size_t slot1 = copy(e.fsrc), slot2 = copy(e.fwei), slot3 = copy(e.fdst), slot4 = 0;
+  if (backward) {
+    slot1 = std::max({slot1, copy(e.ddst), copy(e.wddst)});
+    slot2 = std::max({slot2, copy(e.dwei), copy(e.wsrc)});
+    slot3 = std::max({slot3, copy(e.dsrc), e.wdiff.want.get_size()});
+    slot4 = bias ? static_cast<std::size_t>(s.out_channels) * sizeof(float) : 0;
+  }
+  std::vector<std::int64_t> out;
+  for (std::size_t b : {std::max<std::size_t>(e.scratchpad, 64), slot1, slot2, slot3, slot4})
+    out.push_back(static_cast<std::int64_t>(b));
+  return out;
+}
+
 // ---- the backend's entry points (kernels/op_list.def) --------------------------------------
+
+std::vector<std::int64_t> CpuBackend::conv2d_workspace(const Conv2dShape& s, bool bias, bool backward, Queue& q) {
+  if (q.options().reference) return {};
+  s.validate();
+  return cpu_queue(q, "conv2d workspace").conv().scratch_bytes(s, bias, backward);
+}
+
 
 using namespace backend_detail;
 

@@ -21,7 +21,9 @@
 // oneDNN's CPU convolutions reduce in a fixed order, so the outputs are bit-identical run to
 // run. Gradients accumulate (dw += ..., db += ...) as the Backend contract says: oneDNN writes
 // them into scratch, then they are added in (the weight gradient by a reorder with a sum).
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "kernels/ops.hpp"
 
@@ -43,6 +45,10 @@ class DnnlConv {
   // dx = conv^T(dy, w) (skipped when null), dw += ..., db += ... (db may be null).
   void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                 const Conv2dShape& s);
+  // The scratch that forward (and backward) of this shape take in each of the shared slots:
+  // the scratchpad, then the blocked copies (empty when oneDNN has no primitive: the
+  // caller's im2col path).
+  std::vector<std::int64_t> scratch_bytes(const Conv2dShape& s, bool bias, bool backward);
 
  private:
   struct State;
