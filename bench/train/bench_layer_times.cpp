@@ -236,7 +236,10 @@ void print_modules(const std::vector<Row>& rows, const Summary& s, std::string& 
     const double fm = median(r.fwd_ms), bm = median(r.bwd_ms);
     const auto fl = lost(r.fwd_flops, fm), bl = lost(r.bwd_flops, bm);
     std::string out = "[";
-    for (std::size_t d = 0; d < r.out.size(); ++d) out += (d ? "," : "") + std::to_string(r.out[d]);
+    for (std::size_t d = 0; d < r.out.size(); ++d) {
+      if (d) out += ",";
+      out += std::to_string(r.out[d]);
+    }
     out += "]";
     const std::string share = fl && bl && s.gap > 0 ? fmt::format("{:.1f}%", 100 * (*fl + *bl) / s.gap) : "-";
     std::printf("%-10s %-10s %-14s %8.3f %8.3f %8s %8s %8s %8s %7s\n", r.name.c_str(), r.kind.c_str(), out.c_str(), fm,
