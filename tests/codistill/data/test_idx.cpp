@@ -203,7 +203,8 @@ TEST_CASE_METHOD(MalformedIdx, "malformed IDX files give errors naming the file 
 
 // The same checks for damaged gzip streams, implausible headers and datasets whose two
 // files disagree (one test case would be over 80 lines).
-TEST_CASE_METHOD(MalformedIdx, "malformed gzip IDX files and mismatched datasets give errors naming the file and the problem",
+TEST_CASE_METHOD(MalformedIdx,
+                 "malformed gzip IDX files and mismatched datasets give errors naming the file and the problem",
                  "[data][idx]") {
   SECTION("garbage after the gzip stream") {
     write_gzip(dir / "junk.gz", images);
