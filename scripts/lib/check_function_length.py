@@ -21,16 +21,17 @@ EXEMPT = "kernels"  # top-level folder, counted for information only
 # C++ and CUDA go through lizard's C-like reader (it does not know .cu/.cuh by name).
 CPP = (".cpp", ".hpp", ".h", ".cc", ".cu", ".cuh")
 PYTHON = (".py",)
-# Folders never read: build trees (build/, build-*), virtual environments and git anywhere;
-# code that is not ours; and run products at the places .gitignore names (tests/data/ and
-# codistill/data/ are sources, only the top data/ is not).
-SKIPPED_PREFIXES = ("build", ".venv", ".git", "__pycache__")
+# Folders never read: build trees (.gitignore's build*/), virtual environments, git and
+# caches anywhere; code that is not ours; and run products at the places .gitignore names
+# (tests/data/ and codistill/data/ are sources, only the top data/ is not).
+SKIPPED_PREFIXES = ("build", ".venv", "__pycache__")
+SKIPPED_NAMES = {".git"}
 THIRD_PARTY = {"third_party", "third-party", "thirdparty", "external", "_deps", "node_modules"}
 RUN_PRODUCTS = {"runs", "data", "bundle", "bench/out", "bench/wheels"}
 
 
 def skipped_folder(name, rel_parent):
-    return (name.startswith(SKIPPED_PREFIXES) or name in THIRD_PARTY
+    return (name.startswith(SKIPPED_PREFIXES) or name in SKIPPED_NAMES or name in THIRD_PARTY
             or os.path.join(rel_parent, name) in RUN_PRODUCTS)
 
 
