@@ -17,19 +17,17 @@ import os
 import time
 
 
-def main():
+def parse_args():
     p = argparse.ArgumentParser()
     for k, v in dict(B=8, T=128, D=128, heads=4, layers=4, V=8192, threads=2, steps=10, warmup=2).items():
         p.add_argument("--" + k, type=int, default=v)
     p.add_argument("--tied", action="store_true")
-    a = p.parse_args()
-    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: a.threads])
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=true").strip()
-    import jax
-    import jax.numpy as jnp
+    return p.parse_args()
 
-    B, T, D, H, L, V = a.B, a.T, a.D, a.heads, a.layers, a.V
-    hd = D // H
+
+def init_params(jax, jnp, a):
+    """The gpt model's parameters, drawn in the same order as before the split (key 1)."""
+    D, T, V = a.D, a.T, a.V
     key = jax.random.PRNGKey(1)
 
     def normal(shape):
@@ -45,9 +43,16 @@ def main():
 
     params = {"wte": normal((V, D)), "wpe": normal((T, D)), "ln_f": ln(),
               "blocks": [{"ln1": ln(), "qkv": linear(D, 3 * D), "proj": linear(D, D), "ln2": ln(),
-                          "fc1": linear(D, 4 * D), "fc2": linear(4 * D, D)} for _ in range(L)]}
+                          "fc1": linear(D, 4 * D), "fc2": linear(4 * D, D)} for _ in range(a.layers)]}
     if not a.tied:
         params["head"] = normal((V, D))
+    return params
+
+
+def make_loss(jax, jnp, a):
+    """loss_fn(params, idx, labels): mean cross-entropy of the next-token logits."""
+    B, T, D, H, V = a.B, a.T, a.D, a.heads, a.V
+    hd = D // H
     mask = jnp.tril(jnp.ones((T, T), bool))
 
     def layernorm(x, p):
@@ -77,6 +82,11 @@ def main():
         logz = jax.nn.logsumexp(logits, axis=-1)
         return jnp.mean(logz - jnp.take_along_axis(logits, labels[:, None], axis=-1)[:, 0])
 
+    return loss_fn
+
+
+def make_step(jax, jnp, loss_fn):
+    """The whole training step: loss, gradient and the AdamW update (torch's defaults)."""
     lr, wd, b1, b2, eps = 3e-4, 0.1, 0.9, 0.999, 1e-8
 
     def step(params, m, v, t, idx, labels):
@@ -89,24 +99,45 @@ def main():
             lambda p, m, v: p * (1 - lr * wd) - lr * (m / c1) / (jnp.sqrt(v / c2) + eps), params, m, v)
         return params, m, v, t, loss
 
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-    m, v, t = zeros, jax.tree_util.tree_map(jnp.zeros_like, params), jnp.zeros((), jnp.float32)
+    return step
+
+
+def time_steps(jax, compiled, state, batch, a):
+    """Runs `warmup` untimed steps, then `steps` synchronized ones; returns their
+    milliseconds, the final state and the last loss."""
+    params, m, v, t = state
+    loss = None
+    for _ in range(a.warmup):
+        params, m, v, t, loss = compiled(params, m, v, t, *batch)
+    jax.block_until_ready(params)
+    ms = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        params, m, v, t, loss = compiled(params, m, v, t, *batch)
+        jax.block_until_ready((params, loss))
+        ms.append((time.perf_counter() - t0) * 1e3)
+    return ms, params, loss
+
+
+def main():
+    a = parse_args()
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: a.threads])
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=true").strip()
+    import jax  # only now: XLA's CPU client sizes its thread pool from the affinity set above
+    import jax.numpy as jnp
+
+    B, T, D, H, L, V = a.B, a.T, a.D, a.heads, a.layers, a.V
+    params = init_params(jax, jnp, a)
+    step = make_step(jax, jnp, make_loss(jax, jnp, a))
+    m, v, t = (jax.tree_util.tree_map(jnp.zeros_like, params), jax.tree_util.tree_map(jnp.zeros_like, params),
+               jnp.zeros((), jnp.float32))
     k1, k2 = jax.random.split(jax.random.PRNGKey(7))
     idx = jax.random.randint(k1, (B, T), 0, V, jnp.int32)
     labels = jax.random.randint(k2, (B * T,), 0, V, jnp.int32)
     t0 = time.perf_counter()
     compiled = jax.jit(step, donate_argnums=(0, 1, 2)).lower(params, m, v, t, idx, labels).compile()
     compile_s = time.perf_counter() - t0
-    loss = None
-    for _ in range(a.warmup):
-        params, m, v, t, loss = compiled(params, m, v, t, idx, labels)
-    jax.block_until_ready(params)
-    ms = []
-    for _ in range(a.steps):
-        t0 = time.perf_counter()
-        params, m, v, t, loss = compiled(params, m, v, t, idx, labels)
-        jax.block_until_ready((params, loss))
-        ms.append((time.perf_counter() - t0) * 1e3)
+    ms, params, loss = time_steps(jax, compiled, (params, m, v, t), (idx, labels), a)
     ms_sorted = sorted(ms)
     median, best = ms_sorted[len(ms) // 2], ms_sorted[0]
     nparams = sum(x.size for x in jax.tree_util.tree_leaves(params))

@@ -230,7 +230,7 @@ def make_optimizer(jax, jnp, o):
     return init, update
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
     ap.add_argument("--steps", type=int, help="override train.steps")
@@ -243,13 +243,67 @@ def main():
                     help="max-pooling formulation (see build_model)")
     ap.add_argument("--layout", choices=("NHWC", "NCHW"), default="NHWC",
                     help="resnet: activation layout (see the docstring)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def make_train_step(jax, jnp, apply, opt_update, base_key):
+    """One step on the rows idx of the training set held on the device: loss, gradient
+    (dropout keyed by the step) and the optimizer's update."""
+    def loss_fn(ps, st, x, y, key):
+        logits, st = apply(ps, st, x, key)
+        return jnp.mean(jax.nn.logsumexp(logits, axis=1) - jnp.take_along_axis(logits, y[:, None], 1)[:, 0]), st
+
+    def train_step(ps, state, st, all_x, all_y, idx, lr, step):
+        x, y = all_x[idx], all_y[idx]
+        (loss, st), grads = jax.value_and_grad(loss_fn, has_aux=True)(ps, st, x, y, jax.random.fold_in(base_key, step))
+        ps, state = opt_update(ps, grads, state, lr)
+        return ps, state, st, loss
+
+    return train_step
+
+
+def batch_sampler(n, batch, seed):
+    """(the first permutation, next_batch): rows in a fresh permutation each epoch, the
+    tail that does not fill a batch dropped."""
+    rng = np.random.default_rng(seed)
+    perm, cursor = rng.permutation(n).astype(np.int32), 0
+    first = perm
+
+    def next_batch():
+        nonlocal perm, cursor
+        if cursor + batch > n:
+            perm, cursor = rng.permutation(n).astype(np.int32), 0
+        idx = perm[cursor:cursor + batch]
+        cursor += batch
+        return idx
+
+    return first, next_batch
+
+
+def evaluate_test(jax, jnp, apply, params, bn_stats, test_x, test_y):
+    """(correct, summed cross-entropy) over the test set, in chunks of 1000."""
+    @jax.jit
+    def evaluate(ps, st, x, y):
+        logits, _ = apply(ps, st, x, None)
+        ce = jax.nn.logsumexp(logits, axis=1) - jnp.take_along_axis(logits, y[:, None], 1)[:, 0]
+        return jnp.sum(ce), jnp.sum(jnp.argmax(logits, axis=1) == y)
+
+    correct, loss_sum = 0, 0.0
+    for i in range(0, test_x.shape[0], 1000):
+        s, c = evaluate(params, bn_stats, jnp.asarray(test_x[i:i + 1000]), jnp.asarray(test_y[i:i + 1000]))
+        loss_sum += float(s)
+        correct += int(c)
+    return correct, loss_sum
+
+
+def main():
+    args = parse_args()
     cfg = yaml.safe_load(open(args.config))
     steps = args.steps or cfg["train"]["steps"]
     threads = args.threads or cfg["run"].get("threads", 2)
     cpus = limit_threads(threads)
 
-    import jax
+    import jax  # only now: limit_threads set the affinity XLA sizes its thread pool from
     import jax.numpy as jnp
     jax.config.update("jax_platforms", "cpu")
 
@@ -263,34 +317,13 @@ def main():
     opt_init, opt_update = make_optimizer(jax, jnp, o)
     opt_state = opt_init(params)
     batch = args.batch or data.get("batch_size", 128)
-    n = train_x.shape[0]
     dev_x, dev_y = jnp.asarray(train_x), jnp.asarray(train_y)
-    base_key = jax.random.key(seed)
-
-    def loss_fn(ps, st, x, y, key):
-        logits, st = apply(ps, st, x, key)
-        return jnp.mean(jax.nn.logsumexp(logits, axis=1) - jnp.take_along_axis(logits, y[:, None], 1)[:, 0]), st
-
-    def train_step(ps, state, st, all_x, all_y, idx, lr, step):
-        x, y = all_x[idx], all_y[idx]
-        (loss, st), grads = jax.value_and_grad(loss_fn, has_aux=True)(ps, st, x, y, jax.random.fold_in(base_key, step))
-        ps, state = opt_update(ps, grads, state, lr)
-        return ps, state, st, loss
-
-    rng = np.random.default_rng(seed)
-    perm, cursor = rng.permutation(n).astype(np.int32), 0
-
-    def next_batch():
-        nonlocal perm, cursor
-        if cursor + batch > n:
-            perm, cursor = rng.permutation(n).astype(np.int32), 0
-        idx = perm[cursor:cursor + batch]
-        cursor += batch
-        return idx
+    train_step = make_train_step(jax, jnp, apply, opt_update, jax.random.key(seed))
+    first_perm, next_batch = batch_sampler(train_x.shape[0], batch, seed)
 
     t = time.perf_counter()
     step_fn = jax.jit(train_step, donate_argnums=(0, 1, 2)).lower(
-        params, opt_state, bn_stats, dev_x, dev_y, perm[:batch], np.float32(0), np.int32(0)).compile()
+        params, opt_state, bn_stats, dev_x, dev_y, first_perm[:batch], np.float32(0), np.int32(0)).compile()
     compile_s = time.perf_counter() - t
 
     warmup = max(0, min(args.warmup_steps, steps - 1))
@@ -306,17 +339,7 @@ def main():
     jax.block_until_ready((params, opt_state, bn_stats, loss))
     train_s = time.perf_counter() - loop_start
 
-    @jax.jit
-    def evaluate(ps, st, x, y):
-        logits, _ = apply(ps, st, x, None)
-        ce = jax.nn.logsumexp(logits, axis=1) - jnp.take_along_axis(logits, y[:, None], 1)[:, 0]
-        return jnp.sum(ce), jnp.sum(jnp.argmax(logits, axis=1) == y)
-
-    correct, loss_sum = 0, 0.0
-    for i in range(0, test_x.shape[0], 1000):
-        s, c = evaluate(params, bn_stats, jnp.asarray(test_x[i:i + 1000]), jnp.asarray(test_y[i:i + 1000]))
-        loss_sum += float(s)
-        correct += int(c)
+    correct, loss_sum = evaluate_test(jax, jnp, apply, params, bn_stats, test_x, test_y)
     timed = steps - warmup
     print(json.dumps({
         "impl": "jax", "jax": jax.__version__, "threads": threads, "steps": steps, "batch": batch,

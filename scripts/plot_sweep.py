@@ -91,13 +91,8 @@ def terminal():
     return gp, "png size 1400,640 noenhanced"
 
 
-def main(argv):
-    args = argv[1:]
-    if not args or args[0] in ("-h", "--help") or len(args) not in (1, 3) or (len(args) == 3 and args[1] != "--out"):
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    sweep = os.path.abspath(args[0])
-    png = os.path.abspath(args[2]) if len(args) == 3 else os.path.join(sweep, "summary.png")
+def read_rows(sweep):
+    """The rows of SWEEP/summary.csv that name an N (dies without any)."""
     summary = os.path.join(sweep, "summary.csv")
     if not os.path.isfile(summary):
         die("no " + summary, 2)
@@ -106,11 +101,11 @@ def main(argv):
     rows = [r for r in rows if r.get("n")]
     if not rows:
         die(summary + " has no rows")
+    return rows
 
-    plot_dir = os.path.join(sweep, "plot")
-    os.makedirs(plot_dir, exist_ok=True)
 
-    # (a) one data file per N: step, mean accuracy (%).
+def write_curves(sweep, rows, plot_dir):
+    """(a) one data file per N: step, mean accuracy (%). Returns (n, path, title) of each."""
     curves = []
     for r in rows:
         n = int(r["n"])
@@ -123,9 +118,12 @@ def main(argv):
             for step in sorted(curve):
                 f.write("%d %.4f\n" % (step, 100 * curve[step]))
         curves.append((n, path, label(n, os.path.join(sweep, "n%d" % n))))
+    return curves
 
-    # (b) n, mean, min, max, ensemble (%), churn (fraction; NaN when absent).
-    final = os.path.join(plot_dir, "final.dat")
+
+def write_final(rows, final):
+    """(b) n, mean, min, max, ensemble (%), churn (fraction; NaN when absent). Returns
+    whether any row has a churn."""
     pct = lambda v: "NaN" if v is None else "%.4f" % (100 * v)
     have_churn = False
     with open(final, "w") as f:
@@ -136,23 +134,13 @@ def main(argv):
             f.write("%d %s %s %s %s %s\n" % (
                 int(r["n"]), pct(number(r, "acc_mean")), pct(number(r, "acc_min")),
                 pct(number(r, "acc_max")), pct(number(r, "ensemble_acc")), pct(churn)))
-    if not curves and all(number(r, "acc_mean") is None for r in rows):
-        die("no accuracy to plot in " + sweep)
+    return have_churn
 
-    ns = sorted(int(r["n"]) for r in rows)
+
+def panel_a(curves):
+    """gnuplot lines of (a): the accuracy curves, one per N."""
     colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-    gp, term = terminal()
-    title = os.path.basename(sweep)
     lines = [
-        "set terminal " + term,
-        "set output " + gp_quote(png),
-        "set datafile missing NaN",
-        "set multiplot layout 1,2 title " + gp_quote("Ensemble-size sweep " + title) + " font ',13'",
-        "set grid xtics ytics lt 1 lw 1 lc rgb '#d8d8d8'",
-        "set key below center horizontal box maxrows 2 samplen 3 spacing 1.1",
-        "set bmargin 8",
-        "set border lw 1",
-        # (a)
         "set title '(a) Test accuracy during training (mean over the N workers)'",
         "set xlabel 'training step'",
         "set ylabel 'test accuracy (%)'",
@@ -166,10 +154,14 @@ def main(argv):
             for i, (n, path, title_n) in enumerate(curves)))
     else:
         lines += ["set label 1 'no eval events' at graph 0.5, 0.5 center", "plot NaN notitle", "unset label 1"]
+    return lines
+
+
+def panel_b(ns, final, have_churn):
+    """gnuplot lines of (b): final accuracy (and churn, right axis) against N."""
     lo, hi = ns[0], ns[-1]
     pad = max(0.5, 0.08 * (hi - lo))
-    lines += [
-        # (b)
+    lines = [
         "set title '(b) Final test accuracy and churn against ensemble size N'",
         "set xlabel 'ensemble size N (workers)'",
         "set ylabel 'test accuracy (%)'",
@@ -192,12 +184,10 @@ def main(argv):
                       "title 'churn between workers (right axis)'" % gp_quote(final))
     else:
         lines.append("unset y2tics; unset y2label")
-    lines += ["plot " + ", \\\n     ".join(plot_b), "unset multiplot", "set output"]
+    return lines + ["plot " + ", \\\n     ".join(plot_b)]
 
-    script = os.path.join(plot_dir, "summary.gp")
-    with open(script, "w") as f:
-        f.write("# Written by scripts/plot_sweep.py; run: gnuplot %s\n" % script)
-        f.write("\n".join(lines) + "\n")
+
+def run_gnuplot(gp, script, png):
     r = subprocess.run([gp, script], capture_output=True, text=True)
     if r.returncode != 0 or not os.path.isfile(png):
         die("gnuplot failed on %s:\n%s" % (script, r.stderr))
@@ -206,6 +196,46 @@ def main(argv):
     for line in r.stderr.splitlines():
         if line.strip() and "empty" not in line and "no valid points" not in line:
             print("plot_sweep.py: gnuplot: " + line, file=sys.stderr)
+
+
+def main(argv):
+    args = argv[1:]
+    if not args or args[0] in ("-h", "--help") or len(args) not in (1, 3) or (len(args) == 3 and args[1] != "--out"):
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    sweep = os.path.abspath(args[0])
+    png = os.path.abspath(args[2]) if len(args) == 3 else os.path.join(sweep, "summary.png")
+    rows = read_rows(sweep)
+
+    plot_dir = os.path.join(sweep, "plot")
+    os.makedirs(plot_dir, exist_ok=True)
+    curves = write_curves(sweep, rows, plot_dir)
+    final = os.path.join(plot_dir, "final.dat")
+    have_churn = write_final(rows, final)
+    if not curves and all(number(r, "acc_mean") is None for r in rows):
+        die("no accuracy to plot in " + sweep)
+
+    gp, term = terminal()
+    title = os.path.basename(sweep)
+    lines = [
+        "set terminal " + term,
+        "set output " + gp_quote(png),
+        "set datafile missing NaN",
+        "set multiplot layout 1,2 title " + gp_quote("Ensemble-size sweep " + title) + " font ',13'",
+        "set grid xtics ytics lt 1 lw 1 lc rgb '#d8d8d8'",
+        "set key below center horizontal box maxrows 2 samplen 3 spacing 1.1",
+        "set bmargin 8",
+        "set border lw 1",
+    ]
+    lines += panel_a(curves)
+    lines += panel_b(sorted(int(r["n"]) for r in rows), final, have_churn)
+    lines += ["unset multiplot", "set output"]
+
+    script = os.path.join(plot_dir, "summary.gp")
+    with open(script, "w") as f:
+        f.write("# Written by scripts/plot_sweep.py; run: gnuplot %s\n" % script)
+        f.write("\n".join(lines) + "\n")
+    run_gnuplot(gp, script, png)
     print("plot_sweep.py: wrote " + png)
 
 

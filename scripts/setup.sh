@@ -8,8 +8,9 @@
 #   scripts/setup.sh --tools   also what the after-training tools need (export, plots,
 #                              TensorBoard): Debian's torch, h5py, matplotlib and yaml, and from
 #                              PyPI onnxruntime, safetensors and tensorboard in the virtual
-#                              environment .venv-tools/ (it sees Debian's packages), and
-#                              tokenizers, against which prepare-text's tokenizer.json is tested
+#                              environment .venv-tools/ (it sees Debian's packages),
+#                              tokenizers, against which prepare-text's tokenizer.json is tested,
+#                              and lizard, which scripts/lib/check_function_length.py measures with
 #   scripts/setup.sh --slurm   also Slurm and munge (Debian's slurm-wlm 22.05, munge), for the
 #                              test that runs a real one-node cluster (scripts/slurm/local_cluster.sh).
 #                              Only the packages: their services are not enabled or started here
@@ -75,14 +76,15 @@ PY
 }
 
 # The after-training tools' PyPI packages (and Hugging Face `tokenizers`, the reference of
-# tests/scripts/test_tokenizer_json.py), pinned, in a virtual environment that sees
+# tests/scripts/test_tokenizer_json.py, and `lizard`, the function lengths of
+# scripts/lib/check_function_length.py), pinned, in a virtual environment that sees
 # Debian's torch/numpy/h5py/matplotlib (--system-site-packages). numpy stays Debian's:
 # torch 1.13 is built against numpy 1.x, so the constraint keeps pip from upgrading it.
 tools_venv() {
   local root venv
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   venv="$root/.venv-tools"
-  local pins=("onnxruntime==1.20.1" "safetensors==0.4.5" "tensorboard==2.18.0" "tokenizers==0.21.0")
+  local pins=("onnxruntime==1.20.1" "safetensors==0.4.5" "tensorboard==2.18.0" "tokenizers==0.21.0" "lizard==1.24.3")
   if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${pins[@]}" <<'PY' 2>/dev/null
 import sys
 from importlib.metadata import version

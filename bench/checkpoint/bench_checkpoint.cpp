@@ -63,162 +63,244 @@ double timed_system(const std::string& cmd) {
   return now_s() - t0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   std::string dir = "/tmp/codistill-bench-checkpoint", out = "bench/results/checkpoint_cpu";
   std::int64_t params = 104857600;  // 400 MiB of float32: exactly dd's bs=4M count=100
   int repeats = 7;
+};
+
+// False (after naming it) on an unknown option.
+bool parse_options(int argc, char** argv, Options& o) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
-    if (a == "--dir") dir = v;
-    else if (a == "--params") params = std::stoll(v);
-    else if (a == "--repeats") repeats = std::stoi(v);
-    else if (a == "--out") out = v;
-    else return std::cerr << "unknown option " << a << "\n", 2;
+    if (a == "--dir") o.dir = v;
+    else if (a == "--params") o.params = std::stoll(v);
+    else if (a == "--repeats") o.repeats = std::stoi(v);
+    else if (a == "--out") o.out = v;
+    else return std::cerr << "unknown option " << a << "\n", false;
   }
-  fs::create_directories(dir);
-  // Two matrices of one model, like fc1 [out, in] and fc2, adding up to `params`.
-  std::int64_t cols = 8192, rows1 = params / cols * 4 / 5, rows2 = params / cols - rows1;
-  std::vector<float> w1(static_cast<std::size_t>(rows1 * cols)), w2(static_cast<std::size_t>(rows2 * cols));
-  std::mt19937 gen(1);
-  std::normal_distribution<float> normal(0.f, 0.02f);
-  for (auto& x : w1) x = normal(gen);
-  for (auto& x : w2) x = normal(gen);
+  return true;
+}
+
+// Two matrices of one model, like fc1 [out, in] and fc2, adding up to `params`. The view
+// points into w1 and w2, so the struct is filled in place and never copied.
+struct Model {
+  std::vector<float> w1, w2;
   ck::CheckpointView view;
-  view.meta.model = "kind: mlp\n";
-  view.meta.model_fingerprint = "bench";
-  view.params = {ck::TensorRef::of<float>("fc1/weight", {rows1, cols}, w1.data()),
-                 ck::TensorRef::of<float>("fc2/weight", {rows2, cols}, w2.data())};
-  const double bytes = static_cast<double>(w1.size() + w2.size()) * 4;
-  const long dd_count = static_cast<long>(bytes / (4 << 20));
-  const std::string dd_file = dir + "/dd.bin", ck_file = dir + "/ckpt-000000001.h5";
+  double bytes = 0;
 
-  // Single-thread checksum speed over the same data (it bounds the write and read paths).
+  explicit Model(std::int64_t params) {
+    std::int64_t cols = 8192, rows1 = params / cols * 4 / 5, rows2 = params / cols - rows1;
+    w1.resize(static_cast<std::size_t>(rows1 * cols));
+    w2.resize(static_cast<std::size_t>(rows2 * cols));
+    std::mt19937 gen(1);
+    std::normal_distribution<float> normal(0.f, 0.02f);
+    for (auto& x : w1) x = normal(gen);
+    for (auto& x : w2) x = normal(gen);
+    view.meta.model = "kind: mlp\n";
+    view.meta.model_fingerprint = "bench";
+    view.params = {ck::TensorRef::of<float>("fc1/weight", {rows1, cols}, w1.data()),
+                   ck::TensorRef::of<float>("fc2/weight", {rows2, cols}, w2.data())};
+    bytes = static_cast<double>(w1.size() + w2.size()) * 4;
+  }
+};
+
+struct ChecksumSpeeds {
+  double xxh64 = 0, xxh3 = 0, fletcher = 0;  // GB/s
+};
+
+// Single-thread checksum speed over the same data (it bounds the write and read paths).
+ChecksumSpeeds measure_checksums(const std::vector<float>& w) {
+  ChecksumSpeeds s;
+  const std::size_t n = w.size() * 4;
   double t0 = now_s();
-  volatile std::uint64_t sink = ck::xxh64(w1.data(), w1.size() * 4);
-  double xxh_gbs = w1.size() * 4 / (now_s() - t0) / 1e9;
+  volatile std::uint64_t sink = ck::xxh64(w.data(), n);
+  s.xxh64 = n / (now_s() - t0) / 1e9;
   t0 = now_s();
-  sink = sink + ck::xxh3_64(w1.data(), w1.size() * 4);  // the digest of files written now
-  double xxh3_gbs = w1.size() * 4 / (now_s() - t0) / 1e9;
+  sink = sink + ck::xxh3_64(w.data(), n);  // the digest of files written now
+  s.xxh3 = n / (now_s() - t0) / 1e9;
   t0 = now_s();
-  sink = sink + ck::fletcher32(w1.data(), w1.size() * 4);
-  double fletcher_gbs = w1.size() * 4 / (now_s() - t0) / 1e9;
+  sink = sink + ck::fletcher32(w.data(), n);
+  s.fletcher = n / (now_s() - t0) / 1e9;
+  return s;
+}
 
+// Cold reads (what a peer loading a teacher from shared storage sees) need the page cache
+// dropped, which needs root; without it only warm reads are measured.
+bool drop_caches() {
+  ::sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  f << "3\n";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+// Seconds per repeat of each timed step.
+struct Timings {
   std::vector<double> dd_w, ck_w, dd_r, ck_r, ck_r2, dd_cold, ck_cold;
-  // Cold reads (what a peer loading a teacher from shared storage sees) need the page cache
-  // dropped, which needs root; without it only warm reads are measured.
-  auto drop_caches = [] {
-    ::sync();
-    std::ofstream f("/proc/sys/vm/drop_caches");
-    f << "3\n";
-    f.flush();
-    return static_cast<bool>(f);
-  };
-  const bool cold = drop_caches();
   std::uint64_t file_bytes = 0;
+  bool cold = false;
+};
+
+Timings time_repeats(const Options& o, const Model& model, long dd_count) {
+  Timings t;
+  const std::string dd_file = o.dir + "/dd.bin", ck_file = o.dir + "/ckpt-000000001.h5";
+  t.cold = drop_caches();
   // Before each timed step, sync(2) (untimed) so that no write-back or journal commit of
   // the previous step (or of deleting the last repeat's files) lands in its window; and
   // alternate which side writes first, so that neither always follows the other.
   auto dd_write = [&] {
     ::sync();
-    dd_w.push_back(timed_system("dd if=/dev/zero of=" + dd_file + " bs=4M count=" + std::to_string(dd_count) +
-                                " conv=fsync status=none"));
+    t.dd_w.push_back(timed_system("dd if=/dev/zero of=" + dd_file + " bs=4M count=" + std::to_string(dd_count) +
+                                  " conv=fsync status=none"));
   };
   auto ck_write = [&] {
     ::sync();
-    double t = now_s();
-    file_bytes = ck::write(ck_file, view).bytes;
-    ck_w.push_back(now_s() - t);
+    double t0 = now_s();
+    t.file_bytes = ck::write(ck_file, model.view).bytes;
+    t.ck_w.push_back(now_s() - t0);
   };
-  for (int r = 0; r < repeats; ++r) {
+  for (int r = 0; r < o.repeats; ++r) {
     fs::remove(dd_file);
     fs::remove(ck_file);
     if (r % 2 == 0) dd_write(), ck_write();
     else ck_write(), dd_write();
     ::sync();
-    dd_r.push_back(timed_system("dd if=" + dd_file + " of=/dev/null bs=4M status=none"));
-    t0 = now_s();
+    t.dd_r.push_back(timed_system("dd if=" + dd_file + " of=/dev/null bs=4M status=none"));
+    double t0 = now_s();
     auto data = ck::read(ck_file);
-    ck_r.push_back(now_s() - t0);
+    t.ck_r.push_back(now_s() - t0);
     t0 = now_s();
     ck::read_into(ck_file, data);
-    ck_r2.push_back(now_s() - t0);
-    if (cold) {
+    t.ck_r2.push_back(now_s() - t0);
+    if (t.cold) {
       drop_caches();
-      dd_cold.push_back(timed_system("dd if=" + dd_file + " of=/dev/null bs=4M status=none"));
+      t.dd_cold.push_back(timed_system("dd if=" + dd_file + " of=/dev/null bs=4M status=none"));
       drop_caches();
       t0 = now_s();
       ck::read_into(ck_file, data);
-      ck_cold.push_back(now_s() - t0);
+      t.ck_cold.push_back(now_s() - t0);
     }
     if (data.params.size() != 2) throw std::runtime_error("read back the wrong checkpoint");
   }
   fs::remove(dd_file);
   fs::remove(ck_file);
+  return t;
+}
 
-  const double dd_bytes = static_cast<double>(dd_count) * (4 << 20);
+// Median bandwidths in GB/s; the cold ones are 0 without root.
+struct Bandwidths {
+  double dw, cw, dr, cr, cr2, drc, crc;
+};
+
+Bandwidths bandwidths(const Timings& t, double bytes, double dd_bytes) {
   auto gbs = [](double b, double s) { return b / s / 1e9; };
-  double dw = gbs(dd_bytes, median(dd_w)), cw = gbs(bytes, median(ck_w));
-  double dr = gbs(dd_bytes, median(dd_r)), cr = gbs(bytes, median(ck_r)), cr2 = gbs(bytes, median(ck_r2));
-  double drc = cold ? gbs(dd_bytes, median(dd_cold)) : 0, crc = cold ? gbs(bytes, median(ck_cold)) : 0;
+  return {gbs(dd_bytes, median(t.dd_w)),
+          gbs(bytes, median(t.ck_w)),
+          gbs(dd_bytes, median(t.dd_r)),
+          gbs(bytes, median(t.ck_r)),
+          gbs(bytes, median(t.ck_r2)),
+          t.cold ? gbs(dd_bytes, median(t.dd_cold)) : 0,
+          t.cold ? gbs(bytes, median(t.ck_cold)) : 0};
+}
+
+// Where and when it ran, for both reports.
+struct Machine {
+  std::string cpu, fstype, commit, kernel;
+  char date[32];
+};
+
+Machine describe_machine(const std::string& dir) {
+  Machine m;
   utsname u{};
   ::uname(&u);
-  std::string cpu = shell_out("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'");
-  std::string fstype = shell_out("stat -f -c %T " + dir);
-  std::string commit = shell_out("git describe --always --dirty 2>/dev/null");
-  char date[32];
+  m.kernel = u.release;
+  m.cpu = shell_out("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'");
+  m.fstype = shell_out("stat -f -c %T " + dir);
+  m.commit = shell_out("git describe --always --dirty 2>/dev/null");
   std::time_t tt = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&tt));
+  std::strftime(m.date, sizeof m.date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&tt));
+  return m;
+}
 
+std::string text_report(const Options& o, const Machine& m, const Timings& t, const Bandwidths& b,
+                        const ChecksumSpeeds& sums, double bytes) {
   std::ostringstream txt;
-  txt << "checkpoint bandwidth vs dd, " << params << " float32 params (" << bytes / 1e6 << " MB data, "
-      << file_bytes / 1e6 << " MB file), median of " << repeats << ", folder " << dir << " (" << fstype << ")\n";
-  txt << "cpu: " << cpu << ", kernel " << u.release << ", commit " << commit << ", " << date << "\n\n";
+  txt << "checkpoint bandwidth vs dd, " << o.params << " float32 params (" << bytes / 1e6 << " MB data, "
+      << t.file_bytes / 1e6 << " MB file), median of " << o.repeats << ", folder " << o.dir << " (" << m.fstype
+      << ")\n";
+  txt << "cpu: " << m.cpu << ", kernel " << m.kernel << ", commit " << m.commit << ", " << m.date << "\n\n";
   char line[200];
   std::snprintf(line, sizeof line, "%-34s %9s %9s %7s\n", "", "GB/s", "dd GB/s", "ratio");
   txt << line;
-  std::snprintf(line, sizeof line, "%-34s %9.2f %9.2f %7.2f\n", "write (fsync'd, atomic publish)", cw, dw, cw / dw);
+  std::snprintf(line, sizeof line, "%-34s %9.2f %9.2f %7.2f\n", "write (fsync'd, atomic publish)", b.cw, b.dw,
+                b.cw / b.dw);
   txt << line;
-  std::snprintf(line, sizeof line, "%-34s %9.2f %9.2f %7.2f\n", "read, new tensors (warm cache)", cr, dr, cr / dr);
+  std::snprintf(line, sizeof line, "%-34s %9.2f %9.2f %7.2f\n", "read, new tensors (warm cache)", b.cr, b.dr,
+                b.cr / b.dr);
   txt << line;
-  std::snprintf(line, sizeof line, "%-34s %9.2f %9.2f %7.2f\n", "read_into reused tensors", cr2, dr, cr2 / dr);
+  std::snprintf(line, sizeof line, "%-34s %9.2f %9.2f %7.2f\n", "read_into reused tensors", b.cr2, b.dr,
+                b.cr2 / b.dr);
   txt << line;
-  if (cold) {
-    std::snprintf(line, sizeof line, "%-34s %9.2f %9.2f %7.2f\n", "read_into, cold cache (dropped)", crc, drc,
-                  crc / drc);
+  if (t.cold) {
+    std::snprintf(line, sizeof line, "%-34s %9.2f %9.2f %7.2f\n", "read_into, cold cache (dropped)", b.crc, b.drc,
+                  b.crc / b.drc);
     txt << line;
   }
   std::snprintf(line, sizeof line, "\nsingle-thread checksums: xxh3-64 %.1f GB/s (the digest), xxh64 %.1f GB/s (before "
-                "2026-11-24), fletcher32 %.1f GB/s\n", xxh3_gbs, xxh_gbs, fletcher_gbs);
+                "2026-11-24), fletcher32 %.1f GB/s\n", sums.xxh3, sums.xxh64, sums.fletcher);
   txt << line;
   txt << "per-repeat seconds (dd write, ckpt write, dd read, ckpt read, ckpt read_into):\n";
-  for (int r = 0; r < repeats; ++r) {
-    std::snprintf(line, sizeof line, "  %.3f %.3f %.3f %.3f %.3f\n", dd_w[r], ck_w[r], dd_r[r], ck_r[r], ck_r2[r]);
+  for (int r = 0; r < o.repeats; ++r) {
+    std::snprintf(line, sizeof line, "  %.3f %.3f %.3f %.3f %.3f\n", t.dd_w[r], t.ck_w[r], t.dd_r[r], t.ck_r[r],
+                  t.ck_r2[r]);
     txt << line;
   }
-  std::cout << txt.str();
+  return txt.str();
+}
 
-  auto list = [](const std::vector<double>& v) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
-  };
-  std::ofstream json(out + ".json");
-  json << "{\n  \"benchmark\": \"checkpoint\",\n  \"device\": \"" << cpu << "\",\n  \"date\": \"" << date
-       << "\",\n  \"commit\": \"" << commit << "\",\n  \"folder\": \"" << dir << "\",\n  \"fs\": \"" << fstype
-       << "\",\n  \"params\": " << params << ",\n  \"data_bytes\": " << static_cast<std::uint64_t>(bytes)
-       << ",\n  \"file_bytes\": " << file_bytes << ",\n  \"dd_bytes\": " << static_cast<std::uint64_t>(dd_bytes)
-       << ",\n  \"repeats\": " << repeats << ",\n  \"write_gbs\": " << cw << ",\n  \"dd_write_gbs\": " << dw
-       << ",\n  \"write_ratio\": " << cw / dw << ",\n  \"read_gbs\": " << cr << ",\n  \"dd_read_gbs\": " << dr
-       << ",\n  \"read_ratio\": " << cr / dr << ",\n  \"read_into_gbs\": " << cr2
-       << ",\n  \"read_into_ratio\": " << cr2 / dr << ",\n  \"cold_read_into_gbs\": " << crc
-       << ",\n  \"dd_cold_read_gbs\": " << drc << ",\n  \"cold_read_ratio\": " << (cold ? crc / drc : 0)
-       << ",\n  \"xxh3_64_gbs\": " << xxh3_gbs << ",\n  \"xxh64_gbs\": " << xxh_gbs
-       << ",\n  \"fletcher32_gbs\": " << fletcher_gbs << ",\n  \"seconds\": {\"dd_write\": " << list(dd_w)
-       << ", \"ckpt_write\": " << list(ck_w) << ", \"dd_read\": " << list(dd_r) << ", \"ckpt_read\": " << list(ck_r)
-       << ", \"ckpt_read_into\": " << list(ck_r2) << ", \"dd_cold_read\": " << list(dd_cold)
-       << ", \"ckpt_cold_read_into\": " << list(ck_cold) << "}\n}\n";
-  std::ofstream(out + ".txt") << txt.str();
+std::string json_list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+void write_json(const std::string& path, const Options& o, const Machine& m, const Timings& t, const Bandwidths& b,
+                const ChecksumSpeeds& sums, double bytes, double dd_bytes) {
+  std::ofstream json(path);
+  json << "{\n  \"benchmark\": \"checkpoint\",\n  \"device\": \"" << m.cpu << "\",\n  \"date\": \"" << m.date
+       << "\",\n  \"commit\": \"" << m.commit << "\",\n  \"folder\": \"" << o.dir << "\",\n  \"fs\": \"" << m.fstype
+       << "\",\n  \"params\": " << o.params << ",\n  \"data_bytes\": " << static_cast<std::uint64_t>(bytes)
+       << ",\n  \"file_bytes\": " << t.file_bytes << ",\n  \"dd_bytes\": " << static_cast<std::uint64_t>(dd_bytes)
+       << ",\n  \"repeats\": " << o.repeats << ",\n  \"write_gbs\": " << b.cw << ",\n  \"dd_write_gbs\": " << b.dw
+       << ",\n  \"write_ratio\": " << b.cw / b.dw << ",\n  \"read_gbs\": " << b.cr << ",\n  \"dd_read_gbs\": " << b.dr
+       << ",\n  \"read_ratio\": " << b.cr / b.dr << ",\n  \"read_into_gbs\": " << b.cr2
+       << ",\n  \"read_into_ratio\": " << b.cr2 / b.dr << ",\n  \"cold_read_into_gbs\": " << b.crc
+       << ",\n  \"dd_cold_read_gbs\": " << b.drc << ",\n  \"cold_read_ratio\": " << (t.cold ? b.crc / b.drc : 0)
+       << ",\n  \"xxh3_64_gbs\": " << sums.xxh3 << ",\n  \"xxh64_gbs\": " << sums.xxh64
+       << ",\n  \"fletcher32_gbs\": " << sums.fletcher << ",\n  \"seconds\": {\"dd_write\": " << json_list(t.dd_w)
+       << ", \"ckpt_write\": " << json_list(t.ck_w) << ", \"dd_read\": " << json_list(t.dd_r)
+       << ", \"ckpt_read\": " << json_list(t.ck_r) << ", \"ckpt_read_into\": " << json_list(t.ck_r2)
+       << ", \"dd_cold_read\": " << json_list(t.dd_cold) << ", \"ckpt_cold_read_into\": " << json_list(t.ck_cold)
+       << "}\n}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse_options(argc, argv, o)) return 2;
+  fs::create_directories(o.dir);
+  const Model model(o.params);
+  const long dd_count = static_cast<long>(model.bytes / (4 << 20));
+  const double dd_bytes = static_cast<double>(dd_count) * (4 << 20);
+  const ChecksumSpeeds sums = measure_checksums(model.w1);
+  const Timings t = time_repeats(o, model, dd_count);
+  const Bandwidths b = bandwidths(t, model.bytes, dd_bytes);
+  const Machine m = describe_machine(o.dir);
+  const std::string txt = text_report(o, m, t, b, sums, model.bytes);
+  std::cout << txt;
+  write_json(o.out + ".json", o, m, t, b, sums, model.bytes, dd_bytes);
+  std::ofstream(o.out + ".txt") << txt;
   return 0;
 }

@@ -316,6 +316,167 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// Refuses a device run where this build or machine has none (--host runs the CPU twin).
+void require_device(const Options& o) {
+  if (o.host) return;
+  if (!cuda::built_with_cuda())
+    throw std::runtime_error("this build has no CUDA backend (configure with CODISTILL_CUDA=ON); "
+                             "--host runs the CPU twin");
+  if (cuda::device_count() <= o.device)
+    throw std::runtime_error("no CUDA device " + std::to_string(o.device) + " (" +
+                             std::to_string(cuda::device_count()) + " visible); --host runs the CPU twin");
+}
+
+// What every measurement shares: the options, the backend, the loss's parameters, the copy
+// ceiling, the L2 flush buffer, and the results gathered so far (written after each).
+struct Session {
+  const Options& o;
+  const Backend& be;
+  const cpu::DistillLossParams p{2.0, 1.0, 1.0};  // T, a, h
+  CopyResult cp;
+  Buffer flush;
+  nlohmann::json results = nlohmann::json::array();
+  nlohmann::json grad_index = nlohmann::json::array();
+
+  Session(const Options& opts, const Backend& backend, CopyResult copy)
+      : o(opts), be(backend), cp(copy), flush(backend, opts.flush_mib << 20) {}
+
+  void save() const {
+    if (o.json_path.empty()) return;
+    const nlohmann::json doc = {
+        {"benchmark", "loss_cuda"}, {"impl", "codistill"}, {"backend", o.host ? "host" : "cuda"},
+        {"N", o.N}, {"warmup", o.warmup}, {"repeats", o.repeats}, {"temperature", p.temperature},
+        {"weight", p.weight}, {"hard_weight", p.hard_weight}, {"flush_mib", o.flush_mib},
+        {"timing", "wall time of one call (launch, kernel, stream synchronization, result to host), "
+                   "median over repeats after warm-up; student restored and L2 flushed before each call"},
+        {"copy", {{"bytes", cp.bytes}, {"median_ms", cp.median_ms}, {"gbs", cp.gbs},
+                  {"method", "kernels::cuda::memcpy_device_to_device, bytes read + written"}}},
+        {"results", results}};
+    write_json(o.json_path, doc);
+  }
+};
+
+// The copy ceiling, on generated data, and the table's header.
+CopyResult measure_and_print_copy(const Backend& be, const Options& o) {
+  std::vector<float> pattern(std::size_t{1} << 22);
+  fill_logits(pattern.data(), 7, 1, static_cast<std::int64_t>(pattern.size()));
+  const CopyResult cp = measure_copy(be, o.copy_mib << 20, pattern);
+  std::printf("device-to-device copy of %zu MiB: %.3f ms, %.1f GB/s (read + write)\n", o.copy_mib,
+              cp.median_ms, cp.gbs);
+  std::printf("distill_loss fwd+bwd, gradient in place, T=2 a=1 h=1, N=%lld, median of %d calls "
+              "after %d warm-up (%s)\n",
+              static_cast<long long>(o.N), o.repeats, o.warmup, o.host ? "host CPU twin" : "cuda");
+  std::printf("%-8s %7s %2s %10s %10s %9s %7s %14s %6s\n", "dtype", "V", "K", "median ms", "min ms",
+              "GB/s", "% copy", "loss", "det.");
+  std::fflush(stdout);
+  return cp;
+}
+
+// Buffer 0: the pristine student; 1..kmax: teachers (generated logits of one V and dtype).
+std::vector<std::unique_ptr<Buffer>> upload_logits(const Backend& be, int kmax, std::int64_t N, std::int64_t V,
+                                                   bool bf16) {
+  const std::size_t n = static_cast<std::size_t>(N * V), bytes = n * (bf16 ? 2 : 4);
+  std::vector<float> host(n);
+  std::vector<std::uint16_t> host_bf16(n);
+  std::vector<std::unique_ptr<Buffer>> bufs;
+  for (int s = 0; s <= kmax; ++s) {
+    bufs.push_back(std::make_unique<Buffer>(be, bytes));
+    fill_logits(host.data(), static_cast<std::uint32_t>(s), N, V);
+    if (bf16) {
+      to_bf16(host.data(), host_bf16.data(), static_cast<std::int64_t>(n));
+      be.upload(bufs.back()->get(), host_bf16.data(), bytes);
+    } else {
+      be.upload(bufs.back()->get(), host.data(), bytes);
+    }
+  }
+  return bufs;
+}
+
+// --grad-rows: the first call's gradient rows of one case, and the index of all so far.
+void save_grad_rows(Session& s, const Buffer& work, const std::string& dtype, std::int64_t V, int K,
+                    const cpu::DistillLossResult& first) {
+  const bool bf16 = dtype == "bfloat16";
+  const std::size_t elem = bf16 ? 2 : 4;
+  const auto rows = check_rows(s.o.N);
+  std::vector<char> out(rows.size() * V * elem);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    s.be.download(out.data() + i * V * elem, work.as<char>() + rows[i] * V * elem, V * elem);
+  char name[96];
+  std::snprintf(name, sizeof name, "grad_%s_V%lld_K%d.%s", dtype.c_str(), static_cast<long long>(V), K,
+                bf16 ? "bf16" : "f32");
+  write_raw(s.o.grad_dir + "/" + name, out.data(), out.size());
+  s.grad_index.push_back({{"dtype", dtype}, {"N", s.o.N}, {"V", V}, {"K", K}, {"rows", rows}, {"file", name},
+                          {"temperature", s.p.temperature}, {"weight", s.p.weight},
+                          {"hard_weight", s.p.hard_weight}, {"loss", first.loss}});
+  write_json(s.o.grad_dir + "/grad_rows.json", s.grad_index);
+}
+
+// One row of the table: the loss over K teachers of the uploaded logits, timed.
+void time_case(Session& s, const std::vector<std::unique_ptr<Buffer>>& bufs, Buffer& work, const Buffer& dlabels,
+               const std::string& dtype, std::int64_t V, int K) {
+  const Options& o = s.o;
+  const std::int64_t N = o.N;
+  const bool bf16 = dtype == "bfloat16";
+  const std::size_t bytes = static_cast<std::size_t>(N * V) * (bf16 ? 2 : 4);
+  std::vector<const float*> t32;
+  std::vector<const std::uint16_t*> t16;
+  for (int k = 1; k <= K; ++k) {
+    t32.push_back(bufs[k]->as<const float>());
+    t16.push_back(bufs[k]->as<const std::uint16_t>());
+  }
+  const std::int32_t* y = dlabels.as<const std::int32_t>();
+  // The loss runs on a queue's stream with its scratch (made once, outside the timing).
+  static std::unique_ptr<cuda::Stream> stream;
+  if (!o.host && !stream) stream = std::make_unique<cuda::Stream>(o.device);
+  auto call = [&]() -> cpu::DistillLossResult {
+    if (bf16) {
+      auto* z = work.as<std::uint16_t>();
+      return o.host ? host_loss_bf16(z, t16.data(), K, y, z, N, V, s.p)
+                    : cuda::distill_loss_bf16(z, t16.data(), K, y, z, N, V, s.p, stream->context());
+    }
+    auto* z = work.as<float>();
+    return o.host ? cpu::distill_loss<float>(z, t32.data(), K, y, z, N, V, s.p)
+                  : cuda::distill_loss(z, t32.data(), K, y, z, N, V, s.p, stream->context());
+  };
+  auto prepare = [&] {
+    s.be.copy(work.get(), bufs[0]->get(), bytes);  // undo the last call's in-place gradient
+    s.be.clear(s.flush.get(), s.flush.bytes());    // evict the inputs from L2
+    s.be.sync();
+  };
+
+  // First call: the result to report and check, and the gradient rows.
+  prepare();
+  const cpu::DistillLossResult first = call();
+  if (!o.grad_dir.empty()) save_grad_rows(s, work, dtype, V, K, first);
+  for (int i = 0; i < o.warmup; ++i) {
+    prepare();
+    call();
+  }
+  std::vector<double> ms;
+  bool deterministic = true;
+  for (int i = 0; i < o.repeats; ++i) {
+    prepare();
+    const auto t0 = Clock::now();
+    const cpu::DistillLossResult r = call();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    deterministic = deterministic && r.loss == first.loss && r.ce == first.ce && r.distill == first.distill;
+  }
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  const double traffic = static_cast<double>(bytes) * (K + 2);
+  const double gbs = traffic / (med / 1e3) / 1e9;
+  std::printf("%-8s %7lld %2d %10.4f %10.4f %9.1f %6.1f%% %14.8f %6s\n", dtype.c_str(),
+              static_cast<long long>(V), K, med, ms.front(), gbs, 100 * gbs / s.cp.gbs, first.loss,
+              deterministic ? "yes" : "NO");
+  std::fflush(stdout);
+  s.results.push_back({{"impl", "codistill"}, {"dtype", dtype}, {"N", N}, {"V", V}, {"K", K},
+                       {"median_ms", med}, {"min_ms", ms.front()}, {"bytes", traffic}, {"gbs", gbs},
+                       {"pct_copy", 100 * gbs / s.cp.gbs}, {"loss", first.loss}, {"ce", first.ce},
+                       {"distill", first.distill}, {"rows", first.rows},
+                       {"deterministic", deterministic}});
+  s.save();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -326,149 +487,23 @@ int main(int argc, char** argv) try {
     return 0;
   }
   Backend be{o.host, o.device};
-  if (!o.host) {
-    if (!cuda::built_with_cuda())
-      throw std::runtime_error("this build has no CUDA backend (configure with CODISTILL_CUDA=ON); "
-                               "--host runs the CPU twin");
-    if (cuda::device_count() <= o.device)
-      throw std::runtime_error("no CUDA device " + std::to_string(o.device) + " (" +
-                               std::to_string(cuda::device_count()) + " visible); --host runs the CPU twin");
-  }
-  const cpu::DistillLossParams p{2.0, 1.0, 1.0};  // T, a, h
+  require_device(o);
   const int Kmax = *std::max_element(o.Ks.begin(), o.Ks.end());
   const std::int64_t N = o.N;
-
-  // The copy ceiling first, on generated data.
-  std::vector<float> pattern(std::size_t{1} << 22);
-  fill_logits(pattern.data(), 7, 1, static_cast<std::int64_t>(pattern.size()));
-  const CopyResult cp = measure_copy(be, o.copy_mib << 20, pattern);
-  std::printf("device-to-device copy of %zu MiB: %.3f ms, %.1f GB/s (read + write)\n", o.copy_mib,
-              cp.median_ms, cp.gbs);
-  std::printf("distill_loss fwd+bwd, gradient in place, T=2 a=1 h=1, N=%lld, median of %d calls "
-              "after %d warm-up (%s)\n",
-              static_cast<long long>(N), o.repeats, o.warmup, o.host ? "host CPU twin" : "cuda");
-  std::printf("%-8s %7s %2s %10s %10s %9s %7s %14s %6s\n", "dtype", "V", "K", "median ms", "min ms",
-              "GB/s", "% copy", "loss", "det.");
-  std::fflush(stdout);
-
-  Buffer flush(be, o.flush_mib << 20);
-  nlohmann::json results = nlohmann::json::array();
-  nlohmann::json grad_index = nlohmann::json::array();
-  auto save = [&] {
-    if (o.json_path.empty()) return;
-    const nlohmann::json doc = {
-        {"benchmark", "loss_cuda"}, {"impl", "codistill"}, {"backend", o.host ? "host" : "cuda"},
-        {"N", N}, {"warmup", o.warmup}, {"repeats", o.repeats}, {"temperature", p.temperature},
-        {"weight", p.weight}, {"hard_weight", p.hard_weight}, {"flush_mib", o.flush_mib},
-        {"timing", "wall time of one call (launch, kernel, stream synchronization, result to host), "
-                   "median over repeats after warm-up; student restored and L2 flushed before each call"},
-        {"copy", {{"bytes", cp.bytes}, {"median_ms", cp.median_ms}, {"gbs", cp.gbs},
-                  {"method", "kernels::cuda::memcpy_device_to_device, bytes read + written"}}},
-        {"results", results}};
-    write_json(o.json_path, doc);
-  };
-
+  Session s(o, be, measure_and_print_copy(be, o));
   for (const std::int64_t V : o.Vs) {
-    const std::size_t n = static_cast<std::size_t>(N * V);
-    std::vector<float> host(n);
-    std::vector<std::uint16_t> host_bf16(n);
     std::vector<std::int32_t> labels(N);
     for (std::int64_t r = 0; r < N; ++r) labels[r] = label_value(static_cast<std::uint32_t>(r), V);
     Buffer dlabels(be, N * sizeof(std::int32_t));
     be.upload(dlabels.get(), labels.data(), N * sizeof(std::int32_t));
-
     for (const std::string& dtype : o.dtypes) {
       const bool bf16 = dtype == "bfloat16";
-      const std::size_t elem = bf16 ? 2 : 4, bytes = n * elem;
-      // Buffer 0: the pristine student; 1..Kmax: teachers; plus the working student.
-      std::vector<std::unique_ptr<Buffer>> bufs;
-      for (int s = 0; s <= Kmax; ++s) {
-        bufs.push_back(std::make_unique<Buffer>(be, bytes));
-        fill_logits(host.data(), static_cast<std::uint32_t>(s), N, V);
-        if (bf16) {
-          to_bf16(host.data(), host_bf16.data(), static_cast<std::int64_t>(n));
-          be.upload(bufs.back()->get(), host_bf16.data(), bytes);
-        } else {
-          be.upload(bufs.back()->get(), host.data(), bytes);
-        }
-      }
-      Buffer work(be, bytes);
-
-      for (const int K : o.Ks) {
-        std::vector<const float*> t32;
-        std::vector<const std::uint16_t*> t16;
-        for (int k = 1; k <= K; ++k) {
-          t32.push_back(bufs[k]->as<const float>());
-          t16.push_back(bufs[k]->as<const std::uint16_t>());
-        }
-        const std::int32_t* y = dlabels.as<const std::int32_t>();
-        // The loss runs on a queue's stream with its scratch (made once, outside the timing).
-        static std::unique_ptr<cuda::Stream> stream;
-        if (!o.host && !stream) stream = std::make_unique<cuda::Stream>(o.device);
-        auto call = [&]() -> cpu::DistillLossResult {
-          if (bf16) {
-            auto* z = work.as<std::uint16_t>();
-            return o.host ? host_loss_bf16(z, t16.data(), K, y, z, N, V, p)
-                          : cuda::distill_loss_bf16(z, t16.data(), K, y, z, N, V, p, stream->context());
-          }
-          auto* z = work.as<float>();
-          return o.host ? cpu::distill_loss<float>(z, t32.data(), K, y, z, N, V, p)
-                        : cuda::distill_loss(z, t32.data(), K, y, z, N, V, p, stream->context());
-        };
-        auto prepare = [&] {
-          be.copy(work.get(), bufs[0]->get(), bytes);  // undo the last call's in-place gradient
-          be.clear(flush.get(), flush.bytes());        // evict the inputs from L2
-          be.sync();
-        };
-
-        // First call: the result to report and check, and the gradient rows.
-        prepare();
-        const cpu::DistillLossResult first = call();
-        if (!o.grad_dir.empty()) {
-          const auto rows = check_rows(N);
-          std::vector<char> out(rows.size() * V * elem);
-          for (std::size_t i = 0; i < rows.size(); ++i)
-            be.download(out.data() + i * V * elem, work.as<char>() + rows[i] * V * elem, V * elem);
-          char name[96];
-          std::snprintf(name, sizeof name, "grad_%s_V%lld_K%d.%s", dtype.c_str(), static_cast<long long>(V), K,
-                        bf16 ? "bf16" : "f32");
-          write_raw(o.grad_dir + "/" + name, out.data(), out.size());
-          grad_index.push_back({{"dtype", dtype}, {"N", N}, {"V", V}, {"K", K}, {"rows", rows}, {"file", name},
-                                {"temperature", p.temperature}, {"weight", p.weight},
-                                {"hard_weight", p.hard_weight}, {"loss", first.loss}});
-          write_json(o.grad_dir + "/grad_rows.json", grad_index);
-        }
-        for (int i = 0; i < o.warmup; ++i) {
-          prepare();
-          call();
-        }
-        std::vector<double> ms;
-        bool deterministic = true;
-        for (int i = 0; i < o.repeats; ++i) {
-          prepare();
-          const auto t0 = Clock::now();
-          const cpu::DistillLossResult r = call();
-          ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-          deterministic = deterministic && r.loss == first.loss && r.ce == first.ce && r.distill == first.distill;
-        }
-        std::sort(ms.begin(), ms.end());
-        const double med = ms[ms.size() / 2];
-        const double traffic = static_cast<double>(bytes) * (K + 2);
-        const double gbs = traffic / (med / 1e3) / 1e9;
-        std::printf("%-8s %7lld %2d %10.4f %10.4f %9.1f %6.1f%% %14.8f %6s\n", dtype.c_str(),
-                    static_cast<long long>(V), K, med, ms.front(), gbs, 100 * gbs / cp.gbs, first.loss,
-                    deterministic ? "yes" : "NO");
-        std::fflush(stdout);
-        results.push_back({{"impl", "codistill"}, {"dtype", dtype}, {"N", N}, {"V", V}, {"K", K},
-                           {"median_ms", med}, {"min_ms", ms.front()}, {"bytes", traffic}, {"gbs", gbs},
-                           {"pct_copy", 100 * gbs / cp.gbs}, {"loss", first.loss}, {"ce", first.ce},
-                           {"distill", first.distill}, {"rows", first.rows},
-                           {"deterministic", deterministic}});
-        save();
-      }
+      const auto bufs = upload_logits(be, Kmax, N, V, bf16);
+      Buffer work(be, static_cast<std::size_t>(N * V) * (bf16 ? 2 : 4));
+      for (const int K : o.Ks) time_case(s, bufs, work, dlabels, dtype, V, K);
     }
   }
-  save();
+  s.save();
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_loss_cuda: %s\n", e.what());

@@ -97,31 +97,34 @@ struct Unit {
   }
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   int threads = 2, reps = 30;
   std::int64_t B = 128;
   bool cpu_time = false, nhwc = false, fuse = false;
+};
+
+// False (after the usage line) on an unknown argument.
+bool parse_options(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; i += 2) {
     if (!std::strcmp(argv[i], "--cpu") || !std::strcmp(argv[i], "--nhwc") || !std::strcmp(argv[i], "--fuse")) {
-      (argv[i][2] == 'c' ? cpu_time : argv[i][2] == 'n' ? nhwc : fuse) = true, --i;
+      (argv[i][2] == 'c' ? o.cpu_time : argv[i][2] == 'n' ? o.nhwc : o.fuse) = true, --i;
       continue;
     }
     if (i + 1 >= argc) break;
-    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--batch")) B = std::atoll(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--threads")) o.threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--reps")) o.reps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--batch")) o.B = std::atoll(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: bench_resnet_ops [--threads N] [--reps R] [--batch B] [--cpu] [--nhwc] [--fuse]\n");
-      return 2;
+      return false;
     }
   }
-  k::cpu::set_num_threads(threads);
-  k::Backend& be = k::backend_for(k::DeviceKind::cpu);
-  auto q = be.make_queue(k::Device::cpu());
-  // The convolutions of ResNet-8 (16/32/64, one block per stage): stem, 2 per block, and the
-  // 1x1 stride-2 projections of stages 2 and 3.
+  return true;
+}
+
+// The convolutions of ResNet-8 (16/32/64, one block per stage): stem, 2 per block, and the
+// 1x1 stride-2 projections of stages 2 and 3.
+std::vector<Unit> resnet8_units(std::int64_t B, bool nhwc) {
   std::vector<Unit> units;
   units.emplace_back(conv(B, 1, 28, 16, 3, 1), true);
   units.emplace_back(conv(B, 16, 28, 16, 3, 1), false);
@@ -135,6 +138,95 @@ int main(int argc, char** argv) {
   for (Unit& u : units) u.s.channels_last = nhwc;
   for (int i : {0, 1, 3, 6}) units[static_cast<std::size_t>(i)].relu = Relu::after_bn;
   for (int i : {2, 4, 7}) units[static_cast<std::size_t>(i)].relu = Relu::after_add;
+  return units;
+}
+
+// The step's forward ops: each unit's convolution, batch norm and relu, then the three
+// residual adds, each followed by its relu (--fuse: one op, Op::add_activation).
+void forward(k::Backend& be, k::Queue& q, std::vector<Unit>& units, Timer& t, bool fuse) {
+  for (Unit& u : units) {
+    t.run("conv forward", [&] { be.conv2d_forward(u.x, u.w, nullptr, u.y, u.s, q); });
+    t.run("conv forward (im2col)", [&] {
+      k::cpu::conv2d_forward<float>(u.x.data<float>(), u.w.data<float>(), nullptr, u.y.data<float>(), u.s);
+    });
+    const k::BatchNormShape bs = u.bn();
+    if (fuse && u.relu == Relu::after_bn) {
+      t.run("batchnorm forward", [&] {
+        be.batchnorm_activation_forward(u.y, u.gamma, u.beta, u.rm, u.rv, u.z, u.sm, u.si, true,
+                                        k::Activation::relu, bs, q);
+      });
+      continue;
+    }
+    t.run("batchnorm forward", [&] {
+      be.batchnorm_forward(u.y, u.gamma, u.beta, u.rm, u.rv, u.z, u.sm, u.si, true, bs, q);
+    });
+    if (u.relu == Relu::after_bn)
+      t.run("relu forward", [&] { be.activation_forward(u.z, u.z, k::Activation::relu, q); });
+  }
+  for (int i : {2, 4, 7}) {
+    Unit& u = units[static_cast<std::size_t>(i)];
+    if (fuse) {
+      t.run("add", [&] { be.add_activation(u.z, u.z, u.z, k::Activation::relu, q); });
+      continue;
+    }
+    t.run("add", [&] { be.add(u.z, u.z, u.z, q); });
+    t.run("relu forward", [&] { be.activation_forward(u.z, u.z, k::Activation::relu, q); });
+  }
+}
+
+// The step's backward ops, units in reverse: relu, batch norm, convolution.
+void backward(k::Backend& be, k::Queue& q, std::vector<Unit>& units, Timer& t, bool fuse) {
+  for (int i = static_cast<int>(units.size()) - 1; i >= 0; --i) {
+    Unit& u = units[static_cast<std::size_t>(i)];
+    if (fuse && u.relu == Relu::after_bn) {
+      t.run("batchnorm backward", [&] {
+        be.batchnorm_activation_backward(u.y, u.z, u.gamma, u.sm, u.si, u.dy, &u.dbn, u.dgamma, u.dbeta, true,
+                                         k::Activation::relu, u.bn(), q);
+      });
+    } else {
+      const k::Tensor* d = &u.dy;
+      if (u.relu != Relu::none) {
+        t.run("relu backward", [&] { be.activation_backward(u.z, u.dy, u.dz, k::Activation::relu, q); });
+        d = &u.dz;
+      }
+      t.run("batchnorm backward", [&] {
+        be.batchnorm_backward(u.y, u.gamma, u.sm, u.si, *d, &u.dbn, u.dgamma, u.dbeta, true, u.bn(), q);
+      });
+    }
+    k::Tensor* dx = u.first ? nullptr : &u.dx;
+    t.run("conv backward", [&] { be.conv2d_backward(u.x, u.w, u.dy, dx, u.dw, nullptr, u.s, q); });
+    t.run("conv backward (im2col)", [&] {
+      k::cpu::conv2d_backward<float>(u.x.data<float>(), u.w.data<float>(), u.dy.data<float>(),
+                                     dx ? dx->data<float>() : nullptr, u.dw.data<float>(), nullptr, u.s, true);
+    });
+  }
+}
+
+void print_report(const Options& o, const Timer& t) {
+  double total = 0;
+  for (const auto& [what, ms] : t.ms)
+    if (what.find("im2col") == std::string::npos) total += ms;
+  std::printf("ResNet-8 step ops, batch %lld, %d threads, %s, %s maps%s, mean of %d steps (im2col rows: the old "
+              "path, not in the total)\n",
+              static_cast<long long>(o.B), o.threads, o.cpu_time ? "CPU time" : "wall time", o.nhwc ? "NHWC" : "NCHW",
+              o.fuse ? ", relu fused into batch norm and add" : "", o.reps);
+  for (const auto& [what, ms] : t.ms)
+    std::printf("%-24s %8.2f ms  %5.1f%%\n", what.c_str(), ms / o.reps,
+                what.find("im2col") == std::string::npos ? 100 * ms / total : 0.0);
+  std::printf("%-24s %8.2f ms  -> %.0f examples/s for these ops alone\n", "total", total / o.reps,
+              o.B * 1000.0 * o.reps / total);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse_options(argc, argv, o)) return 2;
+  const std::int64_t B = o.B;
+  k::cpu::set_num_threads(o.threads);
+  k::Backend& be = k::backend_for(k::DeviceKind::cpu);
+  auto q = be.make_queue(k::Device::cpu());
+  std::vector<Unit> units = resnet8_units(B, o.nhwc);
   std::int64_t params = 0;
   for (const Unit& u : units) params += u.w.numel() + 2 * u.s.out_channels;
   k::Tensor pv = filled({params}, 0.1f), pg = filled({params}, 0.01f), pm = k::Tensor::zeros({params});
@@ -143,40 +235,12 @@ int main(int argc, char** argv) {
   sgd.lr = 0.1, sgd.momentum = 0.9, sgd.nesterov = true, sgd.weight_decay = 5e-4;
 
   Timer t;
-  t.cpu = cpu_time;
-  for (int r = -3; r < reps; ++r) {
+  t.cpu = o.cpu_time;
+  for (int r = -3; r < o.reps; ++r) {
     if (r == 0) t.ms.clear();
-    for (Unit& u : units) {
-      t.run("conv forward", [&] { be.conv2d_forward(u.x, u.w, nullptr, u.y, u.s, *q); });
-      t.run("conv forward (im2col)", [&] {
-        k::cpu::conv2d_forward<float>(u.x.data<float>(), u.w.data<float>(), nullptr, u.y.data<float>(), u.s);
-      });
-      const k::BatchNormShape bs = u.bn();
-      if (fuse && u.relu == Relu::after_bn) {
-        t.run("batchnorm forward", [&] {
-          be.batchnorm_activation_forward(u.y, u.gamma, u.beta, u.rm, u.rv, u.z, u.sm, u.si, true,
-                                          k::Activation::relu, bs, *q);
-        });
-        continue;
-      }
-      t.run("batchnorm forward", [&] {
-        be.batchnorm_forward(u.y, u.gamma, u.beta, u.rm, u.rv, u.z, u.sm, u.si, true, bs, *q);
-      });
-      if (u.relu == Relu::after_bn)
-        t.run("relu forward", [&] { be.activation_forward(u.z, u.z, k::Activation::relu, *q); });
-    }
-    // three residual adds, each followed by its relu (--fuse: one op, Op::add_activation)
-    for (int i : {2, 4, 7}) {
-      Unit& u = units[static_cast<std::size_t>(i)];
-      if (fuse) {
-        t.run("add", [&] { be.add_activation(u.z, u.z, u.z, k::Activation::relu, *q); });
-        continue;
-      }
-      t.run("add", [&] { be.add(u.z, u.z, u.z, *q); });
-      t.run("relu forward", [&] { be.activation_forward(u.z, u.z, k::Activation::relu, *q); });
-    }
+    forward(be, *q, units, t, o.fuse);
     t.run("global avgpool", [&] {
-      if (nhwc) {
+      if (o.nhwc) {
         be.global_avgpool_forward(units[7].z, pooled, B, 49, 64, *q);
         be.global_avgpool_backward(dpooled, units[7].dz, B, 49, 64, *q);
       } else {
@@ -184,43 +248,9 @@ int main(int argc, char** argv) {
         be.global_avgpool_backward(dpooled, units[7].dz, B * 64, 49, 1, *q);
       }
     });
-    for (int i = static_cast<int>(units.size()) - 1; i >= 0; --i) {
-      Unit& u = units[static_cast<std::size_t>(i)];
-      if (fuse && u.relu == Relu::after_bn) {
-        t.run("batchnorm backward", [&] {
-          be.batchnorm_activation_backward(u.y, u.z, u.gamma, u.sm, u.si, u.dy, &u.dbn, u.dgamma, u.dbeta, true,
-                                           k::Activation::relu, u.bn(), *q);
-        });
-      } else {
-        const k::Tensor* d = &u.dy;
-        if (u.relu != Relu::none) {
-          t.run("relu backward", [&] { be.activation_backward(u.z, u.dy, u.dz, k::Activation::relu, *q); });
-          d = &u.dz;
-        }
-        t.run("batchnorm backward", [&] {
-          be.batchnorm_backward(u.y, u.gamma, u.sm, u.si, *d, &u.dbn, u.dgamma, u.dbeta, true, u.bn(), *q);
-        });
-      }
-      k::Tensor* dx = u.first ? nullptr : &u.dx;
-      t.run("conv backward", [&] { be.conv2d_backward(u.x, u.w, u.dy, dx, u.dw, nullptr, u.s, *q); });
-      t.run("conv backward (im2col)", [&] {
-        k::cpu::conv2d_backward<float>(u.x.data<float>(), u.w.data<float>(), u.dy.data<float>(),
-                                       dx ? dx->data<float>() : nullptr, u.dw.data<float>(), nullptr, u.s, true);
-      });
-    }
+    backward(be, *q, units, t, o.fuse);
     t.run("sgd update", [&] { be.sgd_update(pv, pg, &pm, sgd, {}, *q); });
   }
-  double total = 0;
-  for (const auto& [what, ms] : t.ms)
-    if (what.find("im2col") == std::string::npos) total += ms;
-  std::printf("ResNet-8 step ops, batch %lld, %d threads, %s, %s maps%s, mean of %d steps (im2col rows: the old "
-              "path, not in the total)\n",
-              static_cast<long long>(B), threads, cpu_time ? "CPU time" : "wall time", nhwc ? "NHWC" : "NCHW",
-              fuse ? ", relu fused into batch norm and add" : "", reps);
-  for (const auto& [what, ms] : t.ms)
-    std::printf("%-24s %8.2f ms  %5.1f%%\n", what.c_str(), ms / reps,
-                what.find("im2col") == std::string::npos ? 100 * ms / total : 0.0);
-  std::printf("%-24s %8.2f ms  -> %.0f examples/s for these ops alone\n", "total", total / reps,
-              B * 1000.0 * reps / total);
+  print_report(o, t);
   return 0;
 }

@@ -132,26 +132,34 @@ int int_arg(const char* v, const char* name) {
   return static_cast<int>(x);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
+struct Options {
   int threads = 2, repeats = 5, min_ms = 50;
   std::string json_path;
+};
+
+Options parse_options(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
       if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--threads") threads = int_arg(next(), "--threads");
-    else if (a == "--repeats") repeats = int_arg(next(), "--repeats");
-    else if (a == "--min-ms") min_ms = int_arg(next(), "--min-ms");
-    else if (a == "--json") json_path = next();
+    if (a == "--threads") o.threads = int_arg(next(), "--threads");
+    else if (a == "--repeats") o.repeats = int_arg(next(), "--repeats");
+    else if (a == "--min-ms") o.min_ms = int_arg(next(), "--min-ms");
+    else if (a == "--json") o.json_path = next();
     else throw std::invalid_argument("unknown argument " + a);
   }
+  return o;
+}
 
-  const int B = 128;
-  const std::vector<std::pair<std::string, Gemm>> singles = {
+constexpr int kBatch = 128;
+
+// The squares, then the 8 GEMMs of one MLP training step from index 2 on.
+std::vector<std::pair<std::string, Gemm>> gemms() {
+  const int B = kBatch;
+  return {
       {"square 1024", {false, false, 1024, 1024, 1024}},
       {"square 2048", {false, false, 2048, 2048, 2048}},
       {"mlp fwd 1", {false, true, B, 256, 784}},    // x[128,784] * w[256,784]^T
@@ -163,72 +171,105 @@ int main(int argc, char** argv) try {
       {"mlp dx 2", {false, false, B, 256, 256}},
       {"mlp dw 1", {true, false, 256, 784, B}},     // dy[128,256]^T * x[128,784]
   };
-  std::mt19937 gen(42);
-  std::vector<Buffers> bufs;
-  for (const auto& s : singles) bufs.push_back(make_buffers(s.second, gen));
-  const std::vector<Way> ways = {Way::openblas_mt, Way::onednn_mt, Way::omp_split, Way::one_thread, Way::onednn_1t};
+}
+constexpr std::size_t kFirstMlp = 2;
 
-  const int parallel = openblas_get_parallel();
-  std::printf("sgemm, %d threads; OpenBLAS %s (threading: %s); best of %d batches of >= %d ms\n",
-              threads, openblas_get_config(),
-              parallel == 0 ? "sequential" : parallel == 1 ? "pthreads" : "OpenMP", repeats,
-              min_ms);
-  std::printf("%-12s %5s %5s %5s %2s %2s", "gemm", "M", "N", "K", "tA", "tB");
-  for (Way w : ways) std::printf(" %12s", way_name(w));
-  std::printf("\n");
+const std::vector<Way> kWays = {Way::openblas_mt, Way::onednn_mt, Way::omp_split, Way::one_thread, Way::onednn_1t};
+
+// The per-GEMM table: one printed row (and one JSON row) per GEMM, GFLOP/s of each way.
+struct SingleResults {
   nlohmann::json rows = nlohmann::json::array();
-  double peak = 0;
+  double peak = 0;  // best square result over the multi-threaded ways
   std::string peak_how;
+};
+
+SingleResults time_singles(const std::vector<std::pair<std::string, Gemm>>& singles, std::vector<Buffers>& bufs,
+                           const Options& o) {
+  SingleResults res;
   for (std::size_t i = 0; i < singles.size(); ++i) {
     const auto& [name, g] = singles[i];
     nlohmann::json gf;
     std::printf("%-12s %5d %5d %5d %2d %2d", name.c_str(), g.M, g.N, g.K, g.ta, g.tb);
-    for (Way w : ways) {
-      prepare(w, threads);
-      const double s = best_seconds([&] { run(w, g, bufs[i]); }, min_ms, repeats);
+    for (Way w : kWays) {
+      prepare(w, o.threads);
+      const double s = best_seconds([&] { run(w, g, bufs[i]); }, o.min_ms, o.repeats);
       const double v = g.flops() / s / 1e9;
       gf[way_name(w)] = v;
       std::printf(" %12.1f", v);
-      if (name.rfind("square", 0) == 0 && multi_threaded(w) && v > peak) {
-        peak = v;
-        peak_how = name + " " + way_name(w);
+      if (name.rfind("square", 0) == 0 && multi_threaded(w) && v > res.peak) {
+        res.peak = v;
+        res.peak_how = name + " " + way_name(w);
       }
     }
     std::printf("\n");
-    rows.push_back({{"name", name}, {"M", g.M}, {"N", g.N}, {"K", g.K}, {"trans_a", g.ta},
-                    {"trans_b", g.tb}, {"gflops", gf}});
+    res.rows.push_back({{"name", name}, {"M", g.M}, {"N", g.N}, {"K", g.K}, {"trans_a", g.ta},
+                        {"trans_b", g.tb}, {"gflops", gf}});
   }
-  // One MLP training step's GEMMs as a unit (the sizes above from "mlp fwd 1" on).
-  double step_flops = 0;
-  for (std::size_t i = 2; i < singles.size(); ++i) step_flops += singles[i].second.flops();
-  nlohmann::json step_gf;
+  return res;
+}
+
+// The "mlp step" row: the step's GEMMs timed as one unit, per way.
+struct StepResults {
+  double flops = 0, best = 0;  // best: over the multi-threaded ways
+  nlohmann::json gflops;
+};
+
+StepResults time_mlp_step(const std::vector<std::pair<std::string, Gemm>>& singles, std::vector<Buffers>& bufs,
+                          const Options& o) {
+  StepResults res;
+  for (std::size_t i = kFirstMlp; i < singles.size(); ++i) res.flops += singles[i].second.flops();
   std::printf("%-12s %29s", "mlp step", "(the 8 GEMMs above)");
-  double step_best = 0;
-  for (Way w : ways) {
-    prepare(w, threads);
+  for (Way w : kWays) {
+    prepare(w, o.threads);
     const double s = best_seconds(
         [&] {
-          for (std::size_t i = 2; i < singles.size(); ++i) run(w, singles[i].second, bufs[i]);
+          for (std::size_t i = kFirstMlp; i < singles.size(); ++i) run(w, singles[i].second, bufs[i]);
         },
-        min_ms, repeats);
-    step_gf[way_name(w)] = step_flops / s / 1e9;
-    if (multi_threaded(w)) step_best = std::max(step_best, step_flops / s / 1e9);
-    std::printf(" %12.1f", step_flops / s / 1e9);
+        o.min_ms, o.repeats);
+    res.gflops[way_name(w)] = res.flops / s / 1e9;
+    if (multi_threaded(w)) res.best = std::max(res.best, res.flops / s / 1e9);
+    std::printf(" %12.1f", res.flops / s / 1e9);
   }
-  const double per_example = step_flops / B;
+  return res;
+}
+
+void write_json(const Options& o, int parallel, const SingleResults& singles, const StepResults& step,
+                double per_example) {
+  const nlohmann::json doc = {
+      {"benchmark", "sgemm_cpu"}, {"threads", o.threads}, {"openblas", openblas_get_config()},
+      {"openblas_threading", parallel}, {"repeats", o.repeats}, {"min_ms", o.min_ms},
+      {"results", singles.rows},
+      {"mlp_step", {{"flops_per_example", per_example}, {"batch", kBatch}, {"gflops", step.gflops},
+                    {"best_gflops", step.best}}},
+      {"peak_gflops", singles.peak}, {"peak_how", singles.peak_how}};
+  std::ofstream f(o.json_path);
+  f << doc.dump(2) << "\n";
+  if (!f) throw std::runtime_error("cannot write " + o.json_path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options o = parse_options(argc, argv);
+  const auto singles = gemms();
+  std::mt19937 gen(42);
+  std::vector<Buffers> bufs;
+  for (const auto& s : singles) bufs.push_back(make_buffers(s.second, gen));
+
+  const int parallel = openblas_get_parallel();
+  std::printf("sgemm, %d threads; OpenBLAS %s (threading: %s); best of %d batches of >= %d ms\n",
+              o.threads, openblas_get_config(),
+              parallel == 0 ? "sequential" : parallel == 1 ? "pthreads" : "OpenMP", o.repeats,
+              o.min_ms);
+  std::printf("%-12s %5s %5s %5s %2s %2s", "gemm", "M", "N", "K", "tA", "tB");
+  for (Way w : kWays) std::printf(" %12s", way_name(w));
+  std::printf("\n");
+  const SingleResults single = time_singles(singles, bufs, o);
+  const StepResults step = time_mlp_step(singles, bufs, o);
+  const double per_example = step.flops / kBatch;
   std::printf("\npeak %.1f GFLOP/s (%s); mlp step %.3f MFLOP per example, best %.1f GFLOP/s\n",
-              peak, peak_how.c_str(), per_example / 1e6, step_best);
-  if (!json_path.empty()) {
-    const nlohmann::json doc = {
-        {"benchmark", "sgemm_cpu"}, {"threads", threads}, {"openblas", openblas_get_config()},
-        {"openblas_threading", parallel}, {"repeats", repeats}, {"min_ms", min_ms},
-        {"results", rows},
-        {"mlp_step", {{"flops_per_example", per_example}, {"batch", B}, {"gflops", step_gf}, {"best_gflops", step_best}}},
-        {"peak_gflops", peak}, {"peak_how", peak_how}};
-    std::ofstream f(json_path);
-    f << doc.dump(2) << "\n";
-    if (!f) throw std::runtime_error("cannot write " + json_path);
-  }
+              single.peak, single.peak_how.c_str(), per_example / 1e6, step.best);
+  if (!o.json_path.empty()) write_json(o, parallel, single, step, per_example);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_sgemm: %s\n", e.what());

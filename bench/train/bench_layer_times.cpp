@@ -99,23 +99,19 @@ struct Row {
   std::vector<double> fwd_ms, bwd_ms;          // per block
 };
 
-int run(const Args& a) {
-  bench::StepFixture f(a.config, a.overrides, a.threads, 0);
-  const Config& c = f.config();
-  Model& model = f.student();
-  const auto batch = static_cast<double>(c.data.batch_size);
-  f.steps(0, a.warmup);
+using Children = std::vector<std::pair<std::string, ModulePtr>>;
 
-  // The modules as Model::backward runs them: none before the first with parameters.
-  auto& children = model.root().children();
-  std::size_t first = children.size();
+// The modules as Model::backward runs them: none before the first with parameters (its index,
+// or children.size() if none has any).
+std::size_t first_with_params(const Children& children) {
   for (std::size_t i = 0; i < children.size(); ++i)
-    if (children[i].second->has_params()) {
-      first = i;
-      break;
-    }
+    if (children[i].second->has_params()) return i;
+  return children.size();
+}
+
+// One row per top-level module, its FLOPs per step for a batch of `batch` examples.
+std::vector<Row> module_rows(const Children& children, std::size_t first, kernels::Shape shape, double batch) {
   std::vector<Row> rows;
-  kernels::Shape shape = f.example_shape();
   for (std::size_t i = 0; i < children.size(); ++i) {
     Module& m = *children[i].second;
     Row r{children[i].first, m.kind(), m.output_shape(shape), forward_flops(m, shape), std::nullopt, i >= first,
@@ -129,29 +125,30 @@ int run(const Args& a) {
     shape = r.out;
     rows.push_back(std::move(r));
   }
+  return rows;
+}
 
-  // The order the root runs its children in (a ReLU after the MaxPool2d that follows it,
-  // Sequential::runs_after_next); backward runs it in reverse.
+// The order the root runs its children in (a ReLU after the MaxPool2d that follows it,
+// Sequential::runs_after_next); backward runs it in reverse.
+std::vector<std::size_t> run_order(const Sequential& root) {
+  const std::size_t n = root.children().size();
   std::vector<std::size_t> order;
-  for (std::size_t i = 0; i < children.size(); ++i)
-    if (i + 1 < children.size() && model.root().runs_after_next(i)) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (i + 1 < n && root.runs_after_next(i)) {
       order.push_back(i + 1);
       order.push_back(i++);
     } else {
       order.push_back(i);
     }
-  for (std::size_t i = 0; i + 1 < rows.size(); ++i)
-    if (model.root().runs_after_next(i)) rows[i].out = rows[i + 1].out;  // the relu sees the pooled map
-  // The trainer's first batch in its micro-batches, each with a fixed dlogits.
-  std::vector<kernels::Tensor> xs, dlogits;
-  for (const kernels::Tensor& part : f.first_batch()) {
-    xs.push_back(part.to(model.device()));
-    dlogits.push_back(kernels::Tensor::full({part.shape()[0], rows.back().out.back()}, 1e-3).to(model.device()));
-  }
+  return order;
+}
 
-  // The peak's GEMMs; operands filled with normal numbers (no denormals to slow them).
-  std::vector<float> ga(2048 * 2048, 0.5f), gb(2048 * 2048, 0.25f), gc(2048 * 2048);
-  auto peak_gflops = [&] {
+// The peak's GEMMs; operands filled with normal numbers (no denormals to slow them).
+struct PeakGemms {
+  std::vector<float> ga = std::vector<float>(2048 * 2048, 0.5f), gb = std::vector<float>(2048 * 2048, 0.25f),
+                     gc = std::vector<float>(2048 * 2048);
+
+  double gflops() {
     double best = 0;
     for (const std::int64_t n : {1024, 2048})
       for (const bool onednn : {false, true})
@@ -164,94 +161,87 @@ int run(const Args& a) {
           best = std::max(best, 2.0 * static_cast<double>(n * n * n) / (ms_since(t0) * 1e6));
         }
     return best;
-  };
-  peak_gflops();  // warm-up
+  }
+};
 
-  std::printf("bench_layer_times: %s, batch %lld, %d threads; %d blocks of %d passes and %d steps after %d warm-up "
-              "steps\n",
-              a.config.c_str(), static_cast<long long>(c.data.batch_size), c.run.threads, a.blocks, a.block, a.block,
-              a.warmup);
-  std::printf("%-6s %10s %10s %10s %10s\n", "block", "peak GF/s", "layers ms", "step ms", "step GF/s");
-  std::vector<double> peak, layers_ms, step_ms, step_fwd, step_bwd;
-  double step_flops = 0;
-  for (const Row& r : rows) step_flops += r.fwd_flops.value_or(0) + r.bwd_flops.value_or(0);
-  for (int b = 0; b < a.blocks; ++b) {
-    peak.push_back(peak_gflops());
+// The trainer's first batch in its micro-batches, each with a fixed dlogits.
+struct Batch {
+  std::vector<kernels::Tensor> xs, dlogits;
+};
 
-    std::vector<double> fwd(rows.size(), 0.0), bwd(rows.size(), 0.0);
-    for (int p = 0; p < a.block; ++p) {
-      model.zero_grad_lazily();
-      model.synchronize();
-      for (std::size_t part = 0; part < xs.size(); ++part) {
-        kernels::Tensor h = xs[part];
-        for (std::size_t i : order) {
-          const auto t0 = Clock::now();
-          h = children[i].second->forward(h, /*training=*/true);
-          model.synchronize();
-          fwd[i] += ms_since(t0);
-        }
-        kernels::Tensor g = dlogits[part];
-        for (auto it = order.rbegin(); it != order.rend(); ++it) {
-          const std::size_t i = *it;
-          if (i < first) continue;
-          const auto t0 = Clock::now();
-          g = children[i].second->backward(g, /*need_dx=*/i > first);
-          model.synchronize();
-          bwd[i] += ms_since(t0);
-        }
+// One block's `passes` passes over the modules one by one (the header's "layers"): appends
+// each module's mean milliseconds per pass to its row; returns their sum.
+double time_layer_passes(Model& model, const std::vector<std::size_t>& order, std::size_t first, const Batch& batch,
+                         int passes, std::vector<Row>& rows) {
+  const Children& children = model.root().children();
+  std::vector<double> fwd(rows.size(), 0.0), bwd(rows.size(), 0.0);
+  for (int p = 0; p < passes; ++p) {
+    model.zero_grad_lazily();
+    model.synchronize();
+    for (std::size_t part = 0; part < batch.xs.size(); ++part) {
+      kernels::Tensor h = batch.xs[part];
+      for (std::size_t i : order) {
+        const auto t0 = Clock::now();
+        h = children[i].second->forward(h, /*training=*/true);
+        model.synchronize();
+        fwd[i] += ms_since(t0);
+      }
+      kernels::Tensor g = batch.dlogits[part];
+      for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        const std::size_t i = *it;
+        if (i < first) continue;
+        const auto t0 = Clock::now();
+        g = children[i].second->backward(g, /*need_dx=*/i > first);
+        model.synchronize();
+        bwd[i] += ms_since(t0);
       }
     }
-    double total = 0;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      rows[i].fwd_ms.push_back(fwd[i] / a.block);
-      rows[i].bwd_ms.push_back(bwd[i] / a.block);
-      total += (fwd[i] + bwd[i]) / a.block;
-    }
-    layers_ms.push_back(total);
-    // The passes above left the gradients as a step's backward does; the step starts anew.
-    StepTimes t;
-    const auto t0 = Clock::now();
-    f.steps(0, a.block, &t);
-    step_ms.push_back(ms_since(t0) / a.block);
-    step_fwd.push_back(t.seconds[StepTimes::forward] * 1e3 / static_cast<double>(t.steps));
-    step_bwd.push_back(t.seconds[StepTimes::backward] * 1e3 / static_cast<double>(t.steps));
-    std::printf("%-6d %10.1f %10.3f %10.3f %10.1f\n", b + 1, peak.back(), total, step_ms.back(),
-                step_flops / (step_ms.back() * 1e6));
   }
+  double total = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i].fwd_ms.push_back(fwd[i] / passes);
+    rows[i].bwd_ms.push_back(bwd[i] / passes);
+    total += (fwd[i] + bwd[i]) / passes;
+  }
+  return total;
+}
 
-  const double pk = median(peak), step = median(step_ms), layers = median(layers_ms);
-  const double fwd_bwd = median(step_fwd) + median(step_bwd), outside = step - fwd_bwd;
-  const double at_peak = step_flops / (pk * 1e6), gap = step - at_peak;
-  std::printf("\npeak (median of blocks) %.1f GFLOP/s; step %.3f ms median (best %.3f), %.3f GFLOP per step: %.1f "
-              "GFLOP/s = %.1f%% of the peak; at the peak its FLOPs take %.3f ms, %.3f ms less\n",
-              pk, step, *std::min_element(step_ms.begin(), step_ms.end()), step_flops / 1e9,
-              step_flops / (step * 1e6), 100 * step_flops / (step * 1e6) / pk, at_peak, gap);
-  std::printf("the step's forward + backward phases %.3f ms, the modules one by one %.3f ms (%+.3f)\n", fwd_bwd,
-              layers, layers - fwd_bwd);
+// Per block: the peak, the layers one by one and the trainer's steps (medians taken later).
+struct Blocks {
+  std::vector<double> peak, layers_ms, step_ms, step_fwd, step_bwd;
+};
+
+// The medians over the blocks, and what they make of the step's gap to the peak.
+struct Summary {
+  double pk, step, layers, fwd_bwd, outside, at_peak, gap;
+  Summary(const Blocks& b, double step_flops)
+      : pk(median(b.peak)), step(median(b.step_ms)), layers(median(b.layers_ms)),
+        fwd_bwd(median(b.step_fwd) + median(b.step_bwd)), outside(step - fwd_bwd),
+        at_peak(step_flops / (pk * 1e6)), gap(step - at_peak) {}
+};
+
+// The per-module table (and the JSON's "modules" entries, appended to json).
+void print_modules(const std::vector<Row>& rows, const Summary& s, std::string& json) {
   std::printf("%-10s %-10s %-14s %8s %8s %8s %8s %8s %8s %7s\n", "module", "kind", "output", "fwd ms", "bwd ms",
               "fwd GF/s", "bwd GF/s", "fwd lost", "bwd lost", "of gap");
   auto gflops = [](std::optional<double> flops, double ms) {
     return flops && *flops > 0 && ms > 0 ? fmt::format("{:.1f}", *flops / (ms * 1e6)) : std::string("-");
   };
   auto lost = [&](std::optional<double> flops, double ms) {
-    return flops ? std::optional<double>(ms - *flops / (pk * 1e6)) : std::nullopt;
+    return flops ? std::optional<double>(ms - *flops / (s.pk * 1e6)) : std::nullopt;
   };
   auto fmt_ms = [](std::optional<double> v) { return v ? fmt::format("{:.3f}", *v) : std::string("?"); };
-  std::string json = fmt::format(
-      R"({{"bench":"layer_times","config":{},"threads":{},"batch":{},"blocks":{},"block":{},"peak_gflops":{:.2f},)"
-      R"("peak_gflops_best":{:.2f},"step_ms":{:.5f},"step_ms_best":{:.5f},"step_fwd_bwd_ms":{:.5f},)"
-      R"("outside_ms":{:.5f},"layers_ms":{:.5f},"step_gflop":{:.6f},"modules":[)",
-      nlohmann::json(a.config).dump(), c.run.threads, c.data.batch_size, a.blocks, a.block, pk,
-      *std::max_element(peak.begin(), peak.end()), step, *std::min_element(step_ms.begin(), step_ms.end()), fwd_bwd,
-      outside, layers, step_flops / 1e9);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     const double fm = median(r.fwd_ms), bm = median(r.bwd_ms);
     const auto fl = lost(r.fwd_flops, fm), bl = lost(r.bwd_flops, bm);
     std::string out = "[";
-    for (std::size_t d = 0; d < r.out.size(); ++d) out += (d ? "," : "") + std::to_string(r.out[d]);
+    for (std::size_t d = 0; d < r.out.size(); ++d) {
+      if (d) out += ",";
+      out += std::to_string(r.out[d]);
+    }
     out += "]";
-    const std::string share = fl && bl && gap > 0 ? fmt::format("{:.1f}%", 100 * (*fl + *bl) / gap) : "-";
+    const std::string share = fl && bl && s.gap > 0 ? fmt::format("{:.1f}%", 100 * (*fl + *bl) / s.gap) : "-";
     std::printf("%-10s %-10s %-14s %8.3f %8.3f %8s %8s %8s %8s %7s\n", r.name.c_str(), r.kind.c_str(), out.c_str(), fm,
                 bm, gflops(r.fwd_flops, fm).c_str(), gflops(r.bwd_flops, bm).c_str(), fmt_ms(fl).c_str(),
                 fmt_ms(bl).c_str(), share.c_str());
@@ -260,9 +250,72 @@ int run(const Args& a) {
                         r.fwd_flops ? fmt::format("{:.6f}", *r.fwd_flops / 1e9) : "null",
                         r.bwd_flops ? fmt::format("{:.6f}", *r.bwd_flops / 1e9) : "null");
   }
-  std::printf("%-25s %-14s %8.3f %8s %8s %8s %8s %8s %7s\n", "the step outside them", "(batch,loss,..)", outside, "",
-              "", "", "", "", gap > 0 ? fmt::format("{:.1f}%", 100 * outside / gap).c_str() : "-");
+}
+
+void print_report(const Args& a, const Config& c, const std::vector<Row>& rows, const Blocks& b, double step_flops) {
+  const Summary s(b, step_flops);
+  std::printf("\npeak (median of blocks) %.1f GFLOP/s; step %.3f ms median (best %.3f), %.3f GFLOP per step: %.1f "
+              "GFLOP/s = %.1f%% of the peak; at the peak its FLOPs take %.3f ms, %.3f ms less\n",
+              s.pk, s.step, *std::min_element(b.step_ms.begin(), b.step_ms.end()), step_flops / 1e9,
+              step_flops / (s.step * 1e6), 100 * step_flops / (s.step * 1e6) / s.pk, s.at_peak, s.gap);
+  std::printf("the step's forward + backward phases %.3f ms, the modules one by one %.3f ms (%+.3f)\n", s.fwd_bwd,
+              s.layers, s.layers - s.fwd_bwd);
+  std::string json = fmt::format(
+      R"({{"bench":"layer_times","config":{},"threads":{},"batch":{},"blocks":{},"block":{},"peak_gflops":{:.2f},)"
+      R"("peak_gflops_best":{:.2f},"step_ms":{:.5f},"step_ms_best":{:.5f},"step_fwd_bwd_ms":{:.5f},)"
+      R"("outside_ms":{:.5f},"layers_ms":{:.5f},"step_gflop":{:.6f},"modules":[)",
+      nlohmann::json(a.config).dump(), c.run.threads, c.data.batch_size, a.blocks, a.block, s.pk,
+      *std::max_element(b.peak.begin(), b.peak.end()), s.step, *std::min_element(b.step_ms.begin(), b.step_ms.end()),
+      s.fwd_bwd, s.outside, s.layers, step_flops / 1e9);
+  print_modules(rows, s, json);
+  std::printf("%-25s %-14s %8.3f %8s %8s %8s %8s %8s %7s\n", "the step outside them", "(batch,loss,..)", s.outside, "",
+              "", "", "", "", s.gap > 0 ? fmt::format("{:.1f}%", 100 * s.outside / s.gap).c_str() : "-");
   std::printf("%s]}\n", json.c_str());
+}
+
+int run(const Args& a) {
+  bench::StepFixture f(a.config, a.overrides, a.threads, 0);
+  const Config& c = f.config();
+  Model& model = f.student();
+  f.steps(0, a.warmup);
+
+  const Children& children = model.root().children();
+  const std::size_t first = first_with_params(children);
+  std::vector<Row> rows = module_rows(children, first, f.example_shape(), static_cast<double>(c.data.batch_size));
+  const std::vector<std::size_t> order = run_order(model.root());
+  for (std::size_t i = 0; i + 1 < rows.size(); ++i)
+    if (model.root().runs_after_next(i)) rows[i].out = rows[i + 1].out;  // the relu sees the pooled map
+  Batch batch;
+  for (const kernels::Tensor& part : f.first_batch()) {
+    batch.xs.push_back(part.to(model.device()));
+    batch.dlogits.push_back(kernels::Tensor::full({part.shape()[0], rows.back().out.back()}, 1e-3).to(model.device()));
+  }
+  PeakGemms gemms;
+  gemms.gflops();  // warm-up
+
+  std::printf("bench_layer_times: %s, batch %lld, %d threads; %d blocks of %d passes and %d steps after %d warm-up "
+              "steps\n",
+              a.config.c_str(), static_cast<long long>(c.data.batch_size), c.run.threads, a.blocks, a.block, a.block,
+              a.warmup);
+  std::printf("%-6s %10s %10s %10s %10s\n", "block", "peak GF/s", "layers ms", "step ms", "step GF/s");
+  Blocks b;
+  double step_flops = 0;
+  for (const Row& r : rows) step_flops += r.fwd_flops.value_or(0) + r.bwd_flops.value_or(0);
+  for (int k = 0; k < a.blocks; ++k) {
+    b.peak.push_back(gemms.gflops());
+    const double total = time_layer_passes(model, order, first, batch, a.block, rows);
+    b.layers_ms.push_back(total);
+    // The passes above left the gradients as a step's backward does; the step starts anew.
+    StepTimes t;
+    const auto t0 = Clock::now();
+    f.steps(0, a.block, &t);
+    b.step_ms.push_back(ms_since(t0) / a.block);
+    b.step_fwd.push_back(t.seconds[StepTimes::forward] * 1e3 / static_cast<double>(t.steps));
+    b.step_bwd.push_back(t.seconds[StepTimes::backward] * 1e3 / static_cast<double>(t.steps));
+    std::printf("%-6d %10.1f %10.3f %10.3f %10.1f\n", k + 1, b.peak.back(), total, b.step_ms.back(),
+                step_flops / (b.step_ms.back() * 1e6));
+  }
+  print_report(a, c, rows, b, step_flops);
   return 0;
 }
 

@@ -463,27 +463,10 @@ def say(key, value):
     print(f"{key}: {value}", flush=True)
 
 
-def main():
-    args = sys.argv[1:]
-    rounds, timeout = 30, 20.0  # timeout: how long B waits for a file A published
-    for flag in ("--rounds", "--timeout"):
-        if flag in args:
-            i = args.index(flag)
-            if flag == "--rounds":
-                rounds = int(args[i + 1])
-            else:
-                timeout = float(args[i + 1])
-            del args[i : i + 2]
-    if len(args) != 2:
-        sys.exit(__doc__)
-    dir_a, dir_b = (os.path.abspath(a) for a in args)
-    a, b = Client("A", dir_a), Client("B", dir_b)
-    run = f"probe-{os.getpid()}"
-    a.call("mkdir", run)
-    say("client A", f"{dir_a} {a.call('statfs')}")
-    say("client B", f"{dir_b} {b.call('statfs')}")
-    say("same folder", os.path.samestat(os.stat(dir_a), os.stat(dir_b)) if dir_a != dir_b else "one path (local baseline)")
-
+# Each probe takes the two clients (A publishes, B observes), the probe's folder relative to
+# both mounts, A's mount path, the number of rounds and how long B waits for a file; they run
+# in this order, each on names of its own under run.
+def probe_publish(a, b, run, dir_a, rounds, timeout):
     # publish: temp + (fsync) + rename on A; B polls the final name with open() and reads it.
     # B polls every 0.5 ms, and in the last variant every 20 ms as codistill.mode sync's
     # TeacherPool::load_exact does.
@@ -515,6 +498,8 @@ def main():
         say(f"{label}: B opened it {pct(lags)} after the {how} returned on A",
             f"torn or missing: {sum(problems.values())} {problems or ''}; B's failed opens while polling {errors}")
 
+
+def probe_negative_lookups(a, b, run, dir_a, rounds, timeout):
     # negative lookups: B looks a name up (not there yet) every 20 ms while A publishes it,
     # as TeacherPool::load_exact does; a name still not seen after 3 s: does a listing help?
     a.call("mkdir", f"{run}/neg")
@@ -528,6 +513,8 @@ def main():
         outcomes[r] = outcomes.get(r, 0) + 1
     say("name looked up by B every 20 ms before A publishes it", outcomes)
 
+
+def probe_rename_over(a, b, run, dir_a, rounds, timeout):
     # rename over an existing file, A writing versions while B reads.
     a.call("publish", f"{run}/over.bin", 0, 65536, True, "rename")
     a.send("writer_loop", f"{run}/over.bin", 5.0, 65536)
@@ -537,6 +524,8 @@ def main():
     a.send("reader_loop", f"{run}/over.bin", 0.5)
     say("rename over existing, A reading its own mount after", a.result())
 
+
+def probe_noreplace(a, b, run, dir_a, rounds, timeout):
     # renameat2(RENAME_NOREPLACE) onto an existing name
     a.call("create", f"{run}/nr-target", "old")
     a.call("create", f"{run}/nr-src", "new")
@@ -548,6 +537,8 @@ def main():
     a.call("create", f"{run}/nr-src3", "from A")
     say("renameat2 NOREPLACE on A onto a file just created on B", ename(renameat2_noreplace(f"{dir_a}/{run}/nr-src3", f"{dir_a}/{run}/nr-target-b")) + ", target holds " + repr(b.call("read_text", f"{run}/nr-target-b")))
 
+
+def probe_ownership_races(a, b, run, dir_a, rounds, timeout):
     # link(), O_EXCL and NOREPLACE races between the two clients for one name
     for race in ("link", "excl", "noreplace"):
         outcomes = {}
@@ -580,6 +571,8 @@ def main():
     say("link on A onto a name just created on B", r)
     say("link count after link", os.stat(f"{dir_a}/{run}/lnk-src").st_nlink)
 
+
+def probe_mtime(a, b, run, dir_a, rounds, timeout):
     # mtime: resolution, touch (heartbeat) and explicit times seen from B
     a.call("create", f"{run}/hb", "{}")
     ns = [a.call("touch", f"{run}/hb", None) for _ in range(5)]
@@ -605,6 +598,8 @@ def main():
     st = a.call("stat", f"{run}/clock")
     say("new file's mtime minus this host's clock (s)", f"{st['mtime_ns'] / 1e9 - time.time():.3f}")
 
+
+def probe_append(a, b, run, dir_a, rounds, timeout):
     # size of an appended file (metrics.jsonl, train.log)
     a.call("create", f"{run}/append", "")
     lags = []
@@ -617,6 +612,8 @@ def main():
         lags.append(None if t is None else t - t0)
     say("append on A (100 bytes, closed) seen in B's stat size", pct(lags))
 
+
+def probe_listing(a, b, run, dir_a, rounds, timeout):
     # readdir: a new file on A in B's listing, an unlinked one gone from it
     a.call("mkdir", f"{run}/list")
     b.call("poll_listdir", f"{run}/list", "none", True, 0.0)  # B has listed it once
@@ -639,6 +636,8 @@ def main():
     say("file unlinked on A gone from B's listing", pct(rm))
     say("B opens the unlinked file right after", open_after)
 
+
+def probe_held_files(a, b, run, dir_a, rounds, timeout):
     # unlink of a file a reader on B has open (retention deleting what a peer reads)
     for how in ("unlink", "rename over"):
         rel = f"{run}/held-{how.replace(' ', '-')}.h5"  # a fresh name each: no earlier inode cached
@@ -661,6 +660,8 @@ def main():
     t_seen, seq, why, errs = b.call("poll_open_read", rel, 5.0)
     say("a name B has read, unlinked and published again on A: B's next open", f"first read: {first}; then {why or 'seq %d' % seq}, failed opens before {errs}")
 
+
+def probe_sync_and_locks(a, b, run, dir_a, rounds, timeout):
     # fsync on folders, sync_file_range
     say("fsync of a folder fd", a.call("fsync_dir", run))
     say("fsync of the mount's root folder fd", a.call("fsync_dir", "."))
@@ -676,6 +677,8 @@ def main():
         if rb == "locked":
             b.call("unlock")
 
+
+def probe_permissions(a, b, run, dir_a, rounds, timeout):
     # permissions: chmod 000 on A, a non-root reader on B
     if os.geteuid() == 0:
         a.call("mkdir", f"{run}/peer")
@@ -688,6 +691,33 @@ def main():
         t, e = b.call("poll_list_as_nobody", f"{run}/peer", False, 20.0)
         say("chmod 755 again on A: B lists again", f"after {(t - t0) * 1e3:.1f} ms" if t else "not within 20 s")
 
+
+PROBES = (probe_publish, probe_negative_lookups, probe_rename_over, probe_noreplace, probe_ownership_races,
+          probe_mtime, probe_append, probe_listing, probe_held_files, probe_sync_and_locks, probe_permissions)
+
+
+def main():
+    args = sys.argv[1:]
+    rounds, timeout = 30, 20.0  # timeout: how long B waits for a file A published
+    for flag in ("--rounds", "--timeout"):
+        if flag in args:
+            i = args.index(flag)
+            if flag == "--rounds":
+                rounds = int(args[i + 1])
+            else:
+                timeout = float(args[i + 1])
+            del args[i : i + 2]
+    if len(args) != 2:
+        sys.exit(__doc__)
+    dir_a, dir_b = (os.path.abspath(a) for a in args)
+    a, b = Client("A", dir_a), Client("B", dir_b)
+    run = f"probe-{os.getpid()}"
+    a.call("mkdir", run)
+    say("client A", f"{dir_a} {a.call('statfs')}")
+    say("client B", f"{dir_b} {b.call('statfs')}")
+    say("same folder", os.path.samestat(os.stat(dir_a), os.stat(dir_b)) if dir_a != dir_b else "one path (local baseline)")
+    for probe in PROBES:
+        probe(a, b, run, dir_a, rounds, timeout)
     a.close()
     b.close()
     import shutil

@@ -85,6 +85,11 @@ TEST_CASE("learning-rate schedules", "[optim][schedule]") {
     CHECK(learning_rate(c, 10, 1000) == 0.1);
     CHECK(learning_rate(c, 110, 1000) == near(0.05));
   }
+}
+
+TEST_CASE("cyclical learning-rate schedules", "[optim][schedule]") {
+  OptimizerConfig c;
+  c.lr = 0.1;
   SECTION("cyclical triangular: min_lr at each cycle's start, lr half a cycle later") {
     c.schedule.kind = "cyclical";
     c.schedule.half_cycle_steps = 10;
@@ -119,6 +124,11 @@ TEST_CASE("learning-rate schedules", "[optim][schedule]") {
     CHECK(learning_rate(c, 70, 1000) == near(0.03));   // fourth: an eighth
     CHECK(learning_rate(c, 10 + 20 * 5000, 1000) == 0.02);  // the height has underflowed
   }
+}
+
+TEST_CASE("the sgdr learning-rate schedule", "[optim][schedule]") {
+  OptimizerConfig c;
+  c.lr = 0.1;
   SECTION("sgdr: cosine periods of restart_steps * restart_mult^k, each restarting at lr") {
     c.schedule.kind = "sgdr";
     c.schedule.restart_steps = 10;

@@ -158,6 +158,74 @@ class GoldenFile {
 
 bool close_rel(double got, double want, double rel) { return std::abs(got - want) <= rel * std::abs(want); }
 
+// A run's losses against the golden file's group g ("/hard" or "/distill").
+void check_losses(const GoldenFile& golden, const std::string& g, const char* variant, const RunResult& got) {
+  // Losses of each step. The logits differ by float32 rounding in different GEMM
+  // summation orders (~1e-7 relative); PyTorch's numbers are its loss terms evaluated in
+  // float64 from its float32 logits. loss and ce: within 1e-5 of themselves. distill is a
+  // KL divergence of two close distributions (~0.005 here), which codistill's fast float32
+  // kernel gets as a difference of terms of size T^2 log V ~ 9: its bound is 1e-5 of the
+  // loss instead. Measured (x86-64; AVX-512, AVX2 and baseline loss kernels, OpenBLAS's
+  // default and Haswell sgemm, 1 to 4 threads): loss and ce within 3e-8 of themselves;
+  // distill within 3e-8 of the loss, but up to 1.4e-5 of itself (3e-8 with the double
+  // precision reference kernel). Planted bugs: a = 0.9 for 1 puts the loss 2e-4 off; a
+  // wrong T barely moves the losses (near initialization T^2 KL is about half the variance
+  // of the logit difference whatever T), the parameters below catch it.
+  const auto loss = golden.read<double>(g + "/loss");
+  const auto ce = golden.read<double>(g + "/ce");
+  const auto distill = golden.read<double>(g + "/distill");
+  REQUIRE(loss.size() == kSteps);
+  REQUIRE(ce.size() == kSteps);
+  REQUIRE(distill.size() == kSteps);
+  for (int s = 0; s < kSteps; ++s) {
+    const StepLoss& l = got.losses[static_cast<std::size_t>(s)];
+    for (auto [what, mine, ref, scale] : {std::tuple{"loss", l.loss, loss[s], loss[s]},
+                                          std::tuple{"ce", l.ce, ce[s], ce[s]},
+                                          std::tuple{"distill", l.distill, distill[s], loss[s]}}) {
+      const double diff = std::abs(mine - ref);
+      INFO(variant << " step " << s + 1 << " " << what << ": codistill " << mine << ", PyTorch " << ref
+                   << ", |difference| " << diff << " = " << diff / std::abs(scale) << " of "
+                   << (what == std::string("distill") ? "the loss" : "itself") << " (bound 1e-5)");
+      CHECK(diff <= 1e-5 * std::abs(scale));
+    }
+  }
+}
+
+// A run's parameters after its last step against the golden file's group g.
+void check_params(const GoldenFile& golden, const std::string& g, const char* variant, const RunResult& got) {
+  // Parameters after step 3: max |codistill - PyTorch| over a tensor, relative to the
+  // RMS of PyTorch's tensor. Both start from the same bits, so the difference comes from
+  // the three updates (each ~2% of the RMS): float32 gradients from other summation
+  // orders, and the rounding of p -= lr * d, whose ulp at the largest weights is ~2e-7 of
+  // the RMS. Measured on the configurations above and with the reference kernels
+  // (Impl::reference): at most 4.1e-7 (2 ulps; fc1/weight 3.6e-7, fc3/weight 4.1e-7).
+  // The bound is 5 times that. Planted bugs fail it by far: no weight decay (instead of
+  // 1e-4) moves the tensors by 6e-5 to 7e-5 of their RMS (the losses do not see it); lr
+  // 0.0501 for 0.05, momentum 0.89 for 0.9 or T = 1 for 2 by ~1e-3; no Nesterov by ~3e-2.
+  constexpr double kParamBound = 2e-6;
+  std::size_t golden_tensors = 0;
+  for (const auto& [path, mine] : got.params) {
+    const std::string name = g + "/params/" + path;
+    if (!golden.has(name)) FAIL(variant << ": the golden file has no " << name << " for codistill's " << path);
+    ++golden_tensors;
+    const auto ref = golden.read<float>(name);
+    REQUIRE(ref.size() == mine.size());
+    double max_err = 0, sq = 0;
+    std::size_t worst = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      sq += static_cast<double>(ref[i]) * ref[i];
+      const double e = std::abs(static_cast<double>(mine[i]) - ref[i]);
+      if (e > max_err) max_err = e, worst = i;
+    }
+    const double rms = std::sqrt(sq / static_cast<double>(ref.size()));
+    INFO(variant << " after step " << kSteps << ": " << path << " max |codistill - PyTorch| = " << max_err
+                 << " at element " << worst << " (codistill " << mine[worst] << ", PyTorch " << ref[worst]
+                 << "), " << max_err / rms << " of the RMS " << rms << "; bound " << kParamBound);
+    CHECK(max_err <= kParamBound * rms);
+  }
+  CHECK(golden_tensors == 6);
+}
+
 }  // namespace
 
 TEST_CASE("three SGD steps of fmnist_mlp match PyTorch's golden numbers", "[golden]") {
@@ -202,67 +270,8 @@ TEST_CASE("three SGD steps of fmnist_mlp match PyTorch's golden numbers", "[gold
       if (v.teacher) teacher = kGoldenDir + "/mlp_teacher.h5";
       const RunResult got = run_steps(kGoldenDir + "/mlp_init.h5", teacher, data.train, opt, lp, kSteps, kBatch);
 
-      // Losses of each step. The logits differ by float32 rounding in different GEMM
-      // summation orders (~1e-7 relative); PyTorch's numbers are its loss terms evaluated in
-      // float64 from its float32 logits. loss and ce: within 1e-5 of themselves. distill is a
-      // KL divergence of two close distributions (~0.005 here), which codistill's fast float32
-      // kernel gets as a difference of terms of size T^2 log V ~ 9: its bound is 1e-5 of the
-      // loss instead. Measured (x86-64; AVX-512, AVX2 and baseline loss kernels, OpenBLAS's
-      // default and Haswell sgemm, 1 to 4 threads): loss and ce within 3e-8 of themselves;
-      // distill within 3e-8 of the loss, but up to 1.4e-5 of itself (3e-8 with the double
-      // precision reference kernel). Planted bugs: a = 0.9 for 1 puts the loss 2e-4 off; a
-      // wrong T barely moves the losses (near initialization T^2 KL is about half the variance
-      // of the logit difference whatever T), the parameters below catch it.
-      const auto loss = golden.read<double>(g + "/loss");
-      const auto ce = golden.read<double>(g + "/ce");
-      const auto distill = golden.read<double>(g + "/distill");
-      REQUIRE(loss.size() == kSteps);
-      REQUIRE(ce.size() == kSteps);
-      REQUIRE(distill.size() == kSteps);
-      for (int s = 0; s < kSteps; ++s) {
-        const StepLoss& l = got.losses[static_cast<std::size_t>(s)];
-        for (auto [what, mine, ref, scale] : {std::tuple{"loss", l.loss, loss[s], loss[s]},
-                                              std::tuple{"ce", l.ce, ce[s], ce[s]},
-                                              std::tuple{"distill", l.distill, distill[s], loss[s]}}) {
-          const double diff = std::abs(mine - ref);
-          INFO(v.name << " step " << s + 1 << " " << what << ": codistill " << mine << ", PyTorch " << ref
-                      << ", |difference| " << diff << " = " << diff / std::abs(scale) << " of "
-                      << (what == std::string("distill") ? "the loss" : "itself") << " (bound 1e-5)");
-          CHECK(diff <= 1e-5 * std::abs(scale));
-        }
-      }
-
-      // Parameters after step 3: max |codistill - PyTorch| over a tensor, relative to the
-      // RMS of PyTorch's tensor. Both start from the same bits, so the difference comes from
-      // the three updates (each ~2% of the RMS): float32 gradients from other summation
-      // orders, and the rounding of p -= lr * d, whose ulp at the largest weights is ~2e-7 of
-      // the RMS. Measured on the configurations above and with the reference kernels
-      // (Impl::reference): at most 4.1e-7 (2 ulps; fc1/weight 3.6e-7, fc3/weight 4.1e-7).
-      // The bound is 5 times that. Planted bugs fail it by far: no weight decay (instead of
-      // 1e-4) moves the tensors by 6e-5 to 7e-5 of their RMS (the losses do not see it); lr
-      // 0.0501 for 0.05, momentum 0.89 for 0.9 or T = 1 for 2 by ~1e-3; no Nesterov by ~3e-2.
-      constexpr double kParamBound = 2e-6;
-      std::size_t golden_tensors = 0;
-      for (const auto& [path, mine] : got.params) {
-        const std::string name = g + "/params/" + path;
-        if (!golden.has(name)) FAIL(v.name << ": the golden file has no " << name << " for codistill's " << path);
-        ++golden_tensors;
-        const auto ref = golden.read<float>(name);
-        REQUIRE(ref.size() == mine.size());
-        double max_err = 0, sq = 0;
-        std::size_t worst = 0;
-        for (std::size_t i = 0; i < ref.size(); ++i) {
-          sq += static_cast<double>(ref[i]) * ref[i];
-          const double e = std::abs(static_cast<double>(mine[i]) - ref[i]);
-          if (e > max_err) max_err = e, worst = i;
-        }
-        const double rms = std::sqrt(sq / static_cast<double>(ref.size()));
-        INFO(v.name << " after step " << kSteps << ": " << path << " max |codistill - PyTorch| = " << max_err
-                    << " at element " << worst << " (codistill " << mine[worst] << ", PyTorch " << ref[worst]
-                    << "), " << max_err / rms << " of the RMS " << rms << "; bound " << kParamBound);
-        CHECK(max_err <= kParamBound * rms);
-      }
-      CHECK(golden_tensors == 6);
+      check_losses(golden, g, v.name, got);
+      check_params(golden, g, v.name, got);
     }
   }
 }

@@ -232,20 +232,9 @@ struct DynamicSmem {
   void poison() { std::memset(p, 0xff, bytes); }
 };
 
-void run_block(const LaunchConfig& cfg, uint3 block_idx, std::uint64_t block_linear,
-               DynamicSmem& smem, const std::function<void()>& body) {
-  Block b;
-  const unsigned n = cfg.block.x * cfg.block.y * cfg.block.z;
-  const unsigned warps = (n + kWarp - 1) / kWarp;
-  b.threads.resize(n);
-  b.warp_exists.assign(warps, 0);
-  b.warp_exited.assign(warps, 0);
-  b.warp_waiting.assign(warps, 0);
-  b.live = n;
-  b.schedule.start(policy_for_seed(cfg.seed), block_seed(cfg.seed, block_linear), n);
-  smem.poison();
-  b.dyn = smem.p;
-
+// One fiber per thread of the block, each queued to run body from its start.
+void spawn_threads(Block& b, const LaunchConfig& cfg, uint3 block_idx, const std::function<void()>& body) {
+  const unsigned n = static_cast<unsigned>(b.threads.size());
   for (unsigned i = 0; i < n; ++i) {
     Thread& t = b.threads[i];
     t.coords = Coords{uint3{i % cfg.block.x, i / cfg.block.x % cfg.block.y,
@@ -270,6 +259,23 @@ void run_block(const LaunchConfig& cfg, uint3 block_idx, std::uint64_t block_lin
     });
     b.schedule.push(i);
   }
+}
+
+void run_block(const LaunchConfig& cfg, uint3 block_idx, std::uint64_t block_linear,
+               DynamicSmem& smem, const std::function<void()>& body) {
+  Block b;
+  const unsigned n = cfg.block.x * cfg.block.y * cfg.block.z;
+  const unsigned warps = (n + kWarp - 1) / kWarp;
+  b.threads.resize(n);
+  b.warp_exists.assign(warps, 0);
+  b.warp_exited.assign(warps, 0);
+  b.warp_waiting.assign(warps, 0);
+  b.live = n;
+  b.schedule.start(policy_for_seed(cfg.seed), block_seed(cfg.seed, block_linear), n);
+  smem.poison();
+  b.dyn = smem.p;
+
+  spawn_threads(b, cfg, block_idx, body);
 
   Block* const outer = g_block;
   const Coords* const outer_coords = g_coords;

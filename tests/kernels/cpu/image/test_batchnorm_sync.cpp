@@ -33,6 +33,35 @@ std::vector<T> slab(const std::vector<T>& v, std::int64_t row0, std::int64_t row
   return {v.begin() + row0 * per_row, v.begin() + (row0 + rows) * per_row};
 }
 
+// Rank r's share of the batch: the first N % R ranks take one row more; first[r] is its
+// first row.
+void split_rows(const BatchNormShape& s, int R, std::vector<BatchNormShape>& shapes, std::vector<std::int64_t>& first) {
+  shapes.assign(R, s);
+  first.assign(R, 0);
+  const auto N = s.batch;
+  for (int r = 0, row = 0; r < R; ++r) {
+    shapes[r].batch = N / R + (r < N % R ? 1 : 0);
+    first[r] = row;
+    row += static_cast<int>(shapes[r].batch);
+  }
+}
+
+// The ranks' variance comes from sums of x - the running mean: in double precision its
+// rounding error grows with ((batch mean - running mean) / std)^2, up to about 64 for
+// these draws (means up to 12, std near 1.7). A draw of 3 close values (N 3, S 1) can make
+// it far larger: the double tolerance grows with it (in the test), capped at 1e-7. (The float results
+// round far above that error: the sums are accumulated in double for both types.)
+template <class T>
+double conditioning(const std::vector<T>& sm, const std::vector<T>& si, const std::vector<T>& rm0) {
+  const auto C = static_cast<int>(sm.size());
+  double cond = 64;
+  for (int c = 0; c < C; ++c) {
+    const double z = (static_cast<double>(sm[c]) - static_cast<double>(rm0[c])) * static_cast<double>(si[c]);
+    cond = std::max(cond, 1 + z * z);
+  }
+  return cond;
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("synchronized batchnorm over ranks equals batchnorm over the whole batch", "[batchnorm_sync]",
@@ -66,13 +95,9 @@ TEMPLATE_TEST_CASE("synchronized batchnorm over ranks equals batchnorm over the 
   // The ranks.
   std::vector<double> total(2 * C + 1, 0.0);
   std::vector<std::vector<double>> local(R, std::vector<double>(2 * C + 1));
-  std::vector<BatchNormShape> shapes(R, s);
-  std::vector<std::int64_t> first(R);
-  for (int r = 0, row = 0; r < R; ++r) {
-    shapes[r].batch = N / R + (r < N % R ? 1 : 0);
-    first[r] = row;
-    row += static_cast<int>(shapes[r].batch);
-  }
+  std::vector<BatchNormShape> shapes;
+  std::vector<std::int64_t> first;
+  split_rows(s, R, shapes, first);
   std::vector<std::vector<T>> rrm(R, rm0), rrv(R, rv0), rsm(R, std::vector<T>(C)), rsi(R, std::vector<T>(C));
   std::vector<T> ry(x.size(), T(NAN)), rdx(x.size(), T(NAN)), rdg = dg0, rdb = db0;
   for (int r = 0; r < R; ++r) {
@@ -97,16 +122,7 @@ TEMPLATE_TEST_CASE("synchronized batchnorm over ranks equals batchnorm over the 
     batchnorm_backward_synced<T>(xr.data(), gamma.data(), rsm[r].data(), rsi[r].data(), dyr.data(), local[r].data(),
                                  total.data(), rdx.data() + first[r] * per_row, rdg.data(), rdb.data(), shapes[r], impl);
   }
-  // The ranks' variance comes from sums of x - the running mean: in double precision its
-  // rounding error grows with ((batch mean - running mean) / std)^2, up to about 64 for
-  // these draws (means up to 12, std near 1.7). A draw of 3 close values (N 3, S 1) can make
-  // it far larger: the double tolerance grows with it, capped at 1e-7. (The float results
-  // round far above that error: the sums are accumulated in double for both types.)
-  double cond = 64;
-  for (int c = 0; c < C; ++c) {
-    const double z = (static_cast<double>(sm[c]) - static_cast<double>(rm0[c])) * static_cast<double>(si[c]);
-    cond = std::max(cond, 1 + z * z);
-  }
+  const double cond = conditioning(sm, si, rm0);
   INFO("conditioning " << cond);
   const double tol = sizeof(T) == 4 ? tolerance<T>() : std::min(1e-7, tolerance<T>() * cond / 64);
   CHECK(rel_error(ry, y) < tol);

@@ -293,6 +293,74 @@ TEST_CASE("distill_loss is deterministic, whatever the thread count", "[distill_
   CHECK(g1 == g3);
 }
 
+namespace {
+
+// Masks entries of the logits (never the label) one way, the test case below says which:
+// 'a', 'b', 'c' or 'p'.
+template <class T>
+void mask_logits(Problem<T>& pb, char mode, float value) {
+  const std::int64_t V = pb.V;
+  for (std::int64_t r = 0; r < pb.N; ++r)
+    for (std::int64_t j = 0; j < V; ++j) {
+      if (j == pb.labels[r]) continue;
+      const std::int64_t i = r * V + j;
+      if (mode == 'p') {
+        if (r % 2 || j < V - std::max<std::int64_t>(1, V / 8)) continue;
+        pb.student[i] = value;
+        for (auto& t : pb.teachers) t[i] = value;
+        continue;
+      }
+      if ((j * 7 + r) % 3 != 0) continue;
+      if (mode == 'a') {
+        pb.student[i] = value;
+        for (auto& t : pb.teachers) t[i] = value;
+      } else if (mode == 'b') {
+        pb.teachers[j % pb.K][i] = value;
+      } else if (j % 2) {
+        pb.student[i] = value;
+      }
+    }
+  // The pattern above can miss every counted row (labels on its entries, the other
+  // rows ignored): row 0 is always counted, so one entry beside its label makes the
+  // KL infinite whatever the draw.
+  if (mode == 'c') pb.student[(pb.labels[0] + 1) % V] = -INFINITY;
+}
+
+// The fast path against the reference on masked logits, with and without the gradient and
+// in place; mode 'c' must give an infinite KL in all of them.
+template <class T>
+void check_masked(const Problem<T>& pb, char mode, const DistillLossParams& p) {
+  const std::int64_t V = pb.V;
+  auto g_ref = poisoned<T>(pb.N * V), g_fast = poisoned<T>(pb.N * V);
+  const auto ref = pb.run(g_ref.data(), p, Impl::reference);
+  const auto fast = pb.run(g_fast.data(), p, Impl::fast);
+  const auto forward = pb.run(nullptr, p, Impl::fast);
+  REQUIRE_FALSE(std::isnan(ref.loss));
+  REQUIRE_FALSE(std::isnan(fast.loss));
+  REQUIRE_FALSE(std::isnan(forward.loss));
+  if (mode == 'c') {
+    CHECK(std::isinf(ref.distill));
+    CHECK(std::isinf(fast.distill));
+    CHECK(std::isinf(forward.distill));
+  } else {
+    CHECK(std::isfinite(fast.loss));
+    CHECK(rel(fast.loss, ref.loss) < 1e-5);
+    CHECK(std::abs(fast.distill - ref.distill) < 1e-5 * std::max(1.0, ref.distill));
+    CHECK(rel(forward.loss, ref.loss) < 1e-5);
+  }
+  for (std::size_t i = 0; i < g_fast.size(); ++i) REQUIRE(std::isfinite(g_fast[i]));
+  CHECK(grad_error(g_fast, g_ref) < tolerance<T>());
+  // In place (the gradient over the logits): the same loops, z read before g is written.
+  auto z = pb.student;
+  const auto in_place = distill_loss(z.data(), pb.tptr.data(), pb.K, pb.labels.data(),
+                                     z.data(), pb.N, V, p, Impl::fast);
+  if (mode == 'c') CHECK(std::isinf(in_place.distill));
+  else CHECK(in_place.loss == fast.loss);
+  CHECK(z == g_fast);
+}
+
+}  // namespace
+
 TEST_CASE("distill_loss with masked (-inf) logits: the fast path defines 0 log 0 = 0",
           "[distill_loss]") {
   // Masked vocabulary entries, as language models pad them: (a) the same entries masked in
@@ -313,63 +381,6 @@ TEST_CASE("distill_loss with masked (-inf) logits: the fast path defines 0 log 0
     float value;
     double temperature;
   };
-  auto mask = [](auto& pb, char mode, float value) {
-    const std::int64_t V = pb.V;
-    for (std::int64_t r = 0; r < pb.N; ++r)
-      for (std::int64_t j = 0; j < V; ++j) {
-        if (j == pb.labels[r]) continue;
-        const std::int64_t i = r * V + j;
-        if (mode == 'p') {
-          if (r % 2 || j < V - std::max<std::int64_t>(1, V / 8)) continue;
-          pb.student[i] = value;
-          for (auto& t : pb.teachers) t[i] = value;
-          continue;
-        }
-        if ((j * 7 + r) % 3 != 0) continue;
-        if (mode == 'a') {
-          pb.student[i] = value;
-          for (auto& t : pb.teachers) t[i] = value;
-        } else if (mode == 'b') {
-          pb.teachers[j % pb.K][i] = value;
-        } else if (j % 2) {
-          pb.student[i] = value;
-        }
-      }
-    // The pattern above can miss every counted row (labels on its entries, the other
-    // rows ignored): row 0 is always counted, so one entry beside its label makes the
-    // KL infinite whatever the draw.
-    if (mode == 'c') pb.student[(pb.labels[0] + 1) % V] = -INFINITY;
-  };
-  auto check = [](const auto& pb, char mode, const DistillLossParams& p) {
-    using T = typename std::decay_t<decltype(pb.student)>::value_type;
-    const std::int64_t V = pb.V;
-    auto g_ref = poisoned<T>(pb.N * V), g_fast = poisoned<T>(pb.N * V);
-    const auto ref = pb.run(g_ref.data(), p, Impl::reference);
-    const auto fast = pb.run(g_fast.data(), p, Impl::fast);
-    const auto forward = pb.run(nullptr, p, Impl::fast);
-    REQUIRE_FALSE(std::isnan(ref.loss));
-    REQUIRE_FALSE(std::isnan(fast.loss));
-    REQUIRE_FALSE(std::isnan(forward.loss));
-    if (mode == 'c') {
-      CHECK(std::isinf(ref.distill));
-      CHECK(std::isinf(fast.distill));
-      CHECK(std::isinf(forward.distill));
-    } else {
-      CHECK(std::isfinite(fast.loss));
-      CHECK(rel(fast.loss, ref.loss) < 1e-5);
-      CHECK(std::abs(fast.distill - ref.distill) < 1e-5 * std::max(1.0, ref.distill));
-      CHECK(rel(forward.loss, ref.loss) < 1e-5);
-    }
-    for (std::size_t i = 0; i < g_fast.size(); ++i) REQUIRE(std::isfinite(g_fast[i]));
-    CHECK(grad_error(g_fast, g_ref) < tolerance<T>());
-    // In place (the gradient over the logits): the same loops, z read before g is written.
-    auto z = pb.student;
-    const auto in_place = distill_loss(z.data(), pb.tptr.data(), pb.K, pb.labels.data(),
-                                       z.data(), pb.N, V, p, Impl::fast);
-    if (mode == 'c') CHECK(std::isinf(in_place.distill));
-    else CHECK(in_place.loss == fast.loss);
-    CHECK(z == g_fast);
-  };
   for (const char* isa : {"", "avx2", "baseline"})
     for (const Masking m : {Masking{-INFINITY, 2.0}, Masking{-INFINITY, 1.0}, Masking{-FLT_MAX, 0.5}}) {
       IsaScope scope(isa);
@@ -381,13 +392,13 @@ TEST_CASE("distill_loss with masked (-inf) logits: the fast path defines 0 log 0
                          << " V " << V << " mode " << mode);
             const DistillLossParams p{m.temperature, 0.7, 1.3};
             Problem<float> pb(4, V, K, seed + 31 * K + V + mode);
-            mask(pb, mode, m.value);
-            check(pb, mode, p);
+            mask_logits(pb, mode, m.value);
+            check_masked(pb, mode, p);
             if (*isa) continue;
             INFO("double");
             Problem<double> pd(4, V, K, seed + 31 * K + V + mode);
-            mask(pd, mode, m.value);
-            check(pd, mode, p);
+            mask_logits(pd, mode, m.value);
+            check_masked(pd, mode, p);
           }
     }
 }
