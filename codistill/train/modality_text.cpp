@@ -9,7 +9,7 @@
 
 #include "codistill/data/feed/lm_data.hpp"
 #include "codistill/data/feed/text_source.hpp"
-#include "codistill/data/text/token_file.hpp"
+#include "codistill/data/text/tokens/token_file.hpp"
 #include "codistill/eval/evaluate_text.hpp"
 #include "codistill/train/modality.hpp"
 #include "codistill/util/config_error.hpp"
