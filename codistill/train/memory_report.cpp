@@ -43,7 +43,8 @@ std::vector<std::optional<std::string>> fixed_teacher_models(const std::string& 
 // The K teachers' models: the peers that teach at once (codistill.teachers, 0 for all)
 // by their `worker_models`, and the fixed teachers by their checkpoints' own; null where it
 // is the student's architecture, else built here (owned) on the host to be planned.
-std::vector<Model*> teacher_models(const Config& c, Model& student, std::vector<std::unique_ptr<Model>>& owned) {
+std::vector<Model*> teacher_models(const Config& c, Model& student, const ModelFactory& factory,
+                                   std::vector<std::unique_ptr<Model>>& owned) {
   std::vector<std::optional<ModelConfig>> configs;
   int peers = 0;
   for (int p = 0; c.codistill.enabled && p < c.run.workers; ++p) {
@@ -65,8 +66,14 @@ std::vector<Model*> teacher_models(const Config& c, Model& student, std::vector<
     mc->input_shape = student.input_shape();  // a teacher agrees on input shape and classes
     mc->classes = student.root().output_shape(student.input_shape()).back();
     Rng rng(1);
-    owned.push_back(std::make_unique<Model>(build_model(*mc, rng)));
-    out.push_back(owned.back().get());
+    try {  // built as the pool will build it (TrainOptions::model_factory where set)
+      owned.push_back(std::make_unique<Model>(factory ? factory(*mc, rng) : build_model(*mc, rng)));
+      out.push_back(owned.back().get());
+    } catch (const std::exception&) {
+      // One the plan cannot build is planned as the student's size; the pool refuses it
+      // later with the reason when it is really broken.
+      out.push_back(nullptr);
+    }
   }
   return out;
 }
@@ -87,7 +94,7 @@ void plan_memory(Trainer::State& s) {
   // The slots come with the first step: an optimizer made here only names them.
   in.optimizer_slots = static_cast<std::int64_t>(make_optimizer(c.optimizer, s.learner.model)->slot_count());
   std::vector<std::unique_ptr<Model>> teachers;  // planned, then released
-  in.teachers = teacher_models(c, s.learner.model, teachers);
+  in.teachers = teacher_models(c, s.learner.model, s.opts.model_factory, teachers);
   in.teacher_reloads = c.codistill.enabled && c.run.workers > 1;
   in.double_buffered = c.data.prefetch != "off" && !is_token_data(c.data);
   const kernels::Backend& backend = kernels::backend_for(s.learner.device);

@@ -42,7 +42,7 @@ TEST_CASE("the cohort starts with the configured workers and takes folders that 
   CHECK(c.joined_at(4) == 350);
 }
 
-TEST_CASE("a retired peer stops being live; it teaches or not by codistill.retired", "[teachers]") {
+TEST_CASE("a retired peer stops being live, and teaches or not by codistill.retired", "[teachers]") {
   for (bool teach : {true, false}) {
     INFO("retired " << (teach ? "teach" : "drop"));
     TempDir run;

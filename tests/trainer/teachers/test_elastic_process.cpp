@@ -60,7 +60,7 @@ std::int64_t newest_checkpoint(const TempDir& dir, int w) {
 
 }  // namespace
 
-TEST_CASE("sync mode never waits for a peer that retired; the retired worker does not start again", "[process]") {
+TEST_CASE("sync mode never waits for a peer that retired, and the retired worker does not start again", "[process]") {
   TempDir dir;
   write_text(dir.path() / "c.yaml", kConfig);
   // Without the retirement worker 0 would wait for worker 1's step-250 checkpoint until the
