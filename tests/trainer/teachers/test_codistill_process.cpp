@@ -84,15 +84,25 @@ TEST_CASE("two workers exchange checkpoints and distill from each other after bu
     auto m = metrics_of(dir, "run", w);
     auto teachers = read_events(m, "teacher");
     REQUIRE(!teachers.empty());
+    int accepted = 0;
     for (const auto& t : teachers) {
+      INFO(t.dump());
       CHECK(t.at("peer") == 1 - w);
       CHECK(t.at("peer_step").get<std::int64_t>() > 0);
       CHECK(t.at("load_ms").get<double>() >= 0);
-      // The teacher gate (on by default) scored it and let it teach.
-      CHECK(t.at("refused") == false);
+      // The teacher gate (on by default) scored it. An honest peer is refused only by the
+      // ratio: while it is far behind this worker (async: a peer that started late on a
+      // loaded machine is still near its initial loss when this one is not), or at small
+      // losses where the 128-example probe puts it above twice this worker's.
       CHECK(std::isfinite(t.at("probe_loss").get<double>()));
       CHECK(t.at("probe_ms").get<double>() >= 0);
+      if (t.at("refused") == false) {
+        ++accepted;
+      } else {
+        CHECK_THAT(t.at("reason").get<std::string>(), Catch::Contains("max_ratio"));
+      }
     }
+    CHECK(accepted >= 1);
     bool distilled = false;
     for (const auto& e : read_events(m, "train")) {
       const auto step = e.at("step").get<std::int64_t>();
