@@ -7,13 +7,19 @@ update) is one jitted function whose parameter and optimizer-state buffers are d
 is compiled ahead of time, run `warmup` times untimed, then each timed step is synchronized
 (block_until_ready). Threads as bench/jax_train.py: the process's CPU affinity restricted to
 --threads CPUs before JAX starts (XLA's CPU client sizes its pool from it).
-Prints one JSON line with the fields of bench_gpt_step (contender "jax").
+--gelu tanh: GELU's tanh form (GPT-2's). --attention sdpa: jax.nn.dot_product_attention
+(is_causal) instead of the written-out softmax. --dtype bf16: every dense product's operands
+cast to bfloat16 with float32 accumulation (preferred_element_type), parameters and
+optimizer state float32 (mixed precision, as codistill's train.precision bf16).
+Prints one JSON line with the fields of bench_gpt_step (contender "jax"), with the peak
+resident memory (ru_maxrss, MiB) at the end.
     .venv-bench/bin/python bench/jax_gpt_step.py [--B 8] [--T 128] ... [--threads 2]
 """
 import argparse
 import json
 import math
 import os
+import resource
 import time
 
 
@@ -22,6 +28,9 @@ def parse_args():
     for k, v in dict(B=8, T=128, D=128, heads=4, layers=4, V=8192, threads=2, steps=10, warmup=2).items():
         p.add_argument("--" + k, type=int, default=v)
     p.add_argument("--tied", action="store_true")
+    p.add_argument("--gelu", default="erf", choices=["erf", "tanh"])
+    p.add_argument("--attention", default="materialized", choices=["materialized", "sdpa"])
+    p.add_argument("--dtype", default="float32", choices=["float32", "bf16"])
     return p.parse_args()
 
 
@@ -61,21 +70,30 @@ def make_loss(jax, jnp, a):
         return (x - m) / jnp.sqrt(v + 1e-5) * p["g"] + p["b"]
 
     def dense(x, p):
-        y = x @ p["w"].T
+        if a.dtype == "bf16":
+            y = jnp.dot(x.astype(jnp.bfloat16), p["w"].T.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+        else:
+            y = x @ p["w"].T
         return y + p["b"] if "b" in p else y
+
+    def attention(q, k, v):
+        """q, k, v [B, T, H, hd] -> [B, T, D]."""
+        if a.attention == "sdpa":
+            return jax.nn.dot_product_attention(q, k, v, is_causal=True).reshape(B, T, D)
+        q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))
+        s = (q @ k.transpose(0, 1, 3, 2)) / math.sqrt(hd)
+        pr = jax.nn.softmax(jnp.where(mask, s, -jnp.inf), axis=-1)
+        return (pr @ v).transpose(0, 2, 1, 3).reshape(B, T, D)
 
     def forward(params, idx):
         x = params["wte"][idx] + params["wpe"][None, :, :]
         for blk in params["blocks"]:
             q, k, v = jnp.split(dense(layernorm(x, blk["ln1"]), blk["qkv"]), 3, axis=-1)
-            q, k, v = (t.reshape(B, T, H, hd).transpose(0, 2, 1, 3) for t in (q, k, v))
-            s = (q @ k.transpose(0, 1, 3, 2)) / math.sqrt(hd)
-            pr = jax.nn.softmax(jnp.where(mask, s, -jnp.inf), axis=-1)
-            y = (pr @ v).transpose(0, 2, 1, 3).reshape(B, T, D)
+            y = attention(*(t.reshape(B, T, H, hd) for t in (q, k, v)))
             x = x + dense(y, blk["proj"])
-            x = x + dense(jax.nn.gelu(dense(layernorm(x, blk["ln2"]), blk["fc1"]), approximate=False), blk["fc2"])
+            x = x + dense(jax.nn.gelu(dense(layernorm(x, blk["ln2"]), blk["fc1"]), approximate=a.gelu == "tanh"), blk["fc2"])
         head = params["wte"] if a.tied else params["head"]
-        return (layernorm(x, params["ln_f"]) @ head.T).reshape(B * T, V)
+        return dense(layernorm(x, params["ln_f"]), {"w": head}).reshape(B * T, V)
 
     def loss_fn(params, idx, labels):
         logits = forward(params, idx)
@@ -149,7 +167,9 @@ def main():
                       "step_ms_median": round(median, 3), "step_ms_best": round(best, 3),
                       "tokens_per_s": round(N / (median / 1e3), 1), "gflop_per_step": round(flops / 1e9, 3),
                       "gflops_at_median": round(flops / 1e9 / (median / 1e3), 1), "final_loss": round(float(loss), 5),
-                      "compile_s": round(compile_s, 2), "steps": a.steps, "warmup": a.warmup}))
+                      "compile_s": round(compile_s, 2), "steps": a.steps, "warmup": a.warmup, "gelu": a.gelu,
+                      "attention": a.attention, "dtype": a.dtype,
+                      "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
 
 
 if __name__ == "__main__":

@@ -9,12 +9,18 @@ bias (tied to the token embedding with --tied). Causal attention is written out 
 mask, softmax, weighted sum): torch 1.13 has no scaled_dot_product_attention. No dropout.
 Same step: forward of int32 tokens [B, T], mean cross-entropy over the B*T rows, backward,
 AdamW (lr 3e-4, weight decay 0.1, betas 0.9/0.999, eps 1e-8). Random tokens drawn once.
+--gelu tanh: GELU's tanh form (GPT-2's). --dtype bf16: the forward under CPU autocast to
+bfloat16 (its matrix products in bf16 with float32 weights and optimizer state: mixed
+precision, as codistill's train.precision bf16). The JSON line carries the peak resident
+memory (ru_maxrss, MiB) at the end.
 Prints one JSON line with the fields of bench_gpt_step (contender "pytorch").
     /usr/bin/python3 bench/torch_gpt_step.py [--B 8] [--T 128] ... [--threads 2]
 """
 import argparse
+import contextlib
 import json
 import math
+import resource
 import time
 
 import torch
@@ -30,6 +36,8 @@ class Block(nn.Module):
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
+    gelu = "none"
+
     def forward(self, x, mask):
         B, T, D = x.shape
         hd = D // self.heads
@@ -39,7 +47,7 @@ class Block(nn.Module):
         p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
         y = (p @ v).transpose(1, 2).reshape(B, T, D)
         x = x + self.proj(y)
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate=self.gelu))
 
 
 class GPT(nn.Module):
@@ -69,6 +77,8 @@ def main():
     for k, v in dict(B=8, T=128, D=128, heads=4, layers=4, V=8192, threads=2, steps=10, warmup=2).items():
         p.add_argument("--" + k, type=int, default=v)
     p.add_argument("--tied", action="store_true")
+    p.add_argument("--gelu", default="erf", choices=["erf", "tanh"])
+    p.add_argument("--dtype", default="float32", choices=["float32", "bf16"])
     p.add_argument("--device", default="cpu", help="cpu | cuda (float32, no TF32: the matmuls as codistill's)")
     a = p.parse_args()
     dev = torch.device(a.device)
@@ -78,6 +88,9 @@ def main():
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
+    Block.gelu = "tanh" if a.gelu == "tanh" else "none"
+    autocast = (torch.autocast(dev.type, dtype=torch.bfloat16) if a.dtype == "bf16"
+                else contextlib.nullcontext())
     model = GPT(a.V, a.T, a.D, a.heads, a.layers, a.tied).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     g = torch.Generator().manual_seed(7)
@@ -89,7 +102,9 @@ def main():
     def step():
         nonlocal loss
         opt.zero_grad(set_to_none=False)
-        loss = F.cross_entropy(model(x), y)
+        with autocast:
+            logits = model(x)
+        loss = F.cross_entropy(logits.float(), y)
         loss.backward()
         opt.step()
         sync()
@@ -112,7 +127,8 @@ def main():
                       "device": a.device, "params": params, "step_ms_median": round(median, 3), "step_ms_best": round(best, 3),
                       "tokens_per_s": round(N / (median / 1e3), 1), "gflop_per_step": round(flops / 1e9, 3),
                       "gflops_at_median": round(flops / 1e9 / (median / 1e3), 1), "final_loss": round(loss.item(), 5),
-                      "steps": a.steps, "warmup": a.warmup}))
+                      "steps": a.steps, "warmup": a.warmup, "gelu": a.gelu, "dtype": a.dtype,
+                      "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@
 // medians of the forward and the backward alone. The bytes columns are what
 // each keeps between forward and backward beyond qkv and y (which both keep), and the
 // backward's own T x T scratch (the materialized op's dP / dS).
+//   bench_attention --only flash|materialized --T 2048 [...]
+// runs that kernel alone (only its buffers allocated) and prints one JSON line per length
+// with its peak resident memory (VmHWM, MiB): the process-per-contender form of
+// bench/run_attention_bench.sh, beside PyTorch and JAX (bench/py_attention.py).
 #include <omp.h>
 
 #include <algorithm>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "bench/bench_args.hpp"
+#include "bench/proc_status.hpp"
 #include "kernels/cpu/impl.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/sequence/attention.hpp"
@@ -35,6 +40,7 @@ struct Args {
   std::vector<std::int64_t> seqs = {256, 512, 1024, 2048, 4096};
   std::int64_t B = 1, H = 12, hd = 64;
   int threads = 2, repeats = 5;
+  std::string only;  // "", "flash" or "materialized"
 };
 
 std::vector<std::int64_t> list_of(const std::string& v) {
@@ -56,8 +62,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--hd") a.hd = r.count(1);
     else if (k == "--threads") a.threads = r.count(1);
     else if (k == "--repeats") a.repeats = r.count(3);
-    else throw std::invalid_argument("unknown option " + k + " (valid: --T --B --H --hd --threads --repeats)");
+    else if (k == "--only") a.only = r.value();
+    else throw std::invalid_argument("unknown option " + k + " (valid: --T --B --H --hd --threads --repeats --only)");
   }
+  if (!a.only.empty() && a.only != "flash" && a.only != "materialized")
+    throw std::invalid_argument("--only '" + a.only + "': flash or materialized");
   return a;
 }
 
@@ -67,9 +76,10 @@ struct Problem {
   std::vector<float> qkv, dy, y, dqkv, probs, scratch, lse;
 };
 
-Problem make_problem(const AttentionShape& s) {
+// only: "" (both kernels' buffers), or one kernel's (the other's saved state left empty).
+Problem make_problem(const AttentionShape& s, const std::string& only = "") {
   const std::size_t rows = static_cast<std::size_t>(s.rows()), D = static_cast<std::size_t>(s.d_model());
-  const std::size_t tt = static_cast<std::size_t>(s.batch * s.heads * s.seq * s.seq);
+  const std::size_t tt = only == "flash" ? 0 : static_cast<std::size_t>(s.batch * s.heads * s.seq * s.seq);
   Problem p{s, std::vector<float>(rows * 3 * D), std::vector<float>(rows * D), std::vector<float>(rows * D),
             std::vector<float>(rows * 3 * D), std::vector<float>(tt), std::vector<float>(tt),
             std::vector<float>(static_cast<std::size_t>(s.batch * s.heads * s.seq))};
@@ -129,12 +139,37 @@ void run_length(const Args& a, std::int64_t T) {
   std::fflush(stdout);
 }
 
+// --only: one kernel, this process's memory its own; a JSON line per length.
+void run_alone(const Args& a, std::int64_t T) {
+  const bool flash = a.only == "flash";
+  const long base_kb = codistill::bench::status_kb("VmRSS");  // before this length's buffers
+  Problem p = make_problem(AttentionShape{a.B, T, a.H, a.hd}, a.only);
+  std::vector<double> total, fwd;
+  call_ms(p, flash);  // warm-up
+  for (int r = 0; r < a.repeats; ++r) {
+    const Times t = call_ms(p, flash);
+    total.push_back(t.fwd + t.bwd), fwd.push_back(t.fwd);
+  }
+  std::printf("{\"contender\": \"codistill-%s\", \"B\": %lld, \"T\": %lld, \"H\": %lld, \"hd\": %lld, "
+              "\"threads\": %d, \"repeats\": %d, \"best_ms\": %.3f, \"median_ms\": %.3f, \"fwd_median_ms\": %.3f, "
+              "\"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f}\n",
+              a.only.c_str(), static_cast<long long>(a.B), static_cast<long long>(T), static_cast<long long>(a.H),
+              static_cast<long long>(a.hd), a.threads, a.repeats, *std::min_element(total.begin(), total.end()),
+              median(total), median(fwd), static_cast<double>(codistill::bench::status_kb("VmHWM")) / 1024.0,
+              static_cast<double>(base_kb) / 1024.0);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
     cpu::set_num_threads(a.threads);
+    if (!a.only.empty()) {
+      for (std::int64_t T : a.seqs) run_alone(a, T);
+      return 0;
+    }
     std::printf("# causal attention fwd+bwd, float32, B=%lld H=%lld head_dim=%lld, %d threads, %d repeats, isa %s, "
                 "flash block %lld\n",
                 static_cast<long long>(a.B), static_cast<long long>(a.H), static_cast<long long>(a.hd), a.threads,

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/proc_status.hpp"
 #include "kernels/cpu/loss/distill_head.hpp"
 
 namespace cpu = codistill::kernels::cpu;
@@ -61,14 +62,7 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// kB of a line of /proc/self/status ("VmRSS", "VmHWM").
-long status_kb(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(key, 0) == 0) return std::stol(line.substr(line.find(':') + 1));
-  throw std::runtime_error(std::string("no ") + key + " in /proc/self/status");
-}
+using codistill::bench::status_kb;
 
 struct Problem {
   std::int64_t N, H, V;

@@ -4,6 +4,10 @@
 //   bench_gpt_step [--B 8] [--T 128] [--D 128] [--heads 4] [--layers 4] [--V 8192]
 //                  [--threads 2] [--steps 10] [--warmup 2] [--tied] [--reference]
 //                  [--device cpu|cuda] [--precision float32|bf16] [--teacher-forward]
+//                  [--gelu erf|tanh] [--attention materialized|flash] [--fused-head]
+// --gelu, --attention: model.gelu and model.attention. --fused-head: train.fused_head (the
+// head applied inside the loss by row chunks: no [B*T, V] logits nor their gradient).
+// The JSON line also carries the process's peak resident memory (VmHWM, MiB) at the end.
 // On --device cuda every step ends with the queue's synchronize (the time is the GPU's).
 // --precision: the queue's GEMM arithmetic (train.precision; bf16: bf16 operands, float32
 // accumulation). --teacher-forward: time what a teacher costs instead of a step: one
@@ -30,6 +34,7 @@
 #include "codistill/config/config.hpp"
 #include "codistill/models/model.hpp"
 #include "codistill/optim/optimizer.hpp"
+#include "codistill/util/memory_info.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cpu/gemm.hpp"
@@ -44,7 +49,8 @@ namespace {
 struct Args {
   std::int64_t B = 8, T = 128, D = 128, heads = 4, layers = 4, V = 8192;
   int threads = 2, steps = 10, warmup = 2;
-  bool tied = false, reference = false, teacher_forward = false;
+  bool tied = false, reference = false, teacher_forward = false, fused_head = false;
+  std::string gelu = "erf", attention = "materialized";
   kernels::Compute precision = kernels::Compute::f32;
   std::string device = "cpu";
 };
@@ -69,6 +75,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--tied") a.tied = true;
     else if (k == "--reference") a.reference = true;
     else if (k == "--teacher-forward") a.teacher_forward = true;
+    else if (k == "--fused-head") a.fused_head = true;
+    else if (k == "--gelu" || k == "--attention") {
+      if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
+      (k == "--gelu" ? a.gelu : a.attention) = argv[++i];
+    }
     else if (k == "--precision") {
       if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
       a.precision = kernels::parse_compute(argv[++i]);
@@ -91,6 +102,7 @@ int main(int argc, char** argv) try {
   mc.kind = "gpt";
   mc.vocab_size = a.V, mc.seq_len = a.T, mc.d_model = a.D, mc.heads = a.heads, mc.blocks = a.layers;
   mc.tie_embeddings = a.tied;
+  mc.gelu = a.gelu, mc.attention = a.attention;
   Rng rng(1);
   Model model = build_model(mc, rng);
   if (a.reference) model.set_reference(true);
@@ -112,13 +124,27 @@ int main(int argc, char** argv) try {
     labels.data<std::int32_t>()[i] = tok(gen);
   }
   x = x.to(device), labels = labels.to(device);
-  Tensor dlogits = Tensor::empty({N, a.V}, DType::f32, device);
+  Tensor dlogits = a.fused_head ? Tensor() : Tensor::empty({N, a.V}, DType::f32, device), dfeatures;
   kernels::Queue& q = model.queue();
   kernels::DistillLossParams lp;  // no teacher: hard cross-entropy alone
   double loss = 0;
   auto step = [&] {
     if (a.teacher_forward) {  // a teacher: forward only, evaluation mode
       model.forward(x, /*training=*/false);
+      q.synchronize();
+      return;
+    }
+    if (a.fused_head) {  // as TrainStep with train.fused_head
+      const Tensor h = model.forward_features(x, /*training=*/true);
+      if (!dfeatures.defined()) dfeatures = Tensor::empty(h.shape(), h.dtype(), device);
+      model.zero_grad();
+      const Model::LinearHead head = *model.linear_head();
+      kernels::DistillHeadParams hp;
+      hp.loss = lp;
+      loss = q.backend().linear_distill_head(h, *head.weight, head.bias, {}, labels, &dfeatures, head.weight_grad,
+                                             head.bias_grad, hp, q).loss;
+      model.backward_features(dfeatures);
+      opt->step(oc.lr);
       q.synchronize();
       return;
     }
@@ -149,12 +175,15 @@ int main(int argc, char** argv) try {
       "\"V\": %lld, \"tied\": %s, \"threads\": %d, \"device\": \"%s\", \"path\": \"%s\", \"precision\": \"%s\", "
       "\"what\": \"%s\", \"params\": %.0f, \"step_ms_median\": %.3f, "
       "\"step_ms_best\": %.3f, \"tokens_per_s\": %.1f, \"gflop_per_step\": %.3f, \"gflops_at_median\": %.1f, "
-      "\"final_loss\": %.5f, \"steps\": %d, \"warmup\": %d}\n",
+      "\"final_loss\": %.5f, \"steps\": %d, \"warmup\": %d, \"gelu\": \"%s\", \"attention\": \"%s\", "
+      "\"fused_head\": %s, \"peak_rss_mib\": %.1f}\n",
       static_cast<long long>(a.B), static_cast<long long>(a.T), static_cast<long long>(a.D),
       static_cast<long long>(a.heads), static_cast<long long>(a.layers), static_cast<long long>(a.V),
       a.tied ? "true" : "false", a.threads, a.device.c_str(), a.reference ? "reference" : "fast",
       kernels::compute_name(a.precision), a.teacher_forward ? "teacher_forward" : "step", params, median, best,
-      static_cast<double>(N) / (median / 1e3), flops / 1e9, flops / 1e9 / (median / 1e3), loss, a.steps, a.warmup);
+      static_cast<double>(N) / (median / 1e3), flops / 1e9, flops / 1e9 / (median / 1e3), loss, a.steps, a.warmup,
+      a.gelu.c_str(), a.attention.c_str(), a.fused_head ? "true" : "false",
+      static_cast<double>(memory::resident_peak_bytes().value_or(0)) / (1 << 20));
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_gpt_step: %s\n", e.what());
