@@ -17,7 +17,9 @@
 #   bench/run_fused_head_bench.sh
 # Environment: N (2048), H (768), THREADS (2), REPEATS (3), CALLS (1), WARMUP (0),
 #   WORKSPACE_MB (64: DistillHeadParams::workspace_bytes), BUILD_DIR (build/), SKIP_BUILD=1,
-#   RESULTS_DIR (bench/results), TORCH_PYTHON (/usr/bin/python3)
+#   RESULTS_DIR (bench/results), TORCH_PYTHON (/usr/bin/python3), VS ("32768 131072": the
+#   vocabularies), KS ("1 4": the teacher counts), NAME (fused_head: the results' file names).
+# GPT-2's head: VS=50304 KS="1 2 3 4" NAME=fused_head_gpt2 bench/run_fused_head_bench.sh
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -35,7 +37,8 @@ bin="$build/bench/bench_fused_head"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 mkdir -p "$out/check" "$results"
-raw="$results/fused_head.txt"
+name="${NAME:-fused_head}"
+raw="$results/$name.txt"
 : >"$raw"
 log() { tee -a "$raw"; }
 echo "uptime at start: $(uptime)" | log
@@ -47,8 +50,8 @@ runs="$out/runs.jsonl"
 : >"$runs"
 for ((round = 1; round <= repeats; round++)); do
   if ((round % 2)); then order=(codistill pytorch); else order=(pytorch codistill); fi
-  for V in 32768 131072; do
-    for K in 1 4; do
+  for V in ${VS:-32768 131072}; do
+    for K in ${KS:-1 4}; do
       for c in "${order[@]}"; do
         load="$(cut -d' ' -f1-3 /proc/loadavg)"
         args=(--N "$n" --H "$h" --V "$V" --K "$K" --threads "$threads" --calls "$calls" --warmup "$warmup")
@@ -65,7 +68,7 @@ for ((round = 1; round <= repeats; round++)); do
 done
 echo "uptime at end: $(uptime)" | log
 
-"$py" - "$runs" "$results/fused_head.json" "$(git -C "$root" rev-parse --short HEAD)" "$n" "$h" "$threads" <<'EOF' | log
+"$py" - "$runs" "$results/$name.json" "$(git -C "$root" rev-parse --short HEAD)" "$n" "$h" "$threads" <<'EOF' | log
 import json, statistics, sys, time
 runs_path, out_path, commit, n, h, threads = sys.argv[1:]
 runs = [json.loads(l) for l in open(runs_path)]
