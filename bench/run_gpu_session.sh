@@ -10,6 +10,9 @@
 #      accesses, leaks of device memory), where the machine's runtime supports it;
 #   4. bench/run_train_bench_cuda.sh (throughput vs PyTorch, codistillation cost);
 #   5. bench/run_loss_bench_cuda.sh (fused loss vs PyTorch eager / compile / Liger);
+#   5b. (STAGES has attention, a default) bench_attention_cuda: flash vs materialized causal
+#      attention, forward + backward, time and memory at T = ATTN_T (1024,2048,4096), each
+#      kernel in its own process (its own device peak); attention_cuda.txt;
 #   6. (STAGES has profile) bench/run_gpu_profile.sh on PROFILE_CONFIGS: kernel times under ncu;
 #   7. (STAGES has lm) bench/run_gpu_lm.sh: the LM step vs PyTorch, text_gpt.yaml trained;
 #   8. (STAGES has group) bench/run_gpu_group.sh: the mpi and nccl worker-group kinds, one
@@ -19,10 +22,10 @@
 #      ("1 2 3") at once, settings EXP_SETTINGS; its metrics come back as lmexp.tar.gz.
 # Each stage has its own time limit, cut so that the whole run ends within BUDGET seconds
 # (default 500), and a failing stage does not stop the next. What comes back ($OUT, at most
-# 8 files): session.log (all of it), tests.tar.gz (every test executable's log),
-# sanitizer.log, train_cuda.{json,txt}, loss_cuda.{json,txt}.
+# 9 files): session.log (all of it), tests.tar.gz (every test executable's log),
+# sanitizer.log, train_cuda.{json,txt}, loss_cuda.{json,txt}, attention_cuda.txt.
 #   OUT=DIR bench/run_gpu_session.sh
-# Environment: BUDGET (500), STAGES (default "tests sanitizer train loss"; add "profile"),
+# Environment: BUDGET (500), STAGES (default "tests sanitizer train loss attention"; add "profile"),
 # TEST_PATTERN (the executables' names, grep -E), JOBS (8), SANITIZE (the test executables
 # for memcheck, default "test_layers_cuda test_backend_ops"), LEAKS (1: memcheck's leak check),
 # PROFILE_CONFIGS (default configs/fmnist_resnet8.yaml),
@@ -83,7 +86,7 @@ for f in bundle/bin/codistill-train bundle/bin/test_backend_ops; do
   ldd "$f" | grep -E "not found|cudnn|cublas|cudart" | sed "s|^|$(basename "$f"): |"
 done
 
-stages_wanted=" ${STAGES:-tests sanitizer train loss} "
+stages_wanted=" ${STAGES:-tests sanitizer train loss attention} "
 want() { [[ "$stages_wanted" == *" $1 "* ]]; }
 pattern="${TEST_PATTERN:-backend_ops|_cuda|^test_step$|^test_mixed_precision$|^test_bf16_simt$|nccl|^test_process_group|^test_distill_head$}"
 logs="$(mktemp -d)"
@@ -122,6 +125,17 @@ want train && stage train_bench 170 env COPY_TO="$out" STEPS="${STEPS:-1500}" OV
   bench/run_train_bench_cuda.sh "${train_configs[@]}"
 want loss && stage loss_bench 150 env COPY_TO="$out" VS="${VS:-1000,50304,131072}" KS="${KS:-1,4}" REPEATS="${REPEATS:-10}" \
   TIME_BUDGET=60 bench/run_loss_bench_cuda.sh
+if want attention; then
+  attention_bench() {
+    local k
+    for k in flash materialized; do
+      bundle/bin/bench_attention_cuda --kernels "$k" --T "${ATTN_T:-1024,2048,4096}" --repeats "${ATTN_REPEATS:-10}"
+    done
+    bundle/bin/bench_attention_cuda --T "${ATTN_T:-1024,2048,4096}" --repeats "${ATTN_REPEATS:-10}" --tf32 1
+  }
+  export -f attention_bench
+  stage attention 90 bash -c attention_bench 2>&1 | tee "$out/attention_cuda.txt"
+fi
 want group && stage group 150 bench/run_gpu_group.sh "${GROUP_STEPS:-300}"
 want lm && stage lm 200 env OUT="$out" bench/run_gpu_lm.sh
 if want lmexp; then

@@ -94,7 +94,7 @@ void choose_device(Trainer::State& s) {
     throw ConfigError("model.memory_format", "", 0,
                       fmt::format("nhwc: the {} backend has no channels-last image ops (use auto or nchw)",
                                   kernels::backend_for(s.learner.device).name()));
-  // Flash attention where the device's backend has no kernel for it (CUDA, for now): the
+  // Flash attention where the device's backend has no kernel for it (none today; a new backend): the
   // first forward would refuse it, but after the run directory is made and as a runtime
   // error, while it is the config's key that is wrong. Students train in float32.
   if (model_of(c, c.run.worker).kind == "gpt" && model_of(c, c.run.worker).attention == "flash" &&

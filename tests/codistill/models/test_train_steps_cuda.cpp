@@ -219,50 +219,53 @@ TEST_CASE("an optimizer made before its model moved follows it onto CUDA, slots 
 // holds rounding noise there, which AdamW normalizes into full-size, device-dependent
 // updates (seen on an H100: qkv/bias 1.1e-3 apart after 3 steps). AdamW itself is checked
 // above on mlp and cnn.
+// Both attention kernels (model.attention): flash on CUDA is its own tile kernels.
 TEST_CASE("gpt training steps on CUDA match the CPU, tied and untied head", "[cuda][models][gpt]") {
   if (test::skip_without_cuda()) return;
   constexpr std::int64_t B = 3, T = 8, V = 61;  // odd sizes on purpose
-  for (const bool tied : {false, true}) {
-    const auto seed = test::fresh_seed();
-    INFO((tied ? "tied" : "untied") << ", seed " << seed);
-    ModelConfig mc;
-    mc.kind = "gpt";
-    mc.vocab_size = V, mc.seq_len = T, mc.d_model = 24, mc.heads = 3, mc.blocks = 2;
-    mc.tie_embeddings = tied;
-    OptimizerConfig oc;
-    oc.kind = "sgd", oc.lr = 0.05, oc.momentum = 0.9, oc.weight_decay = 1e-4;
-    Rng r1(seed), r2(seed);
-    Model cpu = build_model(mc, r1), gpu = build_model(mc, r2);
-    gpu.to_device(Device::cuda(0));
-    auto opt_cpu = make_optimizer(oc, cpu);
-    auto opt_gpu = make_optimizer(oc, gpu);
-    for (int step = 0; step < 3; ++step) {
-      INFO("step " << step);
-      const std::uint64_t s = seed + 10 + static_cast<std::uint64_t>(step) * 3;
-      Tensor ids = Tensor::empty({B, T}, DType::i32), labels = Tensor::empty({B * T}, DType::i32);
-      Rng rng(s);
-      for (std::int64_t i = 0; i < B * T; ++i) {
-        ids.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.below(V));
-        labels.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.below(V));
+  for (const bool tied : {false, true})
+    for (const char* attention : {"materialized", "flash"}) {
+      const auto seed = test::fresh_seed();
+      INFO((tied ? "tied" : "untied") << ", " << attention << " attention, seed " << seed);
+      ModelConfig mc;
+      mc.kind = "gpt";
+      mc.vocab_size = V, mc.seq_len = T, mc.d_model = 24, mc.heads = 3, mc.blocks = 2;
+      mc.tie_embeddings = tied;
+      mc.attention = attention;
+      OptimizerConfig oc;
+      oc.kind = "sgd", oc.lr = 0.05, oc.momentum = 0.9, oc.weight_decay = 1e-4;
+      Rng r1(seed), r2(seed);
+      Model cpu = build_model(mc, r1), gpu = build_model(mc, r2);
+      gpu.to_device(Device::cuda(0));
+      auto opt_cpu = make_optimizer(oc, cpu);
+      auto opt_gpu = make_optimizer(oc, gpu);
+      for (int step = 0; step < 3; ++step) {
+        INFO("step " << step);
+        const std::uint64_t s = seed + 10 + static_cast<std::uint64_t>(step) * 3;
+        Tensor ids = Tensor::empty({B, T}, DType::i32), labels = Tensor::empty({B * T}, DType::i32);
+        Rng rng(s);
+        for (std::int64_t i = 0; i < B * T; ++i) {
+          ids.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.below(V));
+          labels.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.below(V));
+        }
+        const Tensor teacher = Tensor::from_vector({B * T, V}, test::random_vector<float>(B * T * V, s + 1, -3, 3));
+        kernels::DistillLossResult res[2];
+        Model* models[2] = {&cpu, &gpu};
+        Optimizer* opts[2] = {opt_cpu.get(), opt_gpu.get()};
+        for (int k = 0; k < 2; ++k) {
+          kernels::Queue& q = models[k]->queue();
+          const Tensor x = on_device(ids, q), y = on_device(labels, q), t = on_device(teacher, q);
+          Tensor dlogits = Tensor::empty({B * T, V}, DType::f32, q.device());
+          models[k]->zero_grad();
+          const Tensor logits = models[k]->forward(x, true);
+          res[k] = q.backend().distill_loss(logits, {&t}, y, &dlogits, loss_params(), q);
+          models[k]->backward(dlogits);
+          opts[k]->step(oc.lr);
+          models[k]->synchronize();
+        }
+        CHECK(res[1].loss == Approx(res[0].loss).epsilon(1e-4));
+        CHECK(res[1].distill == Approx(res[0].distill).epsilon(1e-4));
       }
-      const Tensor teacher = Tensor::from_vector({B * T, V}, test::random_vector<float>(B * T * V, s + 1, -3, 3));
-      kernels::DistillLossResult res[2];
-      Model* models[2] = {&cpu, &gpu};
-      Optimizer* opts[2] = {opt_cpu.get(), opt_gpu.get()};
-      for (int k = 0; k < 2; ++k) {
-        kernels::Queue& q = models[k]->queue();
-        const Tensor x = on_device(ids, q), y = on_device(labels, q), t = on_device(teacher, q);
-        Tensor dlogits = Tensor::empty({B * T, V}, DType::f32, q.device());
-        models[k]->zero_grad();
-        const Tensor logits = models[k]->forward(x, true);
-        res[k] = q.backend().distill_loss(logits, {&t}, y, &dlogits, loss_params(), q);
-        models[k]->backward(dlogits);
-        opts[k]->step(oc.lr);
-        models[k]->synchronize();
-      }
-      CHECK(res[1].loss == Approx(res[0].loss).epsilon(1e-4));
-      CHECK(res[1].distill == Approx(res[0].distill).epsilon(1e-4));
+      check_state(cpu, *opt_cpu, gpu, *opt_gpu, 2e-4);
     }
-    check_state(cpu, *opt_cpu, gpu, *opt_gpu, 2e-4);
-  }
 }

@@ -103,10 +103,11 @@ inline Cases attention_cases() {
   for (auto [b, t, h, hd] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{1, 1, 1, 1},
                              {2, 1, 2, 4}, {2, 7, 2, 3}, {3, 7, 1, 5}, {1, 16, 4, 8}, {2, 33, 3, 17}, {4, 64, 4, 32}})
     add<AttentionCase>(out, {DType::f32, DType::f64}, b, t, h, hd);
-  // Around the CPU's 128-row blocks (127, 129, 257), odd T (37, 1023) and head dims (3, 65).
+  // Around the CPU's 128-row blocks (127, 129, 257) and CUDA's 64-row tiles (65), odd T (37,
+  // 1023) and head dims (3, 65), CUDA's largest head_dim (128).
   for (auto [b, t, h, hd] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{1, 1, 1, 1},
-                             {2, 1, 2, 3}, {2, 37, 3, 3}, {1, 127, 2, 65}, {3, 129, 1, 5}, {2, 257, 2, 16},
-                             {1, 1023, 2, 8}, {1, 2048, 1, 16}})
+                             {2, 1, 2, 3}, {2, 37, 3, 3}, {2, 65, 2, 128}, {1, 127, 2, 65}, {3, 129, 1, 5},
+                             {2, 257, 2, 16}, {1, 1023, 2, 8}, {1, 2048, 1, 16}})
     add<FlashAttentionCase>(out, {DType::f32, DType::f64}, b, t, h, hd);
   return out;
 }
