@@ -43,7 +43,10 @@ void check_distill_head(const Tensor& hidden, const Tensor& weight, const Tensor
                         ", H_k]");
     const std::int64_t Hk = t.hidden->dim(1);
     expect(*t.hidden, {N, Hk}, dt, backend, name + "'s hidden");
-    expect(*t.weight, {V, Hk}, dt, backend, name + "'s weight");
+    // A teacher's weight may be held as bf16 beside float32 activations (Op::
+    // linear_distill_head_bf16_teachers; the backend's entry checks it supports that).
+    const bool bf16_weight = dt == DType::f32 && t.weight->dtype() == DType::bf16;
+    expect(*t.weight, {V, Hk}, bf16_weight ? DType::bf16 : dt, backend, name + "'s weight");
     if (t.bias) expect(*t.bias, {V}, dt, backend, name + "'s bias");
   }
 }

@@ -101,6 +101,9 @@ struct CodistillConfig {
   // The teachers' matrix products (their forwards, and their logits in the fused head):
   // same (as train.precision) | float32 | bf16.
   std::string teacher_precision = "same";
+  // How teachers hold their matrices (Linear weights, embedding tables, a tied head):
+  // float32 | bf16 (2 bytes per parameter; needs bf16 teacher products).
+  std::string teacher_weights = "float32";
   GateConfig gate;
 };
 

@@ -274,6 +274,14 @@ void Model::place(kernels::Device device, kernels::QueueOptions options, bool co
   if (!backend.supports_compute(options.compute))
     throw std::invalid_argument(std::string(backend.name()) + " cannot compute GEMMs in " +
                                 kernels::compute_name(options.compute));
+  if (arena_.matrices().defined()) {
+    if (!backend.supports(kernels::Op::linear_bf16_weights, kernels::DType::f32) ||
+        !backend.supports(kernels::Op::embedding_bf16_table, kernels::DType::f32))
+      throw std::invalid_argument(std::string("a model with bf16 weights: the ") + backend.name() +
+                                  " backend has no bf16-weight ops (linear, embedding) yet");
+    if (options.compute != kernels::Compute::bf16)
+      throw std::invalid_argument("a model with bf16 weights needs a queue computing in bf16 (QueueOptions::compute)");
+  }
   const bool channels_last = wants_channels_last(backend);
   auto queue = backend.make_queue(device, options);
   synchronize();  // nothing may still run on the memory moved away
@@ -321,6 +329,12 @@ void Model::drop_grads() {
   finalize();
   synchronize();
   arena_.drop_grads(*root_);
+}
+
+void Model::to_bf16_weights() {
+  drop_grads();
+  arena_.to_bf16_matrices(*root_);
+  root_->set_queue(queue());  // containers re-decide their fusions for what the weights now are
 }
 
 kernels::Device Model::device() const { return queue().device(); }

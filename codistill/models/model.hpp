@@ -105,6 +105,11 @@ class Model : public Trainable {
   void to_device_uninitialized(kernels::Device device, kernels::QueueOptions options = {});
   // A forward-only model (a teacher): releases the gradient block; backward then throws.
   void drop_grads();
+  // A forward-only model holding its matrices as bf16 (ParamArena::to_bf16_matrices; a
+  // teacher with codistill.teacher_weights: bf16): drops the gradients, on the host. It then
+  // runs only on a queue computing in bf16 (QueueOptions::compute) of a backend with the
+  // bf16-weight ops (Op::linear_bf16_weights, Op::embedding_bf16_table): to_device checks.
+  void to_bf16_weights();
   kernels::Device device() const;
   kernels::Queue& queue() const override;
   // Host waits for everything queued on the model's queue.

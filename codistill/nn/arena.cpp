@@ -1,6 +1,8 @@
 #include "codistill/nn/arena.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace codistill {
 
@@ -60,13 +62,14 @@ void ParamArena::rebind(Module& root) {
   if (params.size() != params_.size() || buffers.size() != buffer_entries_.size())
     throw std::logic_error("parameter arena: the module tree changed after the arena was built");
   for (std::size_t i = 0; i < params.size(); ++i) {
-    *params[i].value = view(values_, params_[i]);
+    *params[i].value = view(params_[i].bf16 ? matrices_ : values_, params_[i]);
     *params[i].grad = grads_.defined() ? view(grads_, params_[i]) : Tensor();
   }
   for (std::size_t i = 0; i < buffers.size(); ++i) *buffers[i].value = view(buffers_, buffer_entries_[i]);
 }
 
 void ParamArena::to_dtype(Module& root, kernels::DType dtype) {
+  if (matrices_.defined()) throw std::logic_error("parameter arena: bf16 matrices cannot change dtype");
   values_ = values_.to(dtype);
   if (grads_.defined()) grads_ = grads_.to(dtype);
   if (buffers_.defined()) buffers_ = buffers_.to(dtype);
@@ -81,6 +84,7 @@ void ParamArena::to_device(Module& root, kernels::Device device, bool copy) {
   move(values_);
   move(grads_);
   move(buffers_);
+  move(matrices_);
   rebind(root);
 }
 
@@ -104,6 +108,61 @@ Tensor ParamArena::replace_values(Module& root, Tensor values) {
     throw;
   }
   return values;
+}
+
+namespace {
+
+// The matrices to_bf16_matrices moves: rank-2 parameters.
+bool is_matrix(const ArenaEntry& e) { return e.shape.size() == 2; }
+
+// Element counts of the float32 values block and the bf16 matrices block, aligned as lay_out.
+std::pair<std::int64_t, std::int64_t> split_sizes(const std::vector<ArenaEntry>& entries) {
+  std::int64_t f = 0, m = 0;
+  for (const auto& e : entries) (is_matrix(e) ? m : f) += (e.numel + kAlign - 1) / kAlign * kAlign;
+  return {f, m};
+}
+
+}  // namespace
+
+void ParamArena::to_bf16_matrices(Module& root) {
+  if (grads_.defined()) throw std::logic_error("parameter arena: bf16 matrices are for forward-only copies (drop_grads first)");
+  if (matrices_.defined()) return;
+  if (!values_.device().is_cpu() || values_.dtype() != kernels::DType::f32)
+    throw std::logic_error("parameter arena: bf16 matrices are made from float32 values on the host, got " +
+                           std::string(kernels::dtype_name(values_.dtype())) + " on " + values_.device().str());
+  const auto [nf, nm] = split_sizes(params_);
+  Tensor values = Tensor::zeros({nf}, kernels::DType::f32), matrices = Tensor::zeros({nm}, kernels::DType::bf16);
+  const float* old = values_.data<float>();
+  std::int64_t of = 0, om = 0;
+  for (ArenaEntry& e : params_) {
+    const float* src = old + e.offset;
+    const std::int64_t padded = (e.numel + kAlign - 1) / kAlign * kAlign;
+    e.bf16 = is_matrix(e);
+    e.offset = e.bf16 ? om : of;
+    (e.bf16 ? om : of) += padded;
+    if (e.bf16) {
+      auto* dst = static_cast<std::uint16_t*>(matrices.raw()) + e.offset;
+      for (std::int64_t i = 0; i < e.numel; ++i) dst[i] = kernels::bf16_round(src[i]);
+    } else {
+      std::copy(src, src + e.numel, values.data<float>() + e.offset);
+    }
+  }
+  values_ = std::move(values);
+  matrices_ = std::move(matrices);
+  rebind(root);
+}
+
+std::int64_t ParamArena::held_bytes() const {
+  std::int64_t n = 0;
+  for (const Tensor* t : {&values_, &grads_, &buffers_, &matrices_})
+    if (t->defined()) n += static_cast<std::int64_t>(t->nbytes());
+  return n;
+}
+
+std::int64_t ParamArena::bf16_matrices_bytes() const {
+  if (matrices_.defined()) return held_bytes() - (grads_.defined() ? static_cast<std::int64_t>(grads_.nbytes()) : 0);
+  const auto [nf, nm] = split_sizes(params_);
+  return nf * 4 + nm * 2 + (buffers_.defined() ? static_cast<std::int64_t>(buffers_.nbytes()) : 0);
 }
 
 std::int64_t ParamArena::num_params() const {

@@ -17,8 +17,9 @@ namespace codistill {
 struct ArenaEntry {
   std::string path;  // "fc1/weight"
   kernels::Shape shape;
-  std::int64_t offset = 0;  // in elements
+  std::int64_t offset = 0;  // in elements, of values() (or of matrices() where bf16)
   std::int64_t numel = 0;
+  bool bf16 = false;  // held in the bf16 matrices block (to_bf16_matrices)
 };
 
 class ParamArena {
@@ -38,6 +39,17 @@ class ParamArena {
   void to_device(Module& root, kernels::Device device, bool copy = true);
   // Forward-only use (teachers): the gradient block is released, grads become empty.
   void drop_grads(Module& root);
+  // Forward-only use with bf16 matrices (a teacher, codistill.teacher_weights: bf16): every
+  // rank-2 parameter (Linear weights, embedding tables, so a tied head's weight too) moves,
+  // rounded to nearest even, into a bf16 block of its own, matrices(); the others (biases,
+  // norm gains: under 1% of GPT-2's parameters) stay in a float32 values() block laid out
+  // anew. Host only, after drop_grads (throws std::logic_error otherwise); the modules then
+  // read bf16 weights, which only the ops that take them accept (kernels/op_list.def).
+  void to_bf16_matrices(Module& root);
+  // The bytes held: every block (values, grads, buffers, matrices).
+  std::int64_t held_bytes() const;
+  // What values, matrices and buffers would hold after to_bf16_matrices (memory plans).
+  std::int64_t bf16_matrices_bytes() const;
   // Makes `values` (laid out like values(): shape, dtype, device) the value block and
   // rebinds the views; returns the block it replaces. An out-of-place optimizer step
   // (Optimizer::step_into) writes the new values there. Throws std::invalid_argument on
@@ -47,6 +59,7 @@ class ParamArena {
   kernels::Tensor& values() { return values_; }
   kernels::Tensor& grads() { return grads_; }
   kernels::Tensor& buffers() { return buffers_; }  // empty (undefined) when there are none
+  kernels::Tensor& matrices() { return matrices_; }  // bf16; empty unless to_bf16_matrices
   const std::vector<ArenaEntry>& param_entries() const { return params_; }
   const std::vector<ArenaEntry>& buffer_entries() const { return buffer_entries_; }
   // A flat block laid out like values() (an optimizer slot) seen as the entry's tensor.
@@ -57,7 +70,7 @@ class ParamArena {
   void rebind(Module& root);
 
   std::vector<ArenaEntry> params_, buffer_entries_;
-  kernels::Tensor values_, grads_, buffers_;
+  kernels::Tensor values_, grads_, buffers_, matrices_;
 };
 
 }  // namespace codistill

@@ -25,6 +25,10 @@ void check_input(Module& m, const Tensor& x, const char* pass) {
     return;
   }
   const auto params = m.params();
+  // bf16 parameters are storage only (a forward-only model's matrices, ParamArena::
+  // to_bf16_matrices): such a module computes in float32 and takes float32.
+  const auto stored = params.empty() ? x.dtype() : params.front().value->dtype();
+  if (stored == DType::bf16 && x.dtype() == DType::f32) return;
   if (!params.empty() && x.dtype() != params.front().value->dtype())
     throw std::invalid_argument(m.kind() + pass + ": input is " + kernels::dtype_name(x.dtype()) +
                                 " but the parameters are " + kernels::dtype_name(params.front().value->dtype()) +
@@ -95,7 +99,9 @@ ActivationBytes Module::plan_activations(const kernels::Shape& x, bool training,
 
 DType Module::param_dtype() {
   auto p = params();
-  return p.empty() ? DType::f32 : p.front().value->dtype();
+  if (p.empty()) return DType::f32;
+  // bf16 parameters are storage (a forward-only copy's matrices): the module computes in float32.
+  return p.front().value->dtype() == DType::bf16 ? DType::f32 : p.front().value->dtype();
 }
 
 namespace {

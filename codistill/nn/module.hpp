@@ -129,7 +129,8 @@ class Module {
   void to_dtype(kernels::DType dtype);
   // True when this module or a descendant has parameters.
   bool has_params();
-  // The dtype of the module's own parameters (f32 when it has none).
+  // The dtype the module computes in: its own parameters' (f32 when it has none, or where
+  // they are bf16 storage, ParamArena::to_bf16_matrices).
   kernels::DType param_dtype();
 
   // ---- gradients left unzeroed (Model::zero_grad_lazily) ----

@@ -88,9 +88,13 @@ void TeacherPool::upload(Teacher& t) {
   // the first forward.
   Model& m = t.model;
   m.drop_grads();
+  // codistill.teacher_weights: bf16: the matrices held as bf16 from here on (2 bytes per
+  // parameter, no float32 copy kept), rounded on the host before anything moves.
+  if (cfg_.codistill.teacher_weights == "bf16") m.to_bf16_weights();
   ParamArena& arena = m.arena();
   const kernels::Tensor host_values = arena.values();
   const kernels::Tensor host_buffers = arena.buffers();
+  const kernels::Tensor host_matrices = arena.matrices();
   m.to_device_uninitialized(device_, queue_options_);
   kernels::Queue& q = m.queue();
   auto send = [&](kernels::Tensor& block, const kernels::Tensor& host, kernels::Tensor& stage) {
@@ -98,12 +102,17 @@ void TeacherPool::upload(Teacher& t) {
     if (!stage.same_memory(host)) stage.copy_from(host);
     q.copy(block, stage);
   };
-  kernels::Tensor buffer_stage;
+  kernels::Tensor buffer_stage, matrix_stage;
   send(arena.values(), host_values, t.staging);
   if (host_buffers.defined()) send(arena.buffers(), host_buffers, buffer_stage);
+  if (host_matrices.defined()) send(arena.matrices(), host_matrices, matrix_stage);
   t.loaded = q.make_event();
   q.record(*t.loaded);
-  if (buffer_stage.defined() && !buffer_stage.same_memory(arena.buffers())) q.synchronize();  // small, rare
+  // The stages not kept in t.staging must outlive their copies (small, rare; the CPU's are
+  // the blocks themselves). bf16 matrices are the CPU's only (Model::to_device refuses others).
+  if ((buffer_stage.defined() && !buffer_stage.same_memory(arena.buffers())) ||
+      (matrix_stage.defined() && !matrix_stage.same_memory(arena.matrices())))
+    q.synchronize();
 }
 
 std::vector<std::unique_ptr<Teacher>> TeacherPool::take_loaded(std::vector<std::unique_ptr<Teacher>> fresh, bool wait) {

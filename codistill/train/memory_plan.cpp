@@ -151,16 +151,19 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
   // the micro-batch and the evaluation batch (churn) with its own queue's scratch.
   std::int64_t teachers = 0, largest = 0;
   const kernels::Shape teach_x = batch_shape(model, std::max(rows, eval_rows));
+  // codistill.teacher_weights: bf16: the matrices at 2 bytes, the small parameters at 4.
+  const bool bf16_weights = cfg.codistill.teacher_weights == "bf16";
   for (Model* t : in.teachers) {
     if (!t) t = &model;  // the student's architecture
-    const std::int64_t held = nbytes(t->arena().values()) + nbytes(t->arena().buffers());
+    const std::int64_t f32_held = nbytes(t->arena().values()) + nbytes(t->arena().buffers());
+    const std::int64_t held = bf16_weights ? t->arena().bf16_matrices_bytes() : f32_held;
     const ActivationBytes f = t->root().plan_activations(teach_x, false, false);
     teachers += held + f.forward + f.workspace_bytes();
-    largest = std::max(largest, held);
+    largest = std::max(largest, f32_held);  // a load builds the model in float32 before rounding it
   }
   add("teachers", teachers, dev,
-      fmt::format("K = {} forward-only models: parameters, buffers, forward and scratch at {} rows",
-                  in.teachers.size(), teach_x.front()));
+      fmt::format("K = {} forward-only models: parameters ({}), buffers, forward and scratch at {} rows",
+                  in.teachers.size(), bf16_weights ? "bf16 matrices" : "float32", teach_x.front()));
   if (in.teacher_reloads) add("teacher_reload", largest, dev, "a peer's checkpoint loading while the old one teaches");
   // The checkpoint's second state: spare blocks for the out-of-place update where the state
   // is host memory, a host snapshot of it where it is on a device.

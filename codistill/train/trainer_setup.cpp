@@ -112,6 +112,7 @@ void choose_device(Trainer::State& s) {
                         fmt::format("the {} backend cannot compute GEMMs in {}", backend.name(),
                                     kernels::compute_name(compute)));
   }
+  check_teacher_weights(c, kernels::backend_for(s.learner.device));
   s.lead = group.rank() == 0;
 }
 

@@ -243,6 +243,16 @@ void Bf16Gemm::start_engine() {
 
 void Bf16Gemm::linear_forward(const float* x, const float* w, const float* b, float* y, std::int64_t M,
                               std::int64_t N, std::int64_t K, bool relu, bool frozen_w) {
+  run_linear(x, w, nullptr, b, y, M, N, K, relu, frozen_w);
+}
+
+void Bf16Gemm::linear_forward(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t M,
+                              std::int64_t N, std::int64_t K, bool relu) {
+  run_linear(x, nullptr, w, b, y, M, N, K, relu, /*frozen_w=*/false);
+}
+
+void Bf16Gemm::run_linear(const float* x, const float* w, const std::uint16_t* w_bf16, const float* b, float* y,
+                          std::int64_t M, std::int64_t N, std::int64_t K, bool relu, bool frozen_w) {
   if (M < 1 || N < 1 || K < 1)
     throw std::invalid_argument("bf16 linear forward: sizes M=" + std::to_string(M) + " N=" + std::to_string(N) +
                                 " K=" + std::to_string(K) + " (need >= 1)");
@@ -254,7 +264,9 @@ void Bf16Gemm::linear_forward(const float* x, const float* w, const float* b, fl
     round_to_bf16(x, s.a_ws.data(), M * K);
     State::LinearPlan& p = s.linear_plan(M, N, K, b != nullptr, relu, frozen_w);
     dnnl::memory wm;
-    if (frozen_w) {
+    if (w_bf16) {  // [N, K] rows read as w^T (tag::ba), in place; oneDNN only reads it
+      wm = dnnl::memory(p.w, *s.engine, const_cast<std::uint16_t*>(w_bf16));
+    } else if (frozen_w) {
       wm = s.packed_weights(w, N, K, p.w);
     } else {
       grow(s.b_ws, N * K);

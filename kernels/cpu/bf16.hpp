@@ -60,6 +60,11 @@ class Bf16Gemm {
   // this engine lives (a teacher's queue dies with its model). M, N, K >= 1.
   void linear_forward(const float* x, const float* w, const float* b, float* y, std::int64_t M, std::int64_t N,
                       std::int64_t K, bool relu, bool frozen_w);
+  // The same with w already bf16 (a forward-only model's weights held as bf16: Op::
+  // linear_bf16_weights), read in place as stored, [N, K] rows: nothing packed or kept, so
+  // the weights exist once in memory.
+  void linear_forward(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t M,
+                      std::int64_t N, std::int64_t K, bool relu);
   // x rounded into the engine's shared-operand buffer; valid until the next round_operand.
   const std::uint16_t* round_operand(const float* x, std::int64_t n);
   // oneDNN's name of the implementation it chose last ("brg:avx512_core_bf16", ...), for logs
@@ -68,6 +73,10 @@ class Bf16Gemm {
 
  private:
   void start_engine();
+  // The linear forward's body: w as float32 (rounded, or packed once when frozen_w) or, where
+  // w_bf16 is set, as stored.
+  void run_linear(const float* x, const float* w, const std::uint16_t* w_bf16, const float* b, float* y,
+                  std::int64_t M, std::int64_t N, std::int64_t K, bool relu, bool frozen_w);
   void multiply(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const std::uint16_t* A,
                 const float* B, bool accumulate, float* C);
   struct State;

@@ -179,8 +179,46 @@ CODISTILL_LINEAR(double)
 
 using namespace backend_detail;
 
+namespace {
+
+// linear_forward with a bf16 weight (Op::linear_bf16_weights): a forward-only model's
+// matrices held as bf16. The fast path reads w as stored through the queue's bf16 engine;
+// the reference widens it (exactly) and rounds x as that engine does. A float32-compute fast
+// queue is refused: it would need a float32 copy of w per call, the memory bf16 weights save.
+void linear_forward_bf16_weights(const Backend& be, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                                 Activation act, Tensor* pre, Queue& q) {
+  require_support(be, Op::linear_bf16_weights, x.dtype(), "linear");
+  if (act != Activation::none) require_support(be, Op::linear_activation, x.dtype(), "linear");
+  if (y.dtype() != DType::f32 || (b && b->dtype() != DType::f32))
+    throw std::invalid_argument("linear (bf16 weights): x, bias and y must be float32");
+  const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
+  const auto* wb = static_cast<const std::uint16_t*>(w.raw());
+  cpu::Bf16Gemm* engine = gemm_engine(q);
+  bool fused_relu = false;
+  if (impl_of(q) == cpu::Impl::fast) {
+    if (!engine)
+      throw std::invalid_argument("linear (bf16 weights): the queue computes in float32; bf16 weights need a "
+                                  "bf16-compute queue (QueueOptions::compute)");
+    if (M > 0) engine->linear_forward(x.data<float>(), wb, opt<float>(b), y.data<float>(), M, N, K,
+                                      act == Activation::relu);
+    fused_relu = true;
+  } else {
+    std::vector<float> wf(static_cast<std::size_t>(N * K));
+    for (std::size_t i = 0; i < wf.size(); ++i) wf[i] = bf16_to_float(wb[i]);
+    cpu::linear_forward<float>(x.data<float>(), wf.data(), opt<float>(b), y.data<float>(), M, N, K,
+                               cpu::Impl::reference, engine);
+  }
+  if (act == Activation::none || (fused_relu && act == Activation::relu)) return;
+  if (keeps_input(act) && pre) std::memcpy(pre->raw(), y.raw(), y.nbytes());
+  activate<float>(y.data<float>(), y.data<float>(), y.numel(), act, impl_of(q));
+}
+
+}  // namespace
+
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Activation act,
                                 Tensor* pre, Queue& q) {
+  if (w.dtype() == DType::bf16 && x.dtype() == DType::f32)
+    return linear_forward_bf16_weights(*this, x, w, b, y, act, pre, q);
   run_op(*this, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), "linear", [&]<class T>() {
     const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
     // float32 on the fast path: oneDNN's matmul primitive, bias and relu inside its kernel:

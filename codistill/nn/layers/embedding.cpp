@@ -33,7 +33,8 @@ Tensor Embedding::do_forward(const Tensor& x, bool /*training*/) {
                                 kernels::shape_str(x.shape()));
   ids_ = x;
   const kernels::EmbeddingShape s{x.numel(), vocab_, dim_};
-  ensure(y_, {s.rows, dim_}, w_.dtype());
+  // A table held as bf16 (a teacher's, ParamArena::to_bf16_matrices) gives float32 rows.
+  ensure(y_, {s.rows, dim_}, w_.dtype() == kernels::DType::bf16 ? kernels::DType::f32 : w_.dtype());
   backend().embedding_forward(x, w_, y_, s, queue());
   return y_;
 }

@@ -20,7 +20,8 @@ Tensor TiedLinear::do_forward(const Tensor& x, bool /*training*/) {
     throw std::invalid_argument("tied_linear: expected input [B, " + std::to_string(owner_.dim()) + "], got " +
                                 kernels::shape_str(x.shape()));
   const Tensor& w = owner_.weight();
-  if (x.dtype() != w.dtype())
+  // A bf16 weight is a forward-only copy's storage (ParamArena::to_bf16_matrices): float32 in.
+  if (x.dtype() != w.dtype() && !(w.dtype() == kernels::DType::bf16 && x.dtype() == kernels::DType::f32))
     throw std::invalid_argument(std::string("tied_linear: input is ") + kernels::dtype_name(x.dtype()) +
                                 " but the tied weight is " + kernels::dtype_name(w.dtype()));
   x_ = x;

@@ -37,7 +37,8 @@ void check_args(const T* h, const T* w, std::int64_t N, std::int64_t H, std::int
   if (!h || !w || !labels) fail("null hidden states, weight or labels");
   for (int k = 0; k < K; ++k) {
     const auto& t = teachers[k];
-    if (!t.hidden || !t.weight) fail("teacher " + std::to_string(k) + " has a null hidden or weight");
+    if (!t.hidden || (!t.weight && !t.weight_bf16))
+      fail("teacher " + std::to_string(k) + " has a null hidden or weight");
     if (t.dim <= 0) fail("teacher " + std::to_string(k) + " has hidden size " + std::to_string(t.dim));
   }
 }
@@ -82,6 +83,31 @@ std::vector<T> rounded(const T* x, std::int64_t n) {
   return out;
 }
 
+// The reference's teacher operands: bf16-held weights widened to the float values they hold
+// and, with teacher_bf16, every teacher's h_k and W_k rounded (copies, kept here).
+template <class T>
+struct ReferenceTeachers {
+  std::vector<HeadTeacherPtrs<T>> ptrs;
+  std::vector<std::vector<T>> held;
+
+  ReferenceTeachers(const HeadTeacherPtrs<T>* teachers, int K, std::int64_t N, std::int64_t V, bool teacher_bf16)
+      : ptrs(teachers, teachers + K) {
+    held.reserve(static_cast<std::size_t>(3 * K));  // no reallocation: the pointers stay valid
+    for (auto& t : ptrs) {
+      if (t.weight_bf16) {
+        held.emplace_back(static_cast<std::size_t>(V * t.dim));
+        for (std::size_t i = 0; i < held.back().size(); ++i) held.back()[i] = bf16_to_float(t.weight_bf16[i]);
+        t.weight = held.back().data();
+      }
+      if (!teacher_bf16) continue;
+      held.push_back(rounded(t.hidden, N * t.dim));
+      t.hidden = held.back().data();
+      held.push_back(rounded(t.weight, V * t.dim));
+      t.weight = held.back().data();
+    }
+  }
+};
+
 template <class T>
 DistillLossResult head_reference(const T* h, const T* w, const T* b, std::int64_t N,
                                  std::int64_t H, std::int64_t V,
@@ -92,20 +118,12 @@ DistillLossResult head_reference(const T* h, const T* w, const T* b, std::int64_
   // Mixed precision: the GEMM operands rounded once here (the student's h and W, each
   // teacher's h_k and W_k), the logits gradient per row below; the sums stay in double.
   std::vector<T> hr, wr;
-  std::vector<std::vector<T>> thr, twr;
-  std::vector<HeadTeacherPtrs<T>> tr(teachers, teachers + K);
   if (bf16) {
     hr = rounded(h, N * H), wr = rounded(w, V * H);
     h = hr.data(), w = wr.data();
   }
-  if (teacher_bf16)
-    for (int k = 0; k < K; ++k) {
-      thr.push_back(rounded(teachers[k].hidden, N * teachers[k].dim));
-      twr.push_back(rounded(teachers[k].weight, V * teachers[k].dim));
-      tr[static_cast<std::size_t>(k)].hidden = thr.back().data();
-      tr[static_cast<std::size_t>(k)].weight = twr.back().data();
-    }
-  teachers = tr.data();
+  const ReferenceTeachers<T> rt(teachers, K, N, V, teacher_bf16);
+  teachers = rt.ptrs.data();
   const DistillLossParams& p = hp.loss;
   const double temp = p.temperature, scale = 1.0 / static_cast<double>(rows);
   const auto v = static_cast<std::size_t>(V);
@@ -198,6 +216,13 @@ DistillLossResult head_fast(const T* h, const T* w, const T* b, std::int64_t N, 
     linear_forward<T>(h + r0 * H, w, b, z, c, V, H, Impl::fast, bf16);
     for (int k = 0; k < K; ++k) {
       const auto& t = teachers[k];
+      if constexpr (std::is_same_v<T, float>) {
+        if (t.weight_bf16) {  // held as bf16: read as stored (check_args saw teacher_bf16 set)
+          teacher_bf16->linear_forward(t.hidden + r0 * t.dim, t.weight_bf16, t.bias, tl[static_cast<std::size_t>(k)],
+                                       c, V, t.dim, /*relu=*/false);
+          continue;
+        }
+      }
       linear_forward<T>(t.hidden + r0 * t.dim, t.weight, t.bias, tl[static_cast<std::size_t>(k)],
                         c, V, t.dim, Impl::fast, teacher_bf16);
     }
@@ -235,6 +260,10 @@ DistillLossResult linear_distill_head(const T* h, const T* w, const T* b, std::i
                                       Bf16Gemm* teacher_bf16) {
   if constexpr (!std::is_same_v<T, float>) bf16 = teacher_bf16 = nullptr;  // mixed precision is float32's
   check_args(h, w, N, H, V, teachers, K, labels, p);
+  for (int k = 0; k < K; ++k)
+    if (teachers[k].weight_bf16 && !teacher_bf16 && impl == Impl::fast)
+      throw std::invalid_argument(std::string(kOp) + ": teacher " + std::to_string(k) +
+                                  "'s weight is bf16, which needs bf16 teacher compute (teacher_compute)");
   const std::int64_t rows = count_distill_rows(labels, N, V, kOp);
   if (rows == 0) {  // every row ignored: zero loss and a zero gradient, as distill_loss
     if (dh) std::fill(dh, dh + N * H, T(0));
@@ -268,8 +297,15 @@ DistillLossResult CpuBackend::linear_distill_head(const Tensor& hidden, const Te
     const std::int64_t N = hidden.dim(0), H = hidden.dim(1), V = weight.dim(0);
     std::vector<cpu::HeadTeacherPtrs<T>> ts;
     ts.reserve(teachers.size());
-    for (const HeadTeacher& t : teachers)
+    for (const HeadTeacher& t : teachers) {
+      if (t.weight && t.weight->dtype() == DType::bf16) {  // a teacher's weights held as bf16
+        require_support(*this, Op::linear_distill_head_bf16_teachers, hidden.dtype(), "linear_distill_head");
+        ts.push_back({t.hidden->data<T>(), nullptr, opt<T>(t.bias), t.hidden->dim(1),
+                      static_cast<const std::uint16_t*>(t.weight->raw())});
+        continue;
+      }
       ts.push_back({t.hidden->data<T>(), t.weight->data<T>(), opt<T>(t.bias), t.hidden->dim(1)});
+    }
     return cpu::linear_distill_head<T>(hidden.data<T>(), weight.data<T>(), opt<T>(bias), N, H, V, ts.data(),
                                        static_cast<int>(ts.size()), labels.data<std::int32_t>(), opt<T>(dhidden),
                                        opt<T>(dweight), opt<T>(dbias), p, impl_of(q), gemm_engine(q),

@@ -30,13 +30,17 @@ namespace codistill::kernels::cpu {
 
 using DistillHeadParams = kernels::DistillHeadParams;  // kernels/ops.hpp
 
-// One teacher: hidden [N, dim], weight [V, dim], bias [V] or null.
+// One teacher: hidden [N, dim], weight [V, dim], bias [V] or null. A teacher whose weight is
+// held as bf16 (Op::linear_distill_head_bf16_teachers; T float) has weight_bf16 instead of
+// weight: the fast path reads it as stored through teacher_bf16 (which must be set), the
+// reference widens it.
 template <class T>
 struct HeadTeacherPtrs {
   const T* hidden = nullptr;
   const T* weight = nullptr;
   const T* bias = nullptr;
   std::int64_t dim = 0;
+  const std::uint16_t* weight_bf16 = nullptr;
 };
 
 // h [N, H], w [V, H], b [V] or null; labels [N]; dh [N, H] (overwritten), dw [V, H] and

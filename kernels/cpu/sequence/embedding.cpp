@@ -69,8 +69,33 @@ CODISTILL_EMBEDDING(double)
 
 using namespace backend_detail;
 
+namespace {
+
+// A bf16 table (Op::embedding_bf16_table: a forward-only model's matrices held as bf16):
+// each row gathered and widened to float32, which is exact, so both paths give the same bits.
+void embedding_forward_bf16(const Backend& be, const Tensor& ids, const Tensor& table, Tensor& y,
+                            const EmbeddingShape& s) {
+  require_support(be, Op::embedding_bf16_table, y.dtype(), "embedding");
+  check_ids(ids, s, "embedding");
+  s.validate();
+  const std::int32_t* id = ids.data<std::int32_t>();
+  check_embedding_ids(id, s, "cpu");
+  const auto* tab = static_cast<const std::uint16_t*>(table.raw());
+  float* out = y.data<float>();
+  const std::int64_t N = s.rows, D = s.dim;
+  const bool par = N * D >= kParallelMin && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const std::uint16_t* row = tab + static_cast<std::int64_t>(id[n]) * D;
+    for (std::int64_t d = 0; d < D; ++d) out[n * D + d] = bf16_to_float(row[d]);
+  }
+}
+
+}  // namespace
+
 void CpuBackend::embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y, const EmbeddingShape& s,
                                    Queue& q) {
+  if (table.dtype() == DType::bf16) return embedding_forward_bf16(*this, ids, table, y, s);
   run_op(*this, Op::embedding, table.dtype(), "embedding", [&]<class T>() {
     check_ids(ids, s, "embedding");
     cpu::embedding_forward<T>(ids.data<std::int32_t>(), table.data<T>(), y.data<T>(), s, impl_of(q));

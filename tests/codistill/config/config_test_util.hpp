@@ -185,6 +185,7 @@ codistill:
   retired: drop
   fixed_teachers: [runs/big, "a b/worker-001"]
   teacher_precision: float32
+  teacher_weights: bf16
   gate:
     enabled: false
     probe: 64

@@ -66,6 +66,7 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.train.fused_head);
   CHECK(c.train.precision == "bf16");
   CHECK(c.codistill.teacher_precision == "float32");
+  CHECK(c.codistill.teacher_weights == "bf16");
   CHECK_FALSE(c.checkpoint.async);
   CHECK(c.checkpoint.on_busy == "skip");
   CHECK(c.checkpoint.teacher_dtype == "bf16");
@@ -295,6 +296,13 @@ TEST_CASE("the group section: defaults and ranges", "[config]") {
   const ConfigError tp = error_of(nested("codistill.teacher_precision", "float16"));
   CHECK(tp.key_path() == "codistill.teacher_precision");
   CHECK(tp.detail() == "expected one of same, float32, bf16, got 'float16'");
+  // How teachers hold their matrices: float32 unless asked (the products' bf16 is checked
+  // against it when a trainer starts: test_training_options).
+  CHECK(load_text("").codistill.teacher_weights == "float32");
+  CHECK(load_text(nested("codistill.teacher_weights", "bf16")).codistill.teacher_weights == "bf16");
+  const ConfigError tw = error_of(nested("codistill.teacher_weights", "fp8"));
+  CHECK(tw.key_path() == "codistill.teacher_weights");
+  CHECK(tw.detail() == "expected one of float32, bf16, got 'fp8'");
   // nccl is a valid kind, but only with the model on a GPU (it all-reduces GPU memory): a
   // config that leaves device at cpu is refused naming group.kind, before any group is made.
   CHECK(error_of(nested("group.kind", "bogus")).detail() == "expected one of auto, single, mpi, nccl, got 'bogus'");

@@ -35,6 +35,29 @@ class EmbeddingCase final : public OpCase {
   k::EmbeddingShape s_;
 };
 
+// A table held as bf16 (Op::embedding_bf16_table): rows gathered into float32, exactly.
+class EmbeddingBf16Case final : public OpCase {
+ public:
+  EmbeddingBf16Case(std::int64_t rows, std::int64_t vocab, std::int64_t dim) : s_{rows, vocab, dim} {}
+  std::string name() const override {
+    return "embedding_forward (bf16 table) " + sizes({{"rows", s_.rows}, {"V", s_.vocab}, {"D", s_.dim}});
+  }
+  std::vector<Op> ops() const override { return {Op::embedding_bf16_table}; }
+  bool reproducible() const override { return true; }
+  std::vector<Output> run(Ctx& c) const override {
+    std::vector<std::int32_t> idv(static_cast<std::size_t>(s_.rows));
+    const auto u = uniform(idv.size(), seed, 0, static_cast<double>(s_.vocab));
+    for (std::size_t i = 0; i < idv.size(); ++i) idv[i] = static_cast<std::int32_t>(u[i]);
+    Tensor ids = c.labels(idv);
+    Tensor table = c.random_bf16({s_.vocab, s_.dim}, seed + 1), y = c.poison({s_.rows, s_.dim});
+    c.backend().embedding_forward(ids, table, y, s_, c.q);
+    return {c.out("y", y, 0.0)};  // a copy of bf16 values into float32: exact
+  }
+
+ private:
+  k::EmbeddingShape s_;
+};
+
 class AttentionCase final : public OpCase {
  public:
   AttentionCase(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim)
@@ -100,6 +123,9 @@ inline Cases attention_cases() {
   for (auto [rows, vocab, dim] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1}, {7, 3, 5},
                                   {64, 50, 33}, {300, 17, 128}, {2048, 1000, 16}})
     add<EmbeddingCase>(out, {DType::f32, DType::f64}, rows, vocab, dim);
+  for (auto [rows, vocab, dim] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1}, {7, 3, 5},
+                                  {2048, 1000, 16}})
+    add<EmbeddingBf16Case>(out, {DType::f32}, rows, vocab, dim);
   for (auto [b, t, h, hd] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{1, 1, 1, 1},
                              {2, 1, 2, 4}, {2, 7, 2, 3}, {3, 7, 1, 5}, {1, 16, 4, 8}, {2, 33, 3, 17}, {4, 64, 4, 32}})
     add<AttentionCase>(out, {DType::f32, DType::f64}, b, t, h, hd);

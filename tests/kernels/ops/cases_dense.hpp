@@ -55,6 +55,40 @@ class LinearForward final : public OpCase {
   Activation act_;
 };
 
+// y = act(x w^T + b) with w held as bf16 (Op::linear_bf16_weights: a teacher's weights with
+// codistill.teacher_weights: bf16) and x, b, y float32, on bf16-compute queues: against the
+// reference on the same operands (x rounded, w as stored).
+class LinearForwardBf16Weights final : public OpCase {
+ public:
+  LinearForwardBf16Weights(LinearShape s, bool bias, Activation act) : s_(s), bias_(bias), act_(act) {
+    options.compute = k::Compute::bf16;
+  }
+  std::string name() const override {
+    return "linear_forward (bf16 weights) " + sizes({{"M", s_.M}, {"N", s_.N}, {"K", s_.K}, {"bias", bias_}}) +
+           " act=" + k::activation_name(act_);
+  }
+  std::vector<Op> ops() const override {
+    auto ops = linear_ops(act_);
+    ops.push_back(Op::linear_bf16_weights);
+    return ops;
+  }
+  bool reproducible() const override { return true; }
+  std::vector<Output> run(Ctx& c) const override {
+    Tensor x = c.random({s_.M, s_.K}, seed), w = c.random_bf16({s_.N, s_.K}, seed + 1);
+    Tensor b = c.random({s_.N}, seed + 2), y = c.poison({s_.M, s_.N});
+    Tensor pre = k::keeps_input(act_) ? c.poison({s_.M, s_.N}) : Tensor();
+    c.backend().linear_forward(x, w, bias_ ? &b : nullptr, y, act_, pre.defined() ? &pre : nullptr, c.q);
+    std::vector<Output> out{c.out("y", y, c.bound(s_.K), kTermFloor)};  // as LinearForward's y
+    if (pre.defined()) out.push_back(c.out("pre", pre, c.bound(s_.K), kTermFloor));
+    return out;
+  }
+
+ private:
+  LinearShape s_;
+  bool bias_;
+  Activation act_;
+};
+
 // How dw and db come in: random and added to (accumulate), poisoned then Queue::zero'd and
 // added to, or poisoned and written (accumulate = false: the poison must never be read).
 enum class GradsIn { add, zeroed, overwrite };
@@ -256,6 +290,12 @@ inline Cases linear_cases() {
     for (const LinearShape& s : {LinearShape{129, 65, 300}, LinearShape{0, 5, 7}})
       add<LinearBackward>(out, {DType::f32}, s, true, true, act, GradsIn::overwrite);
   for (std::size_t i = bf; i < out.size(); ++i) out[i]->options.compute = k::Compute::bf16;
+  // Weights held as bf16 (bf16 compute by construction): odd sizes, the fused activations,
+  // GPT-2's shapes (d_model 768 -> 3 x 768 and 4 x 768 at 256 rows), an empty batch.
+  for (const LinearShape& s : {LinearShape{1, 1, 1}, LinearShape{7, 13, 33}, LinearShape{129, 65, 300},
+                               LinearShape{256, 2304, 768}, LinearShape{0, 5, 7}})
+    for (Activation act : {Activation::none, Activation::relu, Activation::gelu})
+      for (bool bias : {true, false}) add<LinearForwardBf16Weights>(out, {DType::f32}, s, bias, act);
   return out;
 }
 

@@ -21,13 +21,21 @@ class DistillHeadCase final : public OpCase {
     std::string s = "linear_distill_head " + sizes({{"N", n_}, {"H", h_}, {"V", v_}, {"K", k()}});
     for (std::int64_t d : dims_) s += " H_k=" + std::to_string(d);
     if (teacher_compute == k::Compute::bf16) s += " teachers bf16";
+    if (teacher_weights_bf16) s += " (weights held as bf16)";
     s += " T=" + std::to_string(t_).substr(0, 3) + (chunk_ ? " chunk=" + std::to_string(chunk_) : " default workspace");
     return s + (bias_ ? " bias" : "") + (all_ignored_ ? " all rows ignored" : "");
   }
-  std::vector<Op> ops() const override { return {Op::linear_distill_head}; }
+  std::vector<Op> ops() const override {
+    if (teacher_weights_bf16) return {Op::linear_distill_head, Op::linear_distill_head_bf16_teachers};
+    return {Op::linear_distill_head};
+  }
   bool reproducible() const override { return true; }
   // DistillHeadParams::teacher_compute (the student's is the queue's, OpCase::options).
   k::Compute teacher_compute = k::Compute::f32;
+  // The teachers' weights as bf16 tensors (a teacher with codistill.teacher_weights: bf16),
+  // on the reference too; with teacher_compute bf16 the products are the same as float32
+  // weights rounded.
+  bool teacher_weights_bf16 = false;
 
   std::vector<Output> run(Ctx& c) const override {
     k::DistillHeadParams p;
@@ -36,9 +44,9 @@ class DistillHeadCase final : public OpCase {
     const std::size_t elem = c.dtype() == DType::f64 ? 8 : 4;
     if (chunk_) p.workspace_bytes = static_cast<std::size_t>((k() + 1) * chunk_ * v_) * elem;
     // Weights of about 3 / sqrt(fan-in): logits of a few units, as a trained head's.
-    auto weight = [&](std::int64_t dim, std::uint64_t s) {
+    auto weight = [&](std::int64_t dim, std::uint64_t s, bool bf16 = false) {
       const double a = 3.0 / std::sqrt(static_cast<double>(dim));
-      return c.random({v_, dim}, s, -a, a);
+      return bf16 ? c.random_bf16({v_, dim}, s, -a, a) : c.random({v_, dim}, s, -a, a);
     };
     Tensor hidden = c.random({n_, h_}, seed), w = weight(h_, seed + 1);
     Tensor b = bias_ ? c.random({v_}, seed + 2) : Tensor{};
@@ -46,7 +54,7 @@ class DistillHeadCase final : public OpCase {
     for (std::size_t i = 0; i < dims_.size(); ++i) {
       const std::uint64_t s = seed + 10 + 3 * i;
       th.push_back(c.random({n_, dims_[i]}, s));
-      tw.push_back(weight(dims_[i], s + 1));
+      tw.push_back(weight(dims_[i], s + 1, teacher_weights_bf16));
       tb.push_back(bias_ && i == 0 ? c.random({v_}, s + 2) : Tensor{});  // a bias on the first teacher only
     }
     std::vector<k::HeadTeacher> teachers;
@@ -136,6 +144,15 @@ inline Cases head_cases() {
     mixed(64, 128, 8192, D{128}, 0, false, student, teachers);
   }
   mixed(7, 16, 33, D{}, 1, false, true, false);
+  // Teachers whose weights are held as bf16 (Op::linear_distill_head_bf16_teachers), with the
+  // student in float32 or bf16, one or several teachers, chunks that do not divide N.
+  for (bool student : {false, true})
+    for (const D& dims : {D{24}, D{8, 12, 5, 16}}) {
+      mixed(13, 24, 257, dims, 4, true, student, true);
+      static_cast<DistillHeadCase&>(*out.back()).teacher_weights_bf16 = true;
+    }
+  mixed(64, 128, 8192, D{128}, 0, false, false, true);
+  static_cast<DistillHeadCase&>(*out.back()).teacher_weights_bf16 = true;
   // Every row ignored: zero loss and rows, dh zero, dW and db as they were.
   add<DistillHeadCase>(out, f32_f64, std::int64_t{6}, std::int64_t{8}, std::int64_t{300}, D{8}, 2.0, std::int64_t{4},
                        true, true);

@@ -210,6 +210,21 @@ class Ctx {
     keep_.push_back(host);
     return dev;
   }
+  // A bfloat16 input whatever the case's dtype and queue, the reference's too (a forward-only
+  // model's weights held as bf16: Op::linear_bf16_weights and the like).
+  Tensor in_bf16(const std::vector<double>& v, const Shape& shape) {
+    Tensor dev = device_tensor(shape, DType::bf16);
+    REQUIRE(static_cast<std::int64_t>(v.size()) == dev.numel());
+    Tensor host = backend().staging_for(dev);
+    auto* h = static_cast<std::uint16_t*>(host.raw());
+    for (std::size_t i = 0; i < v.size(); ++i) h[i] = bf16_bits(static_cast<float>(v[i]));
+    q.copy(dev, host);
+    keep_.push_back(host);
+    return dev;
+  }
+  Tensor random_bf16(const Shape& shape, std::uint64_t seed, double lo = -1, double hi = 1) {
+    return in_bf16(uniform(static_cast<std::size_t>(k::shape_numel(shape)), seed, lo, hi), shape);
+  }
   // A float64 input whatever the case's dtype (synchronized batchnorm's sums).
   Tensor in_f64(const std::vector<double>& v, const Shape& shape) {
     Tensor dev = device_tensor(shape, DType::f64);

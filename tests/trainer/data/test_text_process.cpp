@@ -4,7 +4,8 @@
 // burn-in, and the same bits when the run is repeated), and a worker resumed from its
 // checkpoint ending bit-identical to an uninterrupted run, and a worker group of 2 ranks
 // (mpirun) with batch 4 ending where one process with batch 8 does; a bf16 pair (student
-// and teachers) ending near the float32 pair; and a worker on flash attention
+// and teachers) ending near the float32 pair, and one whose teachers hold bf16 weights near
+// one whose teachers hold float32; and a worker on flash attention
 // (model.attention) ending where the materialized one does, refused on CUDA (no kernel yet).
 #include <catch2/catch.hpp>
 
@@ -274,4 +275,52 @@ TEST_CASE("a gpt worker on flash attention ends where the materialized one does"
 TEST_CASE("on CUDA a gpt worker on flash attention ends where the materialized one does", "[cuda][process][text]") {
   if (skip_without_cuda()) return;
   check_flash_ends_where_materialized("cuda");
+}
+
+// codistill.teacher_weights: bf16 end to end: two gpt workers whose teachers hold their
+// matrices as bf16 (tied head, so the fused head reads the teacher's bf16 embedding table),
+// against the same pair with float32 teacher weights, both with bf16 teacher products. The
+// teachers join and teach, the memory plan counts them at their bf16 bytes, and the held-out
+// loss is the float32-weight pair's within 1% (the teachers differ only by their embedding
+// rows, rounded). Float32 teacher products with bf16 weights are refused before anything is
+// written (exit 2, naming the key).
+TEST_CASE("two gpt workers codistill with bf16 teacher weights near float32 teacher weights", "[process][text][bf16]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", config(prepare(dir)));
+  const std::string common = "--set codistill.teacher_precision=bf16 --set train.fused_head=true "
+                             "--set model.tie_embeddings=true";
+  for (const std::string w : {"float32", "bf16"}) {
+    const std::string extra = common + " --set codistill.teacher_weights=" + w;
+    Child w0(worker_cmd(dir, 0, w, extra), dir, w + "w0");
+    Child w1(worker_cmd(dir, 1, w, extra), dir, w + "w1");
+    REQUIRE(w0.wait() == 0);
+    REQUIRE(w1.wait() == 0);
+  }
+  CHECK(read_text(dir.path() / "bf16" / "config.yaml").find("teacher_weights: bf16") != std::string::npos);
+  for (int w = 0; w < 2; ++w) {
+    INFO("worker " << w);
+    const fs::path m = worker_dir(dir, "bf16", w) / "metrics.jsonl", m32 = worker_dir(dir, "float32", w) / "metrics.jsonl";
+    int after_join = 0;
+    for (const auto& e : read_events(m, "train"))
+      if (e.at("step").get<std::int64_t>() > 8) {
+        ++after_join;
+        CHECK(e.at("teachers") == 1);
+        CHECK(e.at("distill").get<double>() > 0);
+      }
+    CHECK(after_join > 0);
+    // One teacher of the student's architecture: its matrices at 2 bytes instead of 4.
+    const auto plan = read_events(m, "memory").front(), plan32 = read_events(m32, "memory").front();
+    CHECK(plan.at("teachers").get<std::int64_t>() < plan32.at("teachers").get<std::int64_t>());
+    const double loss = read_events(m, "eval").back().at("loss").get<double>();
+    const double loss32 = read_events(m32, "eval").back().at("loss").get<double>();
+    INFO("held-out loss at step 12: bf16 teacher weights " << loss << ", float32 " << loss32);
+    CHECK(std::abs(loss - loss32) <= 0.01 * loss32);
+  }
+  const ProcessResult r = run_command(
+      worker_cmd(dir, 0, "refused", "--set codistill.teacher_weights=bf16 --set codistill.teacher_precision=float32"),
+      dir);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("codistill.teacher_weights") != std::string::npos);
+  CHECK_FALSE(fs::exists(worker_dir(dir, "refused", 0)));
 }
