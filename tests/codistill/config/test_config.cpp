@@ -65,6 +65,7 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.train.allow_tf32);
   CHECK(c.train.fused_head);
   CHECK(c.train.precision == "bf16");
+  CHECK(c.train.recompute == "blocks");
   CHECK(c.codistill.teacher_precision == "float32");
   CHECK_FALSE(c.checkpoint.async);
   CHECK(c.checkpoint.on_busy == "skip");
@@ -295,6 +296,12 @@ TEST_CASE("the group section: defaults and ranges", "[config]") {
   const ConfigError tp = error_of(nested("codistill.teacher_precision", "float16"));
   CHECK(tp.key_path() == "codistill.teacher_precision");
   CHECK(tp.detail() == "expected one of same, float32, bf16, got 'float16'");
+  // Activation recomputation: off unless asked, two modes.
+  CHECK(load_text("").train.recompute == "none");
+  CHECK(load_text(nested("train.recompute", "blocks")).train.recompute == "blocks");
+  const ConfigError rc = error_of(nested("train.recompute", "all"));
+  CHECK(rc.key_path() == "train.recompute");
+  CHECK(rc.detail() == "expected one of none, blocks, got 'all'");
   // nccl is a valid kind, but only with the model on a GPU (it all-reduces GPU memory): a
   // config that leaves device at cpu is refused naming group.kind, before any group is made.
   CHECK(error_of(nested("group.kind", "bogus")).detail() == "expected one of auto, single, mpi, nccl, got 'bogus'");
