@@ -57,6 +57,9 @@ class Tensor {
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   bool defined() const { return static_cast<bool>(buffer_); }
+  // How many tensors hold this buffer (views and reshapes included): a pool reuses only a
+  // buffer nobody else holds (codistill/nn/buffer_pool.hpp).
+  long owners() const { return buffer_.use_count(); }
 
   void* raw() { return buffer_ ? buffer_.get() : nullptr; }
   const void* raw() const { return buffer_ ? buffer_.get() : nullptr; }

@@ -47,6 +47,11 @@ struct TrainConfig {
   // The student's matrix products: float32, or bf16 (mixed precision: bf16 operands,
   // float32 accumulation; weights, gradients, optimizer state and losses stay float32).
   std::string precision = "float32";  // float32 | bf16
+  // Activation recomputation: "none", or "blocks": each block of the model's body keeps only
+  // its input through forward and reruns its forward for its own backward (Model::
+  // set_recompute): activations of about the blocks' inputs plus one block's internals, for
+  // about one more forward of the blocks per step. Gradients are the same bits.
+  std::string recompute = "none";  // none | blocks
   // The memory the run may use, checked against its memory plan before the first step
   // (codistill/train/memory_plan.hpp): "auto" (what the host or device has available),
   // "off", or a size ("12GiB", "800MB", bytes).

@@ -152,6 +152,7 @@ std::vector<Field> make_training_keys() {
       CODISTILL_KEY(train.allow_tf32, any()),
       CODISTILL_KEY(train.fused_head, any()),
       CODISTILL_KEY(train.precision, one_of({"float32", "bf16"})),
+      CODISTILL_KEY(train.recompute, one_of({"none", "blocks"})),
       CODISTILL_KEY(train.memory_limit, text()),  // auto | off | a size (memory_plan.cpp parses it)
       CODISTILL_KEY(checkpoint.every, ge(0)),
       CODISTILL_KEY(checkpoint.keep, ge(1)),

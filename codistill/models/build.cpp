@@ -165,7 +165,9 @@ void build_resnet(const ModelConfig& cfg, Rng& rng, Model& model) {
       const std::string name = "stage" + std::to_string(s + 1) + "_block" + std::to_string(k + 1);
       b.push(name, [&] {
         if (width < 1) throw std::invalid_argument("channels must be >= 1, got " + std::to_string(width));
-        return basic_block(cfg, from, width, stride);
+        ModulePtr block = basic_block(cfg, from, width, stride);
+        block->mark_block();  // the unit train.recompute: blocks recomputes
+        return block;
       });
       b.activation();
     }

@@ -85,6 +85,7 @@ void build_gpt(const ModelConfig& raw, Rng& rng, Model& model) {
         m.init_params(rng, cfg.init);
       }
     });
+    block->mark_block();  // the unit train.recompute: blocks recomputes
     std::string name = "h";  // appended, not "h" + to_string: GCC 12's -Wrestrict false positive
     name += std::to_string(l);
     model.add(name, std::move(block));

@@ -115,6 +115,7 @@ class LayerBuilder {
       m = std::make_unique<GELU>(cfg_.gelu == "tanh");
     } else if (t == "residual") {
       m = residual(at);
+      m->mark_block();  // the unit train.recompute: blocks recomputes
     } else {
       // The schema and this list disagree: a bug, not a config problem.
       throw std::logic_error("build_layers: no builder for layer type '" + t + "'");

@@ -2,6 +2,7 @@
 #include "codistill/nn/layers/tied_linear.hpp"
 #include "codistill/nn/layers/linear.hpp"
 #include "codistill/nn/channels_last.hpp"
+#include "codistill/nn/buffer_pool.hpp"
 
 #include <fmt/format.h>
 
@@ -291,6 +292,32 @@ void Model::place(kernels::Device device, kernels::QueueOptions options, bool co
   root_->set_queue(*queue);
   queue_ = std::move(queue);
   apply_channels_last(channels_last);
+}
+
+void Model::set_recompute(const std::string& mode) {
+  if (mode != "none" && mode != "blocks")
+    throw std::invalid_argument("recompute must be one of none, blocks, got '" + mode + "'");
+  int blocks = 0;
+  visit_modules(*root_, [&](const std::string&, Module& m) {
+    if (m.is_block()) ++blocks;
+  });
+  if (mode == "blocks" && blocks == 0)
+    throw std::invalid_argument(
+        "recompute: blocks needs a model with blocks (gpt, resnet, or layers with residual blocks); this one has none");
+  // One pool for all blocks: block after block takes the buffers the one before let go.
+  auto pool = mode == "blocks" ? std::make_shared<nn::BufferPool>() : nullptr;
+  visit_modules(*root_, [&](const std::string&, Module& m) {
+    if (m.is_block()) m.set_recompute(mode == "blocks", pool);
+  });
+  recompute_ = mode;
+}
+
+int Model::recompute_blocks() {
+  int n = 0;
+  visit_modules(*root_, [&](const std::string&, Module& m) {
+    if (m.recompute()) ++n;
+  });
+  return n;
 }
 
 void Model::set_memory_format(const std::string& format) {

@@ -128,6 +128,17 @@ class Model : public Trainable {
   // Whether the image layers run channels-last now.
   bool channels_last() const { return channels_last_; }
 
+  // Activation recomputation (train.recompute): "none", or "blocks": every module its
+  // builder marked a block of the body (Module::mark_block: gpt's transformer blocks, the
+  // residual blocks of resnet and layers) keeps only its input through a training forward
+  // and reruns its forward for its own backward (Module::set_recompute). Teachers never
+  // train, so it changes nothing for them. Throws std::invalid_argument for another name,
+  // or "blocks" on a model without blocks (naming the kind's builder).
+  void set_recompute(const std::string& mode);
+  const std::string& recompute() const { return recompute_; }
+  // The modules that recompute (0 with "none").
+  int recompute_blocks();
+
   // Input shape without the batch dimension (set by build_model; summary() uses it).
   void set_input_shape(kernels::Shape shape) { input_shape_ = std::move(shape); }
   const kernels::Shape& input_shape() const { return input_shape_; }
@@ -161,6 +172,7 @@ class Model : public Trainable {
   std::string memory_format_ = "auto";
   bool channels_last_allowed_ = false;
   bool channels_last_ = false;
+  std::string recompute_ = "none";
   std::vector<Module*> param_modules_;  // modules with parameters, pre-order (finalize())
   bool all_overwrite_grads_ = false;    // every one of them can_overwrite_grads
   bool grads_stale_ = false;  // zero_grad_lazily marked modules that no backward has run on yet

@@ -4,6 +4,8 @@
 
 #include "codistill/nn/activation_plan.hpp"
 #include "codistill/nn/buffer.hpp"
+#include "codistill/nn/buffer_pool.hpp"
+#include "codistill/util/rng.hpp"
 
 namespace codistill {
 
@@ -39,12 +41,97 @@ void check_input(Module& m, const Tensor& x, const char* pass) {
 
 Tensor Module::forward(const Tensor& x, bool training) {
   check_input(*this, x, "");
-  return do_forward(x, training);
+  return recompute_ ? forward_recomputed(x, training) : do_forward(x, training);
 }
 
 Tensor Module::backward(const Tensor& dy, bool need_dx) {
   check_input(*this, dy, " backward");
-  return do_backward(dy, need_dx);
+  return recompute_ ? backward_recomputed(dy, need_dx) : do_backward(dy, need_dx);
+}
+
+namespace {
+
+// The subtree's random streams (dropout masks), this module's own first, in tree order.
+std::vector<Rng*> subtree_rngs(Module& m) {
+  std::vector<Rng*> out;
+  if (Rng* r = m.rng()) out.push_back(r);
+  for (auto& [path, r] : collect_rngs(m)) out.push_back(r);
+  return out;
+}
+
+std::vector<Rng::State> rng_states(Module& m) {
+  std::vector<Rng::State> out;
+  for (Rng* r : subtree_rngs(m)) out.push_back(r->state());
+  return out;
+}
+
+void set_rng_states(Module& m, const std::vector<Rng::State>& states) {
+  const std::vector<Rng*> rngs = subtree_rngs(m);
+  if (rngs.size() != states.size())
+    throw std::logic_error(m.kind() + ": recompute: the random streams changed between forward and backward");
+  for (std::size_t i = 0; i < rngs.size(); ++i) rngs[i]->set_state(states[i]);
+}
+
+}  // namespace
+
+// Keeps the input (shared, not copied: the module before returned it and does not touch it
+// until the next step) and the random streams, so that backward can replay this forward.
+Tensor Module::forward_recomputed(const Tensor& x, bool training) {
+  recompute_input_ = training ? x : Tensor{};
+  if (training) rng_before_ = rng_states(*this);
+  if (pool_) pool_->use_for(x.dim(0));
+  Tensor y = do_forward(x, training);
+  if (training) rng_after_ = rng_states(*this);
+  release_activations();  // y shares its buffer's storage: it outlives the member
+  if (pool_) pool_->settle();
+  return y;
+}
+
+// The rerun draws the same masks (the streams as they were before forward) and must not
+// count its batch twice in non-trainable buffers (batch-norm running statistics): they are
+// put back as the first forward left them, as are the streams.
+Tensor Module::backward_recomputed(const Tensor& dy, bool need_dx) {
+  if (!recompute_input_.defined())
+    throw std::logic_error(kind() + ": recompute: backward without a training forward before it");
+  std::vector<std::pair<kernels::Tensor*, Tensor>> kept;
+  for (const NamedBuffer& b : collect_buffers(*this)) {
+    Tensor copy = Tensor::empty(b.value->shape(), b.value->dtype(), b.value->device());
+    queue().copy(copy, *b.value);
+    kept.emplace_back(b.value, std::move(copy));
+  }
+  set_rng_states(*this, rng_before_);
+  if (pool_) pool_->use_for(recompute_input_.dim(0));
+  do_forward(recompute_input_, /*training=*/true);
+  set_rng_states(*this, rng_after_);
+  for (auto& [buffer, copy] : kept) queue().copy(*buffer, copy);
+  Tensor dx = do_backward(dy, need_dx);
+  release_activations();
+  recompute_input_ = Tensor{};  // first: the input may then go to the pool with its last holder
+  if (pool_) pool_->settle();
+  return dx;
+}
+
+void Module::set_recompute(bool on, std::shared_ptr<nn::BufferPool> pool) {
+  recompute_ = on;
+  recompute_input_ = Tensor{};
+  set_pool(on ? pool : nullptr);
+}
+
+void Module::release_activations() {
+  for_each_child([](const std::string&, Module& child) { child.release_activations(); });
+}
+
+// Recomputed: the output stays (the next module's input, kept for its backward); the rest
+// is held only while this module runs, and in backward beside the gradient handed to it.
+ActivationBytes Module::plan(const kernels::Shape& x, bool training, bool need_dx) {
+  ActivationBytes a = plan_activations(x, training, need_dx);
+  if (!recompute_) return a;
+  ActivationBytes r;
+  r.output = a.output;
+  r.workspace = a.workspace;
+  r.forward = nn::f32_bytes(a.output);
+  r.transient = a.total() + (training ? nn::f32_bytes(a.output) : 0);
+  return r;
 }
 
 void Module::set_queue(kernels::Queue& q) {
@@ -76,7 +163,18 @@ bool Module::has_params() {
 }
 
 Tensor& Module::ensure(Tensor& buf, const kernels::Shape& shape, DType dtype) {
+  if (pool_ && !buf.defined()) buf = pool_->take(shape, dtype, device());
   return nn::ensure_buffer(buf, shape, dtype, queue());
+}
+
+void Module::drop(Tensor& buf) {
+  if (pool_) pool_->drop(buf);
+  buf = Tensor();
+}
+
+void Module::set_pool(const std::shared_ptr<nn::BufferPool>& pool) {
+  pool_ = pool;
+  for_each_child([&](const std::string&, Module& child) { child.set_pool(pool); });
 }
 
 namespace nn {

@@ -19,6 +19,8 @@
 // (params(), buffers()); inside a Model they are views into the model's one arena
 // (codistill/nn/arena.hpp), bound once the tree is complete.
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -32,6 +34,9 @@
 namespace codistill {
 
 class Rng;
+namespace nn {
+class BufferPool;
+}
 
 // A named trainable tensor and its gradient, owned by the module.
 struct Param {
@@ -61,7 +66,10 @@ struct ActivationBytes {
   std::int64_t backward = 0;
   kernels::Shape output;
   std::vector<std::int64_t> workspace;
-  std::int64_t total() const { return forward + backward; }
+  // Held only while one module runs (a recomputed block's internals, rebuilt for its own
+  // backward and dropped after it: Module::set_recompute): containers take the largest.
+  std::int64_t transient = 0;
+  std::int64_t total() const { return forward + backward + transient; }
   std::int64_t workspace_bytes() const {
     std::int64_t sum = 0;
     for (std::int64_t b : workspace) sum += b;
@@ -71,6 +79,7 @@ struct ActivationBytes {
   void add(const ActivationBytes& child) {
     forward += child.forward;
     backward += child.backward;
+    transient = std::max(transient, child.transient);
     merge_workspace(child.workspace);
   }
   void merge_workspace(const std::vector<std::int64_t>& other) {
@@ -103,6 +112,28 @@ class Module {
   // is a leaf's output and input gradient in its parameters' float32; modules that keep
   // more, less or other shapes say so.
   virtual ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx);
+  // What containers and the memory plan ask for: plan_activations, or with recompute on
+  // the output held and the internals as `transient` (one block's at a time).
+  ActivationBytes plan(const kernels::Shape& x, bool training, bool need_dx);
+
+  // ---- activation recomputation (train.recompute: blocks) ----
+  // A block of the model's body (a transformer block, a residual block), marked by its
+  // builder: the unit Model::set_recompute applies to.
+  void mark_block() { block_ = true; }
+  bool is_block() const { return block_; }
+  // With recompute on, forward drops the buffers of this subtree once it has its output and,
+  // in training, keeps only its input and its random streams' states; backward reruns the
+  // forward from them (the same dropout masks, batch-norm statistics left as the first
+  // forward left them), then runs its own backward and drops the buffers again. Gradients
+  // are bit for bit those without it: the same kernels run on the same inputs.
+  // `pool` (shared by a model's blocks: codistill/nn/buffer_pool.hpp) keeps the buffers
+  // dropped for the next block to take; null: they go back to the backend.
+  void set_recompute(bool on, std::shared_ptr<nn::BufferPool> pool = nullptr);
+  bool recompute() const { return recompute_; }
+  // Drops the buffers forward and backward keep (outputs, saved inputs, gradients) in this
+  // subtree; the next forward allocates them again. Leaves that keep buffers override it
+  // (and call this for their children); tensors already returned stay valid (shared).
+  virtual void release_activations();
 
   // ---- the tree ----
   using ChildFn = std::function<void(const std::string& name, Module& child)>;
@@ -149,15 +180,28 @@ class Module {
   virtual kernels::Tensor do_backward(const kernels::Tensor& dy, bool need_dx) = 0;
   // After set_queue: a container re-decides fusions its backend supports.
   virtual void queue_changed() {}
-  // Reallocates buf only when shape, dtype or device change (see codistill/nn/buffer.hpp).
+  // Reallocates buf only when shape, dtype or device change (see codistill/nn/buffer.hpp);
+  // inside a recomputed block an undefined buf is first taken from the block's pool.
   kernels::Tensor& ensure(kernels::Tensor& buf, const kernels::Shape& shape, kernels::DType dtype);
+  // For release_activations: lets buf go (to the pool inside a recomputed block).
+  void drop(kernels::Tensor& buf);
   // In do_backward of a module that can_overwrite_grads: true once after set_grads_stale(true)
   // (write the gradients), false otherwise (add to them).
   bool take_stale_grads() { return std::exchange(grads_stale_, false); }
 
  private:
+  kernels::Tensor forward_recomputed(const kernels::Tensor& x, bool training);
+  kernels::Tensor backward_recomputed(const kernels::Tensor& dy, bool need_dx);
+  void set_pool(const std::shared_ptr<nn::BufferPool>& pool);  // this subtree's
+
   kernels::Queue* queue_ = &kernels::default_cpu_queue();
   bool grads_stale_ = false;
+  bool block_ = false;
+  bool recompute_ = false;
+  // Recompute: forward's input and the subtree's random streams before and after it.
+  kernels::Tensor recompute_input_;
+  std::vector<std::array<std::uint64_t, 4>> rng_before_, rng_after_;
+  std::shared_ptr<nn::BufferPool> pool_;  // set in a recomputed block's subtree
 };
 
 // Leaves. (A separate name so that the code says which modules compute.)

@@ -56,6 +56,24 @@ ActivationBytes fused_head_activations(Model& model, const ActivationBytes& full
   return a;
 }
 
+// A teacher's forward: every module's buffers stay. One planned as the student's own model
+// is planned without the student's recompute, which teachers never run.
+ActivationBytes teacher_activations(Model& teacher, Model& student, const kernels::Shape& x) {
+  if (&teacher != &student || student.recompute() == "none") return teacher.root().plan_activations(x, false, false);
+  const std::string mode = student.recompute();
+  student.set_recompute("none");
+  const ActivationBytes f = student.root().plan_activations(x, false, false);
+  student.set_recompute(mode);
+  return f;
+}
+
+// train.recompute, said where the activations are counted.
+std::string recompute_note(Model& model, const ActivationBytes& train) {
+  if (model.recompute() == "none") return "";
+  return fmt::format(" (recompute: {}, {} blocks keep their inputs; one block's internals at a time: {})",
+                     model.recompute(), model.recompute_blocks(), format_bytes(train.transient));
+}
+
 // The checkpoint writer's chunk buffers: one, or with its I/O thread (files of 8 MiB and
 // more) four, each the largest chunk: a tensor's rows up to WriteOptions::chunk_elements.
 std::int64_t writer_buffer_bytes(Model& model, std::int64_t file_bytes) {
@@ -86,7 +104,7 @@ std::int64_t MemoryPlan::bytes(const std::string& name) const {
 }
 
 std::string MemoryPlan::table() const {
-  std::string out = "memory plan:\n";
+  std::string out = recompute == "none" ? "memory plan:\n" : "memory plan (train.recompute: " + recompute + "):\n";
   for (const Line& l : lines)
     out += fmt::format("  {:<20} {:>10}  {:<6}  {}\n", l.name, format_bytes(l.bytes), l.on_device ? device : "host",
                        l.note);
@@ -102,6 +120,7 @@ nlohmann::json MemoryPlan::to_json() const {
   j["host_bytes"] = host_bytes();
   j["device_bytes"] = device_is_host ? nlohmann::json(nullptr) : nlohmann::json(device_bytes());
   j["device"] = device;
+  j["recompute"] = recompute;
   return j;
 }
 
@@ -110,6 +129,7 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
   plan.device = in.device;
   plan.device_is_host = in.device_is_host;
   plan.resident_bytes = in.resident_bytes;
+  plan.recompute = model.recompute();
   const bool dev = !in.device_is_host;
   auto add = [&](std::string name, std::int64_t bytes, bool on_device, std::string note) {
     plan.lines.push_back({std::move(name), bytes, on_device, std::move(note)});
@@ -135,10 +155,12 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
   add("optimizer", in.optimizer_slots * values, dev,
       fmt::format("{} slot(s) like the parameters ({})", in.optimizer_slots, cfg.optimizer.kind));
   add("activations", train.total(), dev,
-      fmt::format("batch {} ({} per micro-batch), forward {} + backward {}", shape, cfg.train.micro_batches,
-                  format_bytes(train.forward), format_bytes(train.backward)));
-  // Evaluation re-sizes the forward buffers to its batch while backward's stay.
-  add("evaluation", std::max<std::int64_t>(0, eval.forward - train.forward), dev,
+      fmt::format("batch {} ({} per micro-batch), forward {} + backward {}{}", shape, cfg.train.micro_batches,
+                  format_bytes(train.forward), format_bytes(train.backward), recompute_note(model, train)));
+  // Evaluation re-sizes the forward buffers to its batch while backward's stay (recomputed
+  // blocks hold one block's forward at a time in both).
+  add("evaluation",
+      std::max<std::int64_t>(0, eval.forward + eval.transient - train.forward - train.transient), dev,
       fmt::format("forward at {} evaluation rows beyond training's", eval_rows));
   // The backend's scratch (oneDNN's convolutions on the CPU) is one per queue, grown to its
   // largest call: training's or evaluation's.
@@ -157,7 +179,7 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
     if (!t) t = &model;  // the student's architecture
     const std::int64_t f32_held = nbytes(t->arena().values()) + nbytes(t->arena().buffers());
     const std::int64_t held = bf16_weights ? t->arena().bf16_matrices_bytes() : f32_held;
-    const ActivationBytes f = t->root().plan_activations(teach_x, false, false);
+    const ActivationBytes f = teacher_activations(*t, model, teach_x);
     teachers += held + f.forward + f.workspace_bytes();
     largest = std::max(largest, f32_held);  // a load builds the model in float32 before rounding it
   }
@@ -222,6 +244,9 @@ void check_memory_fits(const MemoryPlan& plan, const MemoryBudget& budget, const
     if (model_of(cfg, cfg.run.worker).attention != "flash") change += ", model.attention: flash";
     if (!cfg.train.fused_head) change += ", train.fused_head: true (no [tokens, vocabulary] logits)";
   }
+  const std::string kind = model_of(cfg, cfg.run.worker).kind;
+  if (cfg.train.recompute == "none" && (kind == "gpt" || kind == "resnet"))
+    change += ", train.recompute: blocks (each block's internals rebuilt in backward)";
   if (plan.bytes("teachers") > 0) change += ", fewer teachers (codistill.teachers, codistill.fixed_teachers)";
   if (plan.bytes("checkpoint_staging") > 0) change += ", checkpoint.async: false (no second copy of the state)";
   if (plan.bytes("evaluation") > 0)

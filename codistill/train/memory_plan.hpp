@@ -44,6 +44,7 @@ struct MemoryPlan {
   std::string device;
   bool device_is_host = true;
   std::int64_t resident_bytes = 0;  // resident when planned: the host's free memory is beyond it
+  std::string recompute = "none";   // train.recompute as the model runs it (Model::set_recompute)
 
   std::int64_t host_bytes() const;
   std::int64_t device_bytes() const;

@@ -140,6 +140,13 @@ void load_data_and_model(Trainer::State& s, Pending& p) {
   p.load_s = seconds_since(t0);
   Rng init_rng(c.run.seed, static_cast<std::uint64_t>(c.run.worker), kModelInit);
   s.learner.model = s.opts.model_factory ? s.opts.model_factory(p.mc, init_rng) : build_model(p.mc, init_rng);
+  // A property of the student's module tree, set before the memory plan reads it; teachers
+  // are models of their own and only run forward.
+  try {
+    s.learner.model.set_recompute(c.train.recompute);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("train.recompute", "", 0, fmt::format("{} (model.kind {})", e.what(), p.mc.kind));
+  }
 }
 
 void find_resume_point(Trainer::State& s, Pending& p) {

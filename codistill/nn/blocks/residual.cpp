@@ -69,14 +69,22 @@ Tensor Residual::do_backward(const Tensor& dy, bool need_dx) {
 
 // Body and shortcut, y; backward: dpre with a fused activation, and dx.
 ActivationBytes Residual::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
-  ActivationBytes a = body_->plan_activations(x, training, need_dx);
+  ActivationBytes a = body_->plan(x, training, need_dx);
   if (shortcut_) {
-    a.add(shortcut_->plan_activations(x, training, need_dx));
+    a.add(shortcut_->plan(x, training, need_dx));
   }
   a.forward += nn::f32_bytes(a.output);
   if (training && fused_ != kernels::Activation::none) a.backward += nn::f32_bytes(a.output);
   if (training && need_dx) a.backward += nn::f32_bytes(a.output);
   return a;
+}
+
+// Recompute (Module::set_recompute): the next forward allocates these again.
+void Residual::release_activations() {
+  drop(y_);
+  drop(dx_);
+  drop(dpre_);
+  Module::release_activations();
 }
 
 }  // namespace codistill

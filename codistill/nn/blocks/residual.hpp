@@ -22,6 +22,7 @@ class Residual : public Module {
   std::string kind() const override { return "residual"; }
   kernels::Shape output_shape(const kernels::Shape& input) const override;
   ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
+  void release_activations() override;
   void for_each_child(const ChildFn& fn) override;
 
   Sequential& body() { return *body_; }

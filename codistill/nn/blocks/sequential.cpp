@@ -147,7 +147,7 @@ ActivationBytes Sequential::plan_activations(const kernels::Shape& x, bool train
     while (first < children_.size() && !children_[first].second->has_params()) ++first;
   ActivationBytes total{0, 0, x};
   auto plan = [&](std::size_t i) {
-    ActivationBytes a = children_[i].second->plan_activations(total.output, training, need_dx || i > first);
+    ActivationBytes a = children_[i].second->plan(total.output, training, need_dx || i > first);
     if (i < first) a.backward = 0;  // forward in training mode, no backward
     total.add(a);
     total.output = a.output;

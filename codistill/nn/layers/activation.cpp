@@ -36,4 +36,11 @@ ActivationBytes ActivationLayer::plan_activations(const kernels::Shape& x, bool 
   return Module::plan_activations(x, training, need_dx);
 }
 
+// Recompute (Module::set_recompute): the next forward allocates these again.
+void ActivationLayer::release_activations() {
+  drop(saved_);
+  drop(y_);
+  drop(dx_);
+}
+
 }  // namespace codistill

@@ -14,6 +14,7 @@ class ActivationLayer : public Layer {
   std::string kind() const override;
   kernels::Shape output_shape(const kernels::Shape& input) const override { return input; }
   ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
+  void release_activations() override;
 
   kernels::Activation activation() const { return act_; }
   // The preceding Linear applies this activation (fusion, set by the container):

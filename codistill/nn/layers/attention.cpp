@@ -84,10 +84,10 @@ Tensor CausalSelfAttention::do_backward(const Tensor& dy, bool need_dx) {
 // log-sum-exp per row and head), and dqkv.
 ActivationBytes CausalSelfAttention::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
   const std::int64_t rows = x.front();
-  ActivationBytes a = qkv_->plan_activations(x, training, need_dx);
+  ActivationBytes a = qkv_->plan(x, training, need_dx);
   a.output = x;
-  a.add(proj_->plan_activations(x, training, true));
-  if (drop_) a.add(drop_->plan_activations(x, training, true));
+  a.add(proj_->plan(x, training, true));
+  if (drop_) a.add(drop_->plan(x, training, true));
   const std::int64_t probs = rows * heads_ * seq_len_;  // B * H * T * T
   a.forward += nn::f32_bytes(rows * d_model_);
   if (kernel_ == AttentionKernel::flash) {
@@ -98,6 +98,17 @@ ActivationBytes CausalSelfAttention::plan_activations(const kernels::Shape& x, b
   }
   if (training) a.backward += nn::f32_bytes(rows * 3 * d_model_);
   return a;
+}
+
+// Recompute (Module::set_recompute): the next forward allocates these again.
+void CausalSelfAttention::release_activations() {
+  drop(qkv_out_);
+  drop(att_);
+  drop(probs_);
+  drop(scratch_);
+  drop(lse_);
+  drop(dqkv_);
+  Module::release_activations();
 }
 
 }  // namespace codistill

@@ -33,6 +33,7 @@ class CausalSelfAttention : public Module {
   std::string kind() const override { return "causal_self_attention"; }
   kernels::Shape output_shape(const kernels::Shape& input) const override;  // [D] -> [D]
   ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
+  void release_activations() override;
   void for_each_child(const ChildFn& fn) override;
 
   Linear& qkv() { return *qkv_; }

@@ -140,4 +140,14 @@ ActivationBytes BatchNorm::plan_activations(const kernels::Shape& x, bool traini
   return a;
 }
 
+// Recompute (Module::set_recompute): the next forward allocates these again.
+void BatchNorm::release_activations() {
+  drop(x_);
+  drop(y_);
+  drop(dx_);
+  drop(save_mean_);
+  drop(save_invstd_);
+  drop(dpre_);
+}
+
 }  // namespace codistill

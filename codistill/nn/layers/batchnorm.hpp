@@ -39,6 +39,7 @@ class BatchNorm : public Layer, public ChannelsLastLayer {
   // [C], [C, L] or [C, H, W]: the shape itself.
   kernels::Shape output_shape(const kernels::Shape& input) const override;
   ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
+  void release_activations() override;
   void init_params(Rng& rng, const std::string& init) override;
 
   std::int64_t channels() const { return channels_; }

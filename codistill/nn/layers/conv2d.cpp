@@ -96,4 +96,11 @@ ActivationBytes Conv2d::plan_activations(const kernels::Shape& x, bool training,
   return a;
 }
 
+// Recompute (Module::set_recompute): the next forward allocates these again.
+void Conv2d::release_activations() {
+  drop(x_);
+  drop(y_);
+  drop(dx_);
+}
+
 }  // namespace codistill

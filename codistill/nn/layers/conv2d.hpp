@@ -24,6 +24,7 @@ class Conv2d : public Layer, public ChannelsLastLayer {
   // input [C, H, W] -> [out, OH, OW]; throws when the output would be empty.
   kernels::Shape output_shape(const kernels::Shape& input) const override;
   ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
+  void release_activations() override;
   void init_params(Rng& rng, const std::string& init) override;
 
   std::int64_t padding() const { return pad_; }

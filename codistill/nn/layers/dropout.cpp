@@ -27,10 +27,12 @@ Tensor Dropout::do_forward(const Tensor& x, bool training) {
   active_ = training && p_ > 0.0;
   if (!active_) return x;
   if (mask_copied_) mask_copied_->synchronize();  // the last mask's copy has left the staging memory
-  const bool new_shape = !mask_.defined() || mask_.shape() != x.shape() || mask_.dtype() != x.dtype();
+  // Staging memory of this shape is kept, also where release_activations dropped the mask
+  // (on the CPU the staging memory is the mask itself, and goes with it).
+  const bool staged = staging_.defined() && staging_.shape() == x.shape() && staging_.dtype() == x.dtype();
   ensure(mask_, x.shape(), x.dtype());
   ensure(y_, x.shape(), x.dtype());
-  if (new_shape || !staging_.defined()) staging_ = backend().staging_for(mask_);
+  if (!staged) staging_ = backend().staging_for(mask_);
   // Drop when a raw 64-bit draw falls below p * 2^64: one integer compare per element, no
   // float conversion. p < 1 keeps the threshold below 2^64. The draws stay sequential (one
   // stream, deterministic); the multiply is a separate vectorizable op.
@@ -62,6 +64,16 @@ Tensor Dropout::do_backward(const Tensor& dy, bool need_dx) {
 ActivationBytes Dropout::plan_activations(const kernels::Shape& x, bool training, bool need_dx) {
   if (!training || p_ <= 0.0) return {0, 0, x};
   return {2 * nn::f32_bytes(x), need_dx ? nn::f32_bytes(x) : 0, x};
+}
+
+// Recompute (Module::set_recompute): the next forward allocates these again.
+void Dropout::release_activations() {
+  // Where the staging memory is the mask itself (the CPU) it goes with the mask; elsewhere it
+  // is host memory the next forward fills again after waiting for the last copy.
+  if (staging_.same_memory(mask_)) staging_ = kernels::Tensor();
+  drop(mask_);
+  drop(y_);
+  drop(dx_);
 }
 
 }  // namespace codistill

@@ -21,6 +21,7 @@ class Dropout : public Layer {
   std::string kind() const override { return "dropout"; }
   kernels::Shape output_shape(const kernels::Shape& input) const override { return input; }
   ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
+  void release_activations() override;
   // Seeds the mask stream with one draw from rng (no parameters to initialize).
   void init_params(Rng& rng, const std::string& init) override;
   Rng* rng() override { return &rng_; }

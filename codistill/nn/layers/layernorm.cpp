@@ -62,4 +62,13 @@ ActivationBytes LayerNorm::plan_activations(const kernels::Shape& x, bool traini
   return a;
 }
 
+// Recompute (Module::set_recompute): the next forward allocates these again.
+void LayerNorm::release_activations() {
+  drop(x_);
+  drop(y_);
+  drop(dx_);
+  drop(save_mean_);
+  drop(save_invstd_);
+}
+
 }  // namespace codistill

@@ -20,6 +20,7 @@ class LayerNorm : public Layer {
   // Any shape whose last dimension is `features`: the shape itself.
   kernels::Shape output_shape(const kernels::Shape& input) const override;
   ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
+  void release_activations() override;
   void init_params(Rng& rng, const std::string& init) override;
 
  protected:

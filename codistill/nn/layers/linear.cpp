@@ -79,4 +79,13 @@ ActivationBytes Linear::plan_activations(const kernels::Shape& x, bool training,
   return a;
 }
 
+// Recompute (Module::set_recompute): the next forward allocates these again.
+void Linear::release_activations() {
+  drop(x_);
+  drop(y_);
+  drop(pre_);
+  drop(dpre_);
+  drop(dx_);
+}
+
 }  // namespace codistill

@@ -22,6 +22,7 @@ class Linear : public Layer {
   bool can_overwrite_grads() const override { return true; }
   kernels::Shape output_shape(const kernels::Shape& input) const override;
   ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx) override;
+  void release_activations() override;
   void init_params(Rng& rng, const std::string& init) override;
 
   std::int64_t in_features() const { return in_; }

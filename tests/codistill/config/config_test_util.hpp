@@ -162,6 +162,7 @@ train:
   allow_tf32: true
   fused_head: true
   precision: bf16
+  recompute: blocks
   memory_limit: 12GiB
 checkpoint:
   every: 100

@@ -65,6 +65,7 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.train.allow_tf32);
   CHECK(c.train.fused_head);
   CHECK(c.train.precision == "bf16");
+  CHECK(c.train.recompute == "blocks");
   CHECK(c.codistill.teacher_precision == "float32");
   CHECK(c.codistill.teacher_weights == "bf16");
   CHECK_FALSE(c.checkpoint.async);
@@ -303,6 +304,12 @@ TEST_CASE("the group section: defaults and ranges", "[config]") {
   const ConfigError tw = error_of(nested("codistill.teacher_weights", "fp8"));
   CHECK(tw.key_path() == "codistill.teacher_weights");
   CHECK(tw.detail() == "expected one of float32, bf16, got 'fp8'");
+  // Activation recomputation: off unless asked, two modes.
+  CHECK(load_text("").train.recompute == "none");
+  CHECK(load_text(nested("train.recompute", "blocks")).train.recompute == "blocks");
+  const ConfigError rc = error_of(nested("train.recompute", "all"));
+  CHECK(rc.key_path() == "train.recompute");
+  CHECK(rc.detail() == "expected one of none, blocks, got 'all'");
   // nccl is a valid kind, but only with the model on a GPU (it all-reduces GPU memory): a
   // config that leaves device at cpu is refused naming group.kind, before any group is made.
   CHECK(error_of(nested("group.kind", "bogus")).detail() == "expected one of auto, single, mpi, nccl, got 'bogus'");

@@ -169,3 +169,30 @@ TEST_CASE("memory plan: a run over its limit is a configuration error with the p
   c.train.memory_limit = "lots";
   CHECK_THROWS_AS(memory_budget(c, cpu, kernels::Device::cpu()), ConfigError);
 }
+
+TEST_CASE("memory plan: train.recompute blocks holds the block's input and one block's internals, said so",
+          "[memory][recompute]") {
+  Model m = small_gpt();
+  // The one block of the GPT by hand above, at B 2, T 4: forward attn 2112 + mlp 2880,
+  // backward attn 2048 + mlp 2816; its output [8, 8] is 256 bytes.
+  const ActivationBytes plain = m.root().plan_activations({2, 4}, true, false);
+  Config c = config(2, 1, 2);
+  c.data.kind = "text";
+  c.train.recompute = "blocks";
+  MemoryPlanInputs in;
+  in.optimizer_slots = 1;
+  in.teachers = {nullptr};  // the student's architecture: a teacher never recomputes
+  const MemoryPlan before = plan_memory(m, c, in);
+  m.set_recompute("blocks");
+  const MemoryPlan p = plan_memory(m, c, in);
+  const std::int64_t block_forward = 2112 + 2880, block_backward = 2048 + 2816;
+  CHECK(p.bytes("activations") ==
+        (plain.forward - block_forward + 256) + (plain.backward - block_backward) + (block_forward + block_backward + 256));
+  CHECK(p.bytes("evaluation") == 0);
+  CHECK(p.bytes("teachers") == before.bytes("teachers"));
+  CHECK(p.to_json().at("recompute") == "blocks");
+  CHECK(before.to_json().at("recompute") == "none");
+  CHECK(p.table().find("train.recompute: blocks") != std::string::npos);
+  CHECK(before.table().find("recompute") == std::string::npos);
+  CHECK(m.recompute() == "blocks");  // planning a teacher as the student leaves the student as it was
+}

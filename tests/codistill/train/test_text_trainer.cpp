@@ -2,7 +2,7 @@
 // the model and config against the data (errors naming the keys), a whole run through the
 // Trainer (eval events per token, the unigram baseline event, a bit-exact resume), the
 // teachers' fit, and codistill-inspect's refusal of text checkpoints. The model is the
-// bigram stand-in of text_fixture.hpp (the gpt kind is built elsewhere).
+// bigram stand-in of text_fixture.hpp, but for train.recompute (a gpt's blocks).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -124,6 +124,47 @@ TEST_CASE("a text run through the Trainer: per-token eval events, a bit-exact re
   CHECK(data_steps == std::vector<std::int64_t>{0, 3});  // the second start resumed at step 3
   CHECK(seen["eval"] >= 3);
   CHECK(seen["done"] == 2);
+}
+
+// train.recompute is a property of the student's module tree that the set-up turns on: a gpt
+// with dropout, in micro-batches, with AdamW, ends with the same bits (parameters, optimizer
+// state, dropout streams: the checkpoint's content digest) with and without it.
+TEST_CASE("a text gpt run recomputing its blocks ends with the checkpoint of one that does not", "[train][text][recompute]") {
+  Folder f;
+  codistill::test::TempDir dir;
+  Config c;
+  c.run.seed = 5;
+  c.run.threads = 1;
+  c.data.kind = "text";
+  c.data.path = f.path;
+  c.data.context = 16;
+  c.data.batch_size = 4;
+  c.model.kind = "gpt";
+  c.model.blocks = 2;
+  c.model.d_model = 16;
+  c.model.heads = 2;
+  c.model.seq_len = 16;
+  c.model.mlp_ratio = 2;
+  c.model.dropout = 0.1;
+  c.optimizer.kind = "adamw";
+  c.optimizer.lr = 0.01;
+  c.train.steps = 4;
+  c.train.eval_every = 2;
+  c.train.log_every = 2;
+  c.train.micro_batches = 2;
+  c.train.eval_batch_size = 32;
+  c.checkpoint.every = 4;
+  TrainOptions o;
+  o.console = false;
+  std::string digest[2];
+  for (int i = 0; i < 2; ++i) {
+    c.train.recompute = i == 0 ? "none" : "blocks";
+    c.run.dir = dir.str("run_" + c.train.recompute);
+    Trainer t(c, o);
+    t.run();
+    digest[i] = checkpoint::read(c.run.dir + "/worker-000/ckpt-000000004.h5").meta.content_digest;
+  }
+  CHECK(digest[0] == digest[1]);
 }
 
 // Distillation on text: a teacher rebuilt from a text checkpoint reads the student's int32

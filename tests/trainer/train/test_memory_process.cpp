@@ -84,3 +84,13 @@ TEST_CASE("memory plan: a run over train.memory_limit exits 2 before writing, wi
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("train.memory_limit") != std::string::npos);
 }
+
+TEST_CASE("train.recompute: blocks on a model without blocks exits 2 naming the key", "[process][memory]") {
+  TempDir dir;
+  write_text(dir.path() / "c.yaml", kConfig);
+  const auto run = run_command(cmd(dir, "run", "--set train.recompute=blocks"), dir);
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find("train.recompute") != std::string::npos);
+  CHECK(run.err.find("model.kind mlp") != std::string::npos);
+}
