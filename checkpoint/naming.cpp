@@ -77,4 +77,17 @@ std::optional<long> parse_temp_file_pid(std::string_view name) {
   return parse_digits<long>(name.substr(at + marker.size()));
 }
 
+std::optional<long> parse_any_temp_file_pid(std::string_view name) {
+  if (auto pid = parse_temp_file_pid(name)) return pid;
+  constexpr std::string_view marker = ".tmp.";
+  const auto at = name.rfind(marker);
+  if (at == std::string_view::npos || at == 0 || (at == 1 && name.front() == '.')) return std::nullopt;
+  std::string_view tail = name.substr(at + marker.size());  // "<pid>" or "<pid>.<n>"
+  if (const auto dot = tail.find('.'); dot != std::string_view::npos) {
+    if (!parse_digits<long>(tail.substr(dot + 1))) return std::nullopt;
+    tail = tail.substr(0, dot);
+  }
+  return parse_digits<long>(tail);
+}
+
 }  // namespace codistill::checkpoint

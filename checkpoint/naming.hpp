@@ -26,5 +26,10 @@ std::optional<std::int64_t> parse_teacher_file_name(std::string_view name);
 // The writer's pid of a temp file name (of a checkpoint or a teacher file); nullopt for
 // anything else.
 std::optional<long> parse_temp_file_pid(std::string_view name);
+// The writer's pid of any file of a worker's folder written by rename or link from
+// "<name>.tmp.<pid>" or "<name>.tmp.<pid>.<n>" (a leading '.' or not): checkpoints and
+// teacher files, and the records the trainer writes beside them (".data.json.tmp.<pid>",
+// "joined.tmp.<pid>", ...), which a kill part-way through their write leaves behind too.
+std::optional<long> parse_any_temp_file_pid(std::string_view name);
 
 }  // namespace codistill::checkpoint

@@ -159,8 +159,12 @@ std::vector<std::string> RunStore::cleanup_temp_files(int worker) const {
   std::string dir = worker_dir(worker);
   long self = fsutil::this_pid();
   for (const auto& name : names_in(dir)) {
+    // This process's own records other than checkpoints may be mid-write on another thread
+    // (a membership marker while the writer thread cleans up): only a dead writer's go.
     auto pid = parse_temp_file_pid(name);
-    if (!pid || (*pid != self && fsutil::pid_alive(*pid))) continue;
+    const bool checkpoint_temp = pid.has_value();
+    if (!pid) pid = parse_any_temp_file_pid(name);
+    if (!pid || (*pid == self ? !checkpoint_temp : fsutil::pid_alive(*pid))) continue;
     std::string path = (fs::path(dir) / name).string();
     try {
       if (fsutil::remove_if_exists(path)) removed.push_back(path);

@@ -75,7 +75,8 @@ class RunStore {
   // just before its checkpoint); the others are deleted. Returns the paths deleted.
   std::vector<std::string> retain(int worker, int keep, std::optional<std::int64_t> known_valid_step = {}) const;
 
-  // Removes a worker's temp files (.ckpt-*.tmp.<pid>, .teacher-*.tmp.<pid>) left by this process or by a
+  // Removes a worker's temp files (.ckpt-*.tmp.<pid>, .teacher-*.tmp.<pid>, and the other
+  // records' "<name>.tmp.<pid>": parse_any_temp_file_pid, never this process's) left by this process or by a
   // process that no longer exists (kill(pid, 0) fails with ESRCH). Call it when this
   // process has no write in flight, e.g. at start-up. Returns the paths removed.
   std::vector<std::string> cleanup_temp_files(int worker) const;

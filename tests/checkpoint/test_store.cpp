@@ -175,6 +175,30 @@ TEST_CASE("leftover temp files are ignored by listing and cleaned up by their ow
   CHECK(store.cleanup_temp_files(0).empty());
 }
 
+TEST_CASE("a worker's other records left half written by a dead writer are cleaned up too", "[checkpoint][store]") {
+  CHECK(parse_any_temp_file_pid(".data.json.tmp.4321") == 4321);
+  CHECK(parse_any_temp_file_pid("joined.tmp.77") == 77);
+  CHECK(parse_any_temp_file_pid("config.yaml.tmp.12.3") == 12);
+  CHECK(parse_any_temp_file_pid(temp_file_name(5, 9)) == 9);
+  for (const char* name : {"data.json", ".tmp.12", "x.tmp.", "x.tmp.12a", "x.tmp.1.b", "metrics.jsonl"}) {
+    INFO(name);
+    CHECK_FALSE(parse_any_temp_file_pid(name));
+  }
+  test::TempDir dir;
+  RunStore store(dir.str("run"));
+  publish(store, 0, {100});
+  const fs::path w = store.worker_dir(0);
+  const std::string dead = std::to_string(dead_pid()), self = std::to_string(::getpid());
+  const fs::path killed_record = w / (".data.json.tmp." + dead), killed_marker = w / ("joined.tmp." + dead);
+  const fs::path my_record = w / (".data.json.tmp." + self), live_record = w / "retired.tmp.1";
+  for (const auto& p : {killed_record, killed_marker, my_record, live_record}) test::write_text(p, "partial");
+  CHECK(store.cleanup_temp_files(0).size() == 2);
+  CHECK_FALSE(fs::exists(killed_record));
+  CHECK_FALSE(fs::exists(killed_marker));
+  CHECK(fs::exists(my_record));    // this process's own record may be mid-write on another thread
+  CHECK(fs::exists(live_record));  // another live process may still be writing it
+}
+
 TEST_CASE("publishing never replaces an existing file", "[checkpoint][store]") {
   test::TempDir dir;
   test::write_text(dir.path() / ".tmp", "new");
