@@ -81,7 +81,7 @@ std::vector<std::unique_ptr<Teacher>> TeacherPool::load_quorum(std::int64_t step
   const auto t0 = Clock::now();
   const auto deadline = t0 + std::chrono::duration<double>(c.sync_timeout_s);
   std::vector<QuorumWait> waits;
-  for (int p : peers_) waits.push_back({p});
+  for (int p : peers_) waits.emplace_back().peer = p;
   std::vector<std::unique_ptr<Teacher>> loaded;
   std::size_t expected = 0, arrived = 0, needed = 0;
   auto next_refresh = t0 + std::chrono::seconds(1);

@@ -218,9 +218,13 @@ class RunLoop {
     if (auto g = s_.learner.optimizer->last_grad_norm()) fields["grad_norm"] = *g;  // optimizer.clip_grad_norm
     s_.learner.modality->add_train_fields(fields, rate_);
     s_.files.metrics->emit("train", step, fields);
+    // A language model's rate in tokens (a window a second would print as "0 ex/s").
+    const std::string rate = fields.contains("tokens_per_s")
+                                 ? fmt::format("{:.0f} tokens/s", fields["tokens_per_s"].get<double>())
+                                 : fmt::format("{:.0f} ex/s", rate_);
     if (!s_.opts.interactive)
-      info("train step {:>7}/{}  loss {:.4f}  distill {:.4f}  teachers {}  lr {:.4g}  {:.0f} ex/s", step, last_,
-           window_.loss / n, window_.distill / n, window_.teachers, lr_, rate_);
+      info("train step {:>7}/{}  loss {:.4f}  distill {:.4f}  teachers {}  lr {:.4g}  {}", step, last_,
+           window_.loss / n, window_.distill / n, window_.teachers, lr_, rate);
     window_.reset();
   }
 
