@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <compare>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -15,7 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cpu/bf16_widened.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace codistill::kernels::cpu {
 namespace {
@@ -41,25 +44,62 @@ CODISTILL_BF16_CLONES void round_span(const float* x, std::uint16_t* y, std::int
   }
 }
 
-}  // namespace
+// The same rule, its result kept as the float32 value (the bf16 bits, then 16 zero bits).
+CODISTILL_BF16_CLONES void round_values_span(const float* x, float* y, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    const std::uint32_t nearest = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    const std::uint32_t nan = (u & 0xffff0000u) | 0x400000u;
+    const std::uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? nan : nearest;
+    std::memcpy(y + i, &r, sizeof r);
+  }
+}
 
-void round_to_bf16(const float* x, std::uint16_t* y, std::int64_t n) {
+CODISTILL_BF16_CLONES void widen_span(const std::uint16_t* x, float* y, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t u = static_cast<std::uint32_t>(x[i]) << 16;
+    std::memcpy(y + i, &u, sizeof u);
+  }
+}
+
+// f(x + lo, y + lo, hi - lo) over the threads for a long array outside a parallel region,
+// else on the calling thread.
+template <class In, class Out, class Span>
+void split_span(const In* x, Out* y, std::int64_t n, Span f) {
   if (n <= 0) return;
   if (n < kParallelElems || omp_in_parallel()) {
-    round_span(x, y, n);
+    f(x, y, n);
     return;
   }
 #pragma omp parallel
   {
     const std::int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
     const std::int64_t lo = n * t / parts, hi = n * (t + 1) / parts;
-    round_span(x + lo, y + lo, hi - lo);
+    f(x + lo, y + lo, hi - lo);
   }
 }
 
-void round_values_to_bf16(const float* x, float* y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = bf16_rounded(x[i]);
+}  // namespace
+
+void round_to_bf16(const float* x, std::uint16_t* y, std::int64_t n) { split_span(x, y, n, round_span); }
+void round_values_to_bf16(const float* x, float* y, std::int64_t n) { split_span(x, y, n, round_values_span); }
+void widen_bf16(const std::uint16_t* x, float* y, std::int64_t n) { split_span(x, y, n, widen_span); }
+
+Bf16Kernel default_bf16_kernel() {
+  const char* want = std::getenv("CODISTILL_BF16_GEMM");
+  if (want && *want) {
+    const std::string w(want);
+    if (w == "onednn") return Bf16Kernel::onednn;
+    if (w == "widened") return Bf16Kernel::widened;
+    throw std::invalid_argument("CODISTILL_BF16_GEMM='" + w + "' is not one of: onednn, widened");
+  }
+  return has_amx_bf16() ? Bf16Kernel::onednn : Bf16Kernel::widened;
 }
+
+const char* bf16_kernel_name(Bf16Kernel k) { return k == Bf16Kernel::onednn ? "onednn" : "widened"; }
 
 // ---- the engine ----------------------------------------------------------------------------
 
@@ -97,6 +137,7 @@ struct Bf16Gemm::State {
   // the batch rows M: training and evaluation batches each keep theirs).
   std::map<PackedKey, std::vector<dnnl::memory>> packed;
   std::vector<std::uint16_t> a_ws, b_ws, shared_ws;
+  widened::Workspace wide;  // the widened kernel's (Bf16Kernel::widened)
   std::string impl;
 
   Plan& plan(std::int64_t M, std::int64_t N, std::int64_t K, bool ta, bool tb, bool acc) {
@@ -179,7 +220,7 @@ struct Bf16Gemm::State {
   }
 };
 
-Bf16Gemm::Bf16Gemm() : s_(std::make_unique<State>()) {}
+Bf16Gemm::Bf16Gemm(Bf16Kernel kernel) : kernel_(kernel), s_(std::make_unique<State>()) {}
 Bf16Gemm::~Bf16Gemm() = default;
 
 std::string Bf16Gemm::implementation() const {
@@ -203,6 +244,8 @@ bool degenerate(std::int64_t M, std::int64_t N, std::int64_t K, bool accumulate,
   return true;
 }
 
+constexpr const char* kWidenedName = "widened:f32 sgemm";
+
 void grow(std::vector<std::uint16_t>& ws, std::int64_t n) {
   if (ws.size() < static_cast<std::size_t>(n)) ws.resize(static_cast<std::size_t>(n));
 }
@@ -214,24 +257,43 @@ void Bf16Gemm::gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64
   check_sizes(M, N, K);
   if (degenerate(M, N, K, accumulate, C)) return;
   std::lock_guard lock(s_->mu);
+  if (kernel_ == Bf16Kernel::widened) {
+    s_->impl = kWidenedName;
+    widened::gemm(s_->wide, ta, tb, M, N, K, A, nullptr, B, accumulate, C);
+    return;
+  }
   grow(s_->a_ws, M * K);
   round_to_bf16(A, s_->a_ws.data(), M * K);  // in A's own layout
   multiply(ta, tb, M, N, K, s_->a_ws.data(), B, accumulate, C);
 }
 
-void Bf16Gemm::gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const std::uint16_t* A,
+void Bf16Gemm::gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const Bf16Operand& A,
                     const float* B, bool accumulate, float* C) {
   check_sizes(M, N, K);
   if (degenerate(M, N, K, accumulate, C)) return;
+  if ((kernel_ == Bf16Kernel::widened ? !A.values : !A.bits))
+    throw std::invalid_argument("bf16 gemm: the rounded operand was not rounded by this engine's kernel (" +
+                                std::string(bf16_kernel_name(kernel_)) + ")");
   std::lock_guard lock(s_->mu);
-  multiply(ta, tb, M, N, K, A, B, accumulate, C);
+  if (kernel_ == Bf16Kernel::widened) {
+    s_->impl = kWidenedName;
+    widened::gemm(s_->wide, ta, tb, M, N, K, nullptr, A.values, B, accumulate, C);
+    return;
+  }
+  multiply(ta, tb, M, N, K, A.bits, B, accumulate, C);
 }
 
-const std::uint16_t* Bf16Gemm::round_operand(const float* x, std::int64_t n) {
+Bf16Operand Bf16Gemm::round_operand(const float* x, std::int64_t n) {
   std::lock_guard lock(s_->mu);
+  if (kernel_ == Bf16Kernel::widened) {
+    auto& ws = s_->wide.shared;
+    if (ws.size() < static_cast<std::size_t>(n)) ws.resize(static_cast<std::size_t>(n));
+    round_values_to_bf16(x, ws.data(), n);
+    return {nullptr, ws.data()};
+  }
   grow(s_->shared_ws, n);
   round_to_bf16(x, s_->shared_ws.data(), n);
-  return s_->shared_ws.data();
+  return {s_->shared_ws.data(), nullptr};
 }
 
 // With the mutex held.
@@ -258,6 +320,11 @@ void Bf16Gemm::run_linear(const float* x, const float* w, const std::uint16_t* w
                                 " K=" + std::to_string(K) + " (need >= 1)");
   State& s = *s_;
   std::lock_guard lock(s.mu);
+  if (kernel_ == Bf16Kernel::widened) {
+    s.impl = kWidenedName;
+    widened::linear_forward(s.wide, x, w, w_bf16, frozen_w, b, y, M, N, K, relu);
+    return;
+  }
   try {
     start_engine();
     grow(s.a_ws, M * K);

@@ -1,5 +1,9 @@
 #include "kernels/cpu/isa.hpp"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
@@ -30,6 +34,22 @@ Isa chosen_isa() {
   else
     throw std::invalid_argument("CODISTILL_CPU_ISA='" + w + "' is not one of: baseline, avx2, avx512");
   return std::min(isa, best_isa());
+}
+
+bool has_amx_bf16() {
+  static const bool amx = [] {
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22))) return false;  // CPUID.7.0:EDX[22]
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;             // OSXSAVE: xgetbv works
+    unsigned lo = 0, hi = 0;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & (3u << 17)) == (3u << 17);  // XTILECFG and XTILEDATA enabled by the OS
+#else
+    return false;
+#endif
+  }();
+  return amx;
 }
 
 const char* isa_name(Isa isa) {

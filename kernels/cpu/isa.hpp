@@ -20,6 +20,11 @@ Isa chosen_isa();
 // "baseline", "avx2" or "avx512": what a benchmark records as the code it ran.
 const char* isa_name(Isa isa);
 
+// Whether the CPU has AMX-BF16 tiles and the OS saves their state (XCR0's tile bits), probed
+// once: where it does, oneDNN's bf16 matmul runs on AMX and beats the float32 sgemm
+// (kernels/cpu/bf16.hpp, default_bf16_kernel).
+bool has_amx_bf16();
+
 }  // namespace codistill::kernels::cpu
 
 // The target attribute of a function's AVX-512 copy. Zen 4 and recent Intel cores run

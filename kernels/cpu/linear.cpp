@@ -107,7 +107,7 @@ void linear_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, s
   }
   if constexpr (std::is_same_v<T, float>) {
     if (bf16 && M > 0) {  // dy rounded once for both products
-      const std::uint16_t* g = bf16->round_operand(dy, M * N);
+      const Bf16Operand g = bf16->round_operand(dy, M * N);
       if (dx) bf16->gemm(false, false, M, K, N, g, w, false, dx);
       bf16->gemm(true, false, N, K, M, g, x, accumulate, dw);
       if (db) bias_grad_rows(dy, db, M, N, accumulate, Impl::fast);

@@ -235,7 +235,7 @@ DistillLossResult head_fast(const T* h, const T* w, const T* b, std::int64_t N, 
     // a BLAS flag); both split over threads along their larger side (H or V).
     if constexpr (std::is_same_v<T, float>) {
       if (bf16) {  // dz rounded once for both products
-        const std::uint16_t* g = bf16->round_operand(z, c * V);
+        const Bf16Operand g = bf16->round_operand(z, c * V);
         if (dh) bf16->gemm(false, false, c, H, V, g, w, false, dh + r0 * H);
         if (dw) bf16->gemm(true, false, V, H, c, g, h + r0 * H, true, dw);
         if (db) bias_grad_rows<T>(z, db, c, V, /*accumulate=*/true, Impl::fast);

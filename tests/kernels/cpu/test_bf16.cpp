@@ -1,13 +1,15 @@
 // bfloat16 on the CPU (kernels/cpu/bf16.hpp): the rounding rule (nearest, ties to even, on
 // the bit pattern: subnormals kept, overflow to infinity, NaN kept quiet), the vectorized
-// array form against the scalar rule, and the bf16 GEMM engine (oneDNN)
-// against the double reference run on the same bf16-rounded operands: tight bounds, which
-// a GEMM that skipped the rounding (float32 operands) exceeds.
+// array forms against the scalar rule, and the bf16 GEMM engine (both kernels: oneDNN's
+// bf16 matmul and the widened float32 one) against the double reference run on the same
+// bf16-rounded operands: tight bounds, which a GEMM that skipped the rounding (float32
+// operands) exceeds.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <tuple>
@@ -15,6 +17,7 @@
 
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "support/test_util.hpp"
 
 using namespace codistill::kernels::cpu;
@@ -106,13 +109,48 @@ TEST_CASE("bf16 rounding of arrays (vectorized, threaded) follows the scalar rul
   std::size_t bad = 0;
   for (std::size_t i = 0; i < x.size(); ++i) bad += y[i] != bf16_round(x[i]);
   CHECK(bad == 0);
+  // The float32-valued form and the widening agree with the bits, NaNs included.
+  std::vector<float> v(x.size(), 7.0f), back(x.size(), 7.0f);
+  round_values_to_bf16(x.data(), v.data(), static_cast<std::int64_t>(x.size()));
+  widen_bf16(y.data(), back.data(), static_cast<std::int64_t>(x.size()));
+  std::size_t bad_values = 0, bad_widened = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::uint32_t a, b, c;
+    std::memcpy(&a, &v[i], 4);
+    std::memcpy(&b, &back[i], 4);
+    const float want = bf16_to_float(bf16_round(x[i]));
+    std::memcpy(&c, &want, 4);
+    bad_values += a != c;
+    bad_widened += b != c;
+  }
+  CHECK(bad_values == 0);
+  CHECK(bad_widened == 0);
+}
 
+TEST_CASE("bf16 gemm kernel: the AMX rule, CODISTILL_BF16_GEMM overrides it, bad values are refused", "[bf16]") {
+  const char* old = std::getenv("CODISTILL_BF16_GEMM");
+  const std::string saved = old ? old : "";
+  unsetenv("CODISTILL_BF16_GEMM");
+  CHECK(default_bf16_kernel() == (has_amx_bf16() ? Bf16Kernel::onednn : Bf16Kernel::widened));
+  setenv("CODISTILL_BF16_GEMM", "onednn", 1);
+  CHECK(default_bf16_kernel() == Bf16Kernel::onednn);
+  setenv("CODISTILL_BF16_GEMM", "widened", 1);
+  CHECK(default_bf16_kernel() == Bf16Kernel::widened);
+  CHECK(Bf16Gemm().kernel() == Bf16Kernel::widened);
+  setenv("CODISTILL_BF16_GEMM", "amx", 1);
+  CHECK_THROWS_WITH(default_bf16_kernel(), Catch::Contains("onednn, widened"));
+  if (old)
+    setenv("CODISTILL_BF16_GEMM", saved.c_str(), 1);
+  else
+    unsetenv("CODISTILL_BF16_GEMM");
 }
 
 TEST_CASE("bf16 gemm: float32 accumulation of bf16-rounded operands, every layout", "[bf16][gemm]") {
   const std::uint64_t seed = fresh_seed();
   INFO("seed " << seed);
-  Bf16Gemm engine;
+  for (Bf16Kernel kernel : {Bf16Kernel::onednn, Bf16Kernel::widened}) {
+  INFO("kernel " << bf16_kernel_name(kernel));
+  Bf16Gemm engine(kernel);
   using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
   int i = 0;
   for (auto [M, N, K] : {Shape{1, 1, 1}, Shape{7, 13, 33}, Shape{64, 96, 128}, Shape{130, 17, 300}, Shape{5, 1000, 64}})
@@ -135,6 +173,7 @@ TEST_CASE("bf16 gemm: float32 accumulation of bf16-rounded operands, every layou
           if (K > 8 && !acc) CHECK(rel_error(got, reference(ta, tb, M, N, K, A, B, acc, C, false)) > 2e-4);
         }
   CHECK_FALSE(engine.implementation().empty());
+  }
 }
 
 TEST_CASE("bf16 gemm: an operand rounded once serves two products, as a gradient does", "[bf16][gemm]") {
@@ -144,14 +183,20 @@ TEST_CASE("bf16 gemm: an operand rounded once serves two products, as a gradient
   const auto dy = random_vector<float>(static_cast<std::size_t>(M * N), seed);
   const auto w = random_vector<float>(static_cast<std::size_t>(N * K), seed + 1);
   const auto x = random_vector<float>(static_cast<std::size_t>(M * K), seed + 2);
-  Bf16Gemm engine;
-  const std::uint16_t* g = engine.round_operand(dy.data(), M * N);
-  std::vector<float> dx(static_cast<std::size_t>(M * K)), dw(static_cast<std::size_t>(N * K), 0.5f);
-  const std::vector<float> dw0 = dw;
-  engine.gemm(false, false, M, K, N, g, w.data(), false, dx.data());  // dx = dy w
-  engine.gemm(true, false, N, K, M, g, x.data(), true, dw.data());    // dw += dy^T x
-  CHECK(rel_error(std::vector<double>(dx.begin(), dx.end()), reference(false, false, M, K, N, dy, w, false, {}, true)) <= 2e-5);
-  CHECK(rel_error(std::vector<double>(dw.begin(), dw.end()), reference(true, false, N, K, M, dy, x, true, dw0, true)) <= 2e-5);
+  for (Bf16Kernel kernel : {Bf16Kernel::onednn, Bf16Kernel::widened}) {
+    INFO("kernel " << bf16_kernel_name(kernel));
+    Bf16Gemm engine(kernel);
+    const Bf16Operand g = engine.round_operand(dy.data(), M * N);
+    std::vector<float> dx(static_cast<std::size_t>(M * K)), dw(static_cast<std::size_t>(N * K), 0.5f);
+    const std::vector<float> dw0 = dw;
+    engine.gemm(false, false, M, K, N, g, w.data(), false, dx.data());  // dx = dy w
+    engine.gemm(true, false, N, K, M, g, x.data(), true, dw.data());    // dw += dy^T x
+    CHECK(rel_error(std::vector<double>(dx.begin(), dx.end()), reference(false, false, M, K, N, dy, w, false, {}, true)) <= 2e-5);
+    CHECK(rel_error(std::vector<double>(dw.begin(), dw.end()), reference(true, false, N, K, M, dy, x, true, dw0, true)) <= 2e-5);
+    // An operand rounded by the other kernel is refused, not misread.
+    Bf16Gemm other(kernel == Bf16Kernel::onednn ? Bf16Kernel::widened : Bf16Kernel::onednn);
+    CHECK_THROWS_AS(other.gemm(false, false, M, K, N, g, w.data(), false, dx.data()), std::invalid_argument);
+  }
 }
 
 TEST_CASE("bf16 linear forward: bias and relu in the matmul, frozen weights rounded and packed once", "[bf16][gemm]") {
@@ -159,13 +204,17 @@ TEST_CASE("bf16 linear forward: bias and relu in the matmul, frozen weights roun
   INFO("seed " << seed);
   using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
   int i = 0;
-  for (const Shape& shape : {Shape{1, 1, 1}, Shape{7, 13, 33}, Shape{128, 256, 784}, Shape{5, 10, 256}, Shape{130, 17, 300}})
+  for (Bf16Kernel kernel : {Bf16Kernel::onednn, Bf16Kernel::widened})
+  // 1100 rows of w: several panels of the widened kernel, the last one short.
+  for (const Shape& shape : {Shape{1, 1, 1}, Shape{7, 13, 33}, Shape{128, 256, 784}, Shape{5, 10, 256}, Shape{130, 17, 300},
+                             Shape{64, 1100, 96}})
     for (bool bias : {false, true})
       for (bool relu : {false, true})
         for (bool frozen : {false, true}) {
           // Plain variables, not a structured binding: clang 14 cannot capture those in a lambda.
           const std::int64_t M = std::get<0>(shape), N = std::get<1>(shape), K = std::get<2>(shape);
-          INFO("M=" << M << " N=" << N << " K=" << K << " bias=" << bias << " relu=" << relu << " frozen=" << frozen);
+          INFO(bf16_kernel_name(kernel) << " M=" << M << " N=" << N << " K=" << K << " bias=" << bias << " relu=" << relu
+                                        << " frozen=" << frozen);
           const std::uint64_t s = seed + static_cast<std::uint64_t>(++i) * 7;
           const auto x = random_vector<float>(static_cast<std::size_t>(M * K), s);
           auto w = random_vector<float>(static_cast<std::size_t>(N * K), s + 1);
@@ -180,7 +229,7 @@ TEST_CASE("bf16 linear forward: bias and relu in the matmul, frozen weights roun
               }
             return want;
           };
-          Bf16Gemm engine;
+          Bf16Gemm engine(kernel);
           std::vector<float> y(static_cast<std::size_t>(M * N), std::numeric_limits<float>::quiet_NaN());
           engine.linear_forward(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), M, N, K, relu, frozen);
           CHECK(rel_error(std::vector<double>(y.begin(), y.end()), expected()) <= 2e-5);
@@ -204,9 +253,10 @@ TEST_CASE("bf16 linear forward: bias and relu in the matmul, frozen weights roun
             CHECK(rel_error(std::vector<double>(y2.begin(), y2.end()), expected()) <= 2e-5);
           }
         }
-  {  // one frozen weight array read by batches of several sizes (training and evaluation
-     // rows): the layouts the kernels ask for may differ, each is packed and kept
-    Bf16Gemm engine;
+  for (Bf16Kernel kernel : {Bf16Kernel::onednn, Bf16Kernel::widened}) {
+    // one frozen weight array read by batches of several sizes (training and evaluation
+    // rows): the layouts the kernels ask for may differ, each is packed and kept
+    Bf16Gemm engine(kernel);
     const std::int64_t N = 64, K = 300;
     const auto w = random_vector<float>(static_cast<std::size_t>(N * K), seed + 1000);
     for (int round = 0; round < 2; ++round)
@@ -224,8 +274,32 @@ TEST_CASE("bf16 linear forward: bias and relu in the matmul, frozen weights roun
   CHECK_THROWS_AS(engine.linear_forward(&v, &v, nullptr, &v, 1, 0, 1, false, true), std::invalid_argument);
 }
 
+TEST_CASE("bf16 linear forward, widened: float32, frozen and bf16 weights give the same bits", "[bf16][gemm]") {
+  const std::uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  // A teacher's weights held as bf16 and the same weights frozen or rounded per call must
+  // teach alike: the three forms widen the same values into the same panels.
+  for (auto [M, N, K] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{33, 1100, 96}, {1, 7, 5}, {256, 768, 768}}) {
+    INFO("M=" << M << " N=" << N << " K=" << K);
+    const auto x = random_vector<float>(static_cast<std::size_t>(M * K), seed);
+    const auto w = random_vector<float>(static_cast<std::size_t>(N * K), seed + 1);
+    const auto b = random_vector<float>(static_cast<std::size_t>(N), seed + 2);
+    std::vector<std::uint16_t> bits(w.size());
+    round_to_bf16(w.data(), bits.data(), static_cast<std::int64_t>(w.size()));
+    Bf16Gemm engine(Bf16Kernel::widened);
+    std::vector<float> y1(static_cast<std::size_t>(M * N)), y2(y1.size()), y3(y1.size());
+    engine.linear_forward(x.data(), w.data(), b.data(), y1.data(), M, N, K, true, false);
+    engine.linear_forward(x.data(), w.data(), b.data(), y2.data(), M, N, K, true, true);
+    engine.linear_forward(x.data(), bits.data(), b.data(), y3.data(), M, N, K, true);
+    CHECK(y1 == y2);
+    CHECK(y1 == y3);
+    CHECK(engine.implementation() == "widened:f32 sgemm");
+  }
+}
+
 TEST_CASE("bf16 gemm: an empty sum writes zeros or leaves C, empty outputs are untouched", "[bf16][gemm]") {
-  Bf16Gemm engine;
+  for (Bf16Kernel kernel : {Bf16Kernel::onednn, Bf16Kernel::widened}) {
+  Bf16Gemm engine(kernel);
   std::vector<float> C(6, 3.0f);
   engine.gemm(false, false, 2, 3, 0, static_cast<const float*>(nullptr), nullptr, true, C.data());
   CHECK(C == std::vector<float>(6, 3.0f));
@@ -233,6 +307,7 @@ TEST_CASE("bf16 gemm: an empty sum writes zeros or leaves C, empty outputs are u
   CHECK(C == std::vector<float>(6, 0.0f));
   engine.gemm(false, false, 0, 3, 4, static_cast<const float*>(nullptr), nullptr, false, nullptr);
   CHECK_THROWS_AS(engine.gemm(false, false, -1, 3, 4, static_cast<const float*>(nullptr), nullptr, false, nullptr), std::invalid_argument);
+  }
 }
 
 TEST_CASE("gemm_compute without an engine is the float32 gemm", "[bf16][gemm]") {
