@@ -17,7 +17,8 @@
 #   three), DTYPE (float32|bf16: codistill's --precision, PyTorch's CPU autocast, JAX's bf16
 #   dense operands), ATTENTION (materialized|flash: codistill's model.attention; with flash,
 #   JAX runs jax.nn.dot_product_attention; PyTorch 1.13 has only the written-out softmax),
-#   FUSED_HEAD (0|1: codistill's train.fused_head). Each run also reports its peak resident
+#   FUSED_HEAD (0|1: codistill's train.fused_head), RECOMPUTE (none|blocks: codistill's
+#   train.recompute; the others keep every activation). Each run also reports its peak resident
 #   memory (VmHWM / ru_maxrss), summarized per contender (the largest of its runs).
 # GPT-2 124M at T = 1024:
 #   NAME=gpt2_124m_step B=2 T=1024 D=768 HEADS=12 LAYERS=12 V=50304 TIED=1 GELU=tanh \
@@ -33,6 +34,7 @@ gelu="${GELU:-erf}" dtype="${DTYPE:-float32}" attention="${ATTENTION:-materializ
 args+=(--gelu "$gelu")
 cargs=(--precision "$dtype" --attention "$attention") pargs=(--dtype "$dtype") jargs=(--dtype "$dtype")
 [ "${FUSED_HEAD:-0}" = 1 ] && cargs+=(--fused-head)
+cargs+=(--recompute "${RECOMPUTE:-none}")
 [ "$attention" = flash ] && jargs+=(--attention sdpa)
 
 gpt_step_start "${NAME:-gpt_step_cpu}"

@@ -6,6 +6,9 @@
 //                  [--device cpu|cuda] [--precision float32|bf16] [--teacher-forward]
 //                  [--gelu erf|tanh] [--attention materialized|flash] [--fused-head]
 //                  [--teachers K] [--teacher-precision float32|bf16] [--teacher-weights float32|bf16]
+//                  [--recompute none|blocks]
+// --recompute: train.recompute (blocks: each block's internals dropped after its forward and
+// rebuilt for its backward, Model::set_recompute).
 // --gelu, --attention: model.gelu and model.attention. --fused-head: train.fused_head (the
 // head applied inside the loss by row chunks: no [B*T, V] logits nor their gradient).
 // --teachers K (needs --fused-head): K forward-only models of the same architecture (fresh
@@ -43,6 +46,7 @@
 #include "codistill/util/memory_info.hpp"
 #include "codistill/util/rng.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/gemm.hpp"
 
 using namespace codistill;
@@ -56,7 +60,7 @@ struct Args {
   std::int64_t B = 8, T = 128, D = 128, heads = 4, layers = 4, V = 8192;
   int threads = 2, steps = 10, warmup = 2;
   bool tied = false, reference = false, teacher_forward = false, fused_head = false;
-  std::string gelu = "erf", attention = "materialized", teacher_weights = "float32";
+  std::string gelu = "erf", attention = "materialized", teacher_weights = "float32", recompute = "none";
   int teachers = 0;
   std::optional<kernels::Compute> teacher_precision;
   kernels::Compute precision = kernels::Compute::f32;
@@ -94,9 +98,9 @@ Args parse(int argc, char** argv) {
       if (a.teacher_weights != "float32" && a.teacher_weights != "bf16")
         throw std::invalid_argument("--teacher-weights: float32 or bf16, got " + a.teacher_weights);
     }
-    else if (k == "--gelu" || k == "--attention") {
+    else if (k == "--gelu" || k == "--attention" || k == "--recompute") {
       if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
-      (k == "--gelu" ? a.gelu : a.attention) = argv[++i];
+      (k == "--gelu" ? a.gelu : k == "--attention" ? a.attention : a.recompute) = argv[++i];
     }
     else if (k == "--precision") {
       if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
@@ -173,14 +177,15 @@ void print_result(const Args& a, std::vector<double> ms, double params, double l
       "\"step_ms_best\": %.3f, \"tokens_per_s\": %.1f, \"gflop_per_step\": %.3f, \"gflops_at_median\": %.1f, "
       "\"final_loss\": %.5f, \"steps\": %d, \"warmup\": %d, \"gelu\": \"%s\", \"attention\": \"%s\", "
       "\"fused_head\": %s, \"teachers\": %d, \"teacher_weights\": \"%s\", \"teacher_precision\": \"%s\", "
-      "\"peak_rss_mib\": %.1f}\n",
+      "\"recompute\": \"%s\", \"bf16_gemm\": \"%s\", \"peak_rss_mib\": %.1f}\n",
       static_cast<long long>(a.B), static_cast<long long>(a.T), static_cast<long long>(a.D),
       static_cast<long long>(a.heads), static_cast<long long>(a.layers), static_cast<long long>(a.V),
       a.tied ? "true" : "false", a.threads, a.device.c_str(), a.reference ? "reference" : "fast",
       kernels::compute_name(a.precision), a.teacher_forward ? "teacher_forward" : "step", params, median, best,
       static_cast<double>(N) / (median / 1e3), flops / 1e9, flops / 1e9 / (median / 1e3), loss, a.steps, a.warmup,
       a.gelu.c_str(), a.attention.c_str(), a.fused_head ? "true" : "false", a.teachers, a.teacher_weights.c_str(),
-      kernels::compute_name(a.teacher_precision.value_or(a.precision)),
+      kernels::compute_name(a.teacher_precision.value_or(a.precision)), a.recompute.c_str(),
+      kernels::cpu::bf16_kernel_name(kernels::cpu::default_bf16_kernel()),
       static_cast<double>(memory::resident_peak_bytes().value_or(0)) / (1 << 20));
 }
 
@@ -197,6 +202,7 @@ int main(int argc, char** argv) try {
   Rng rng(1);
   Model model = build_model(mc, rng);
   if (a.reference) model.set_reference(true);
+  model.set_recompute(a.recompute);
   const Device device = Device::parse(a.device);
   kernels::QueueOptions qo;
   qo.compute = a.precision;
