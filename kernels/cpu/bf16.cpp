@@ -96,7 +96,7 @@ Bf16Kernel default_bf16_kernel() {
     if (w == "widened") return Bf16Kernel::widened;
     throw std::invalid_argument("CODISTILL_BF16_GEMM='" + w + "' is not one of: onednn, widened");
   }
-  return has_amx_bf16() ? Bf16Kernel::onednn : Bf16Kernel::widened;
+  return has_amx_bf16() || amd_avx512_bf16() ? Bf16Kernel::onednn : Bf16Kernel::widened;
 }
 
 const char* bf16_kernel_name(Bf16Kernel k) { return k == Bf16Kernel::onednn ? "onednn" : "widened"; }

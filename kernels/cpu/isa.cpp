@@ -52,6 +52,21 @@ bool has_amx_bf16() {
   return amx;
 }
 
+bool amd_avx512_bf16() {
+  static const bool amd = [] {
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    const bool vendor = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+    if (!vendor || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a & (1u << 5)) != 0;  // CPUID.(7,1):EAX[5] AVX512_BF16
+#else
+    return false;
+#endif
+  }();
+  return amd;
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::avx512: return "avx512";

@@ -127,11 +127,11 @@ TEST_CASE("bf16 rounding of arrays (vectorized, threaded) follows the scalar rul
   CHECK(bad_widened == 0);
 }
 
-TEST_CASE("bf16 gemm kernel: the AMX rule, CODISTILL_BF16_GEMM overrides it, bad values are refused", "[bf16]") {
+TEST_CASE("bf16 gemm kernel: the CPU rule, CODISTILL_BF16_GEMM overrides it, bad values are refused", "[bf16]") {
   const char* old = std::getenv("CODISTILL_BF16_GEMM");
   const std::string saved = old ? old : "";
   unsetenv("CODISTILL_BF16_GEMM");
-  CHECK(default_bf16_kernel() == (has_amx_bf16() ? Bf16Kernel::onednn : Bf16Kernel::widened));
+  CHECK(default_bf16_kernel() == (has_amx_bf16() || amd_avx512_bf16() ? Bf16Kernel::onednn : Bf16Kernel::widened));
   setenv("CODISTILL_BF16_GEMM", "onednn", 1);
   CHECK(default_bf16_kernel() == Bf16Kernel::onednn);
   setenv("CODISTILL_BF16_GEMM", "widened", 1);
