@@ -17,6 +17,8 @@
 #   7. (STAGES has lm) bench/run_gpu_lm.sh: the LM step vs PyTorch, text_gpt.yaml trained;
 #   8. (STAGES has group) bench/run_gpu_group.sh: the mpi and nccl worker-group kinds, one
 #      rank each under the bundled OpenMPI's mpirun, trained alike;
+#   8b. (STAGES has gpt2, a default) bench/run_gpu_gpt2.sh: GPT-2 124M's step, tokens/s and
+#      MFU, codistill bf16 / float32 against PyTorch 2.x (SDPA, torch.compile), K = 1, 2 teachers;
 #   9. (STAGES has lmexp) the LM codistillation experiment of docs/results.md on the GPU:
 #      scripts/experiments/independent_vs_codistill.sh configs/text_gpt.yaml, seeds EXP_SEEDS
 #      ("1 2 3") at once, settings EXP_SETTINGS; its metrics come back as lmexp.tar.gz.
@@ -25,7 +27,7 @@
 # 9 files): session.log (all of it), tests.tar.gz (every test executable's log),
 # sanitizer.log, train_cuda.{json,txt}, loss_cuda.{json,txt}, attention_cuda.txt.
 #   OUT=DIR bench/run_gpu_session.sh
-# Environment: BUDGET (500), STAGES (default "tests sanitizer train loss attention"; add "profile"),
+# Environment: BUDGET (500), STAGES (default "tests sanitizer train loss attention gpt2"; add "profile"),
 # TEST_PATTERN (the executables' names, grep -E), JOBS (8), SANITIZE (the test executables
 # for memcheck, default "test_layers_cuda test_backend_ops"), LEAKS (1: memcheck's leak check),
 # PROFILE_CONFIGS (default configs/fmnist_resnet8.yaml),
@@ -86,7 +88,7 @@ for f in bundle/bin/codistill-train bundle/bin/test_backend_ops; do
   ldd "$f" | grep -E "not found|cudnn|cublas|cudart" | sed "s|^|$(basename "$f"): |"
 done
 
-stages_wanted=" ${STAGES:-tests sanitizer train loss attention} "
+stages_wanted=" ${STAGES:-tests sanitizer train loss attention gpt2} "
 want() { [[ "$stages_wanted" == *" $1 "* ]]; }
 pattern="${TEST_PATTERN:-backend_ops|_cuda|^test_step$|^test_mixed_precision$|^test_bf16_simt$|nccl|^test_process_group|^test_distill_head$}"
 logs="$(mktemp -d)"
@@ -138,6 +140,7 @@ if want attention; then
 fi
 want group && stage group 150 bench/run_gpu_group.sh "${GROUP_STEPS:-300}"
 want lm && stage lm 200 env OUT="$out" bench/run_gpu_lm.sh
+want gpt2 && stage gpt2 "${GPT2_CAP:-240}" env OUT="$out" bench/run_gpu_gpt2.sh
 if want lmexp; then
   exp="$(mktemp -d)/lmexp"
   stage lmexp "${EXP_CAP:-400}" env CODISTILL_TRAIN="$root/bundle/bin/codistill-train" JOBS="${EXP_JOBS:-3}" \

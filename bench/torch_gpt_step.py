@@ -12,7 +12,10 @@ AdamW (lr 3e-4, weight decay 0.1, betas 0.9/0.999, eps 1e-8). Random tokens draw
 --gelu tanh: GELU's tanh form (GPT-2's). --dtype bf16: the forward under CPU autocast to
 bfloat16 (its matrix products in bf16 with float32 weights and optimizer state: mixed
 precision, as codistill's train.precision bf16). The JSON line carries the peak resident
-memory (ru_maxrss, MiB) at the end.
+memory (ru_maxrss, MiB) at the end, and on CUDA the peak allocated device memory.
+--attention sdpa: F.scaled_dot_product_attention(is_causal=True) (PyTorch 2.x: its fused
+flash / memory-efficient kernels) instead of the written-out softmax. --compile: the model
+under torch.compile (PyTorch 2.x; its compile time is in the warm-up steps, not the timed ones).
 Prints one JSON line with the fields of bench_gpt_step (contender "pytorch").
     /usr/bin/python3 bench/torch_gpt_step.py [--B 8] [--T 128] ... [--threads 2]
 """
@@ -37,15 +40,20 @@ class Block(nn.Module):
         self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
     gelu = "none"
+    sdpa = False
 
     def forward(self, x, mask):
         B, T, D = x.shape
         hd = D // self.heads
         q, k, v = self.qkv(self.ln1(x)).split(D, dim=2)
         q, k, v = (t.view(B, T, self.heads, hd).transpose(1, 2) for t in (q, k, v))
-        s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
-        p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
-        y = (p @ v).transpose(1, 2).reshape(B, T, D)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+            p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
+            y = p @ v
+        y = y.transpose(1, 2).reshape(B, T, D)
         x = x + self.proj(y)
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate=self.gelu))
 
@@ -80,7 +88,13 @@ def main():
     p.add_argument("--gelu", default="erf", choices=["erf", "tanh"])
     p.add_argument("--dtype", default="float32", choices=["float32", "bf16"])
     p.add_argument("--device", default="cpu", help="cpu | cuda (float32, no TF32: the matmuls as codistill's)")
+    p.add_argument("--attention", default="math", choices=["math", "sdpa"])
+    p.add_argument("--compile", action="store_true")
     a = p.parse_args()
+    if a.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+        p.error("--attention sdpa needs PyTorch 2.x (torch %s has no scaled_dot_product_attention)" % torch.__version__)
+    if a.compile and not hasattr(torch, "compile"):
+        p.error("--compile needs PyTorch 2.x (torch %s has no torch.compile)" % torch.__version__)
     dev = torch.device(a.device)
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -89,10 +103,12 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     Block.gelu = "tanh" if a.gelu == "tanh" else "none"
+    Block.sdpa = a.attention == "sdpa"
     autocast = (torch.autocast(dev.type, dtype=torch.bfloat16) if a.dtype == "bf16"
                 else contextlib.nullcontext())
     model = GPT(a.V, a.T, a.D, a.heads, a.layers, a.tied).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    forward = torch.compile(model) if a.compile else model
     g = torch.Generator().manual_seed(7)
     x = torch.randint(0, a.V, (a.B, a.T), generator=g)
     y = torch.randint(0, a.V, (a.B * a.T,), generator=g)
@@ -103,7 +119,7 @@ def main():
         nonlocal loss
         opt.zero_grad(set_to_none=False)
         with autocast:
-            logits = model(x)
+            logits = forward(x)
         loss = F.cross_entropy(logits.float(), y)
         loss.backward()
         opt.step()
@@ -128,6 +144,9 @@ def main():
                       "tokens_per_s": round(N / (median / 1e3), 1), "gflop_per_step": round(flops / 1e9, 3),
                       "gflops_at_median": round(flops / 1e9 / (median / 1e3), 1), "final_loss": round(loss.item(), 5),
                       "steps": a.steps, "warmup": a.warmup, "gelu": a.gelu, "dtype": a.dtype,
+                      "attention": a.attention, "compile": a.compile,
+                      "peak_device_mib": (round(torch.cuda.max_memory_allocated() / 2**20, 1)
+                                          if dev.type == "cuda" else None),
                       "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
 
 
