@@ -33,7 +33,8 @@ args=(--B "${B:-1}" --H "${H:-12}" --threads "$threads" --repeats "${REPEATS:-3}
 . "$root/bench/raw_log.sh"
 name="${RESULTS_NAME:-attention_cpu}"
 open_raw_log "$name" "$results"
-echo "commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD || echo ' (uncommitted changes)');" \
+dirty="$(git -C "$root" diff --quiet HEAD || echo ' (uncommitted changes)')"
+echo "commit $(git -C "$root" rev-parse --short HEAD)$dirty;" \
   "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores" | log
 runs="$(mktemp)"
 trap 'rm -f "$runs"' EXIT
