@@ -79,7 +79,8 @@ TEST_CASE("flash attention with bf16 operands matches its rounding reference", "
   INFO("seed " << seed << " B " << B << " T " << Tn << " H " << H << " hd " << hd);
   const auto qkv = random_vector<float>(rows(s) * 3 * H * hd, seed, -2, 2);
   const auto dy = random_vector<float>(rows(s) * H * hd, seed + 1);
-  const Run want = flash(qkv, dy, s, Impl::reference, Compute::bf16), got = flash(qkv, dy, s, Impl::fast, Compute::bf16);
+  const Run want = flash(qkv, dy, s, Impl::reference, Compute::bf16);
+  const Run got = flash(qkv, dy, s, Impl::fast, Compute::bf16);
   CHECK(norm_error(got.y, want.y) < kBound);
   CHECK(norm_error(got.dqkv, want.dqkv) < kBound);
   CHECK(max_rel_error(got.lse, want.lse, 1.0) < 1e-5);
@@ -114,7 +115,8 @@ TEST_CASE("flash attention's bf16 path: every ISA copy, both backward schedules"
   const auto seed = fresh_seed();
   INFO("seed " << seed);
   const AttentionShape s{1, 300, 2, 24};  // 2 pairs, 3 blocks of 128, the last one short
-  const auto qkv = random_vector<float>(rows(s) * 3 * 48, seed, -2, 2), dy = random_vector<float>(rows(s) * 48, seed + 1);
+  const auto qkv = random_vector<float>(rows(s) * 3 * 48, seed, -2, 2);
+  const auto dy = random_vector<float>(rows(s) * 48, seed + 1);
   const Run ref = flash(qkv, dy, s, Impl::reference, Compute::bf16);
   for (const char* isa : {"baseline", "avx2", "avx512"}) {
     INFO("isa " << isa);
