@@ -2,7 +2,9 @@
 """PyTorch and JAX side of bench/run_attention_bench.sh: causal self-attention alone, forward
 and backward, float32, on the layout of codistill's attention op: qkv [B*T, 3D] (D = H x hd)
 -> y [B*T, D], then the gradient of qkv from a fixed dy. One length T per process, so that
-the process's peak resident memory is this attention's.
+the process's peak resident memory is this attention's. --dtype bfloat16: qkv and dy held as
+bfloat16 and the attention run on them as each framework runs bf16 on the CPU (the contender is
+then "torch-bf16" / "jax-bf16"), beside codistill's flash attention with bf16 operands.
   --framework torch: the written-out softmax (scores, causal mask, softmax, weighted sum;
     torch 1.13 has no scaled_dot_product_attention), autograd backward. Debian's torch.
   --framework jax: jax.nn.dot_product_attention(is_causal=True); forward + backward as one
@@ -11,7 +13,7 @@ A warm-up call, then `repeats` timed calls (forward + backward, synchronized). P
 line: best and median ms, the forward's median alone, the peak resident memory (VmHWM, MiB)
 and the resident memory once the framework is loaded, before the inputs exist (base_rss_mib).
     python bench/py_attention.py --framework torch|jax --T 1024 [--B 1] [--H 12] [--hd 64]
-        [--threads 2] [--repeats 5]
+        [--threads 2] [--repeats 5] [--dtype float32|bfloat16]
 """
 import argparse
 import json
@@ -35,8 +37,9 @@ def torch_calls(a):
     B, T, H, hd = a.B, a.T, a.H, a.hd
     D = H * hd
     g = torch.Generator().manual_seed(7)
-    qkv0 = torch.rand(B * T, 3 * D, generator=g) * 2 - 1
-    dy = torch.rand(B * T, D, generator=g) * 2 - 1
+    dtype = torch.bfloat16 if a.dtype == "bfloat16" else torch.float32
+    qkv0 = (torch.rand(B * T, 3 * D, generator=g) * 2 - 1).to(dtype)
+    dy = (torch.rand(B * T, D, generator=g) * 2 - 1).to(dtype)
     mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
 
     def forward(qkv):
@@ -67,8 +70,9 @@ def jax_calls(a):
     B, T, H, hd = a.B, a.T, a.H, a.hd
     D = H * hd
     k1, k2 = jax.random.split(jax.random.PRNGKey(7))
-    qkv = jax.random.uniform(k1, (B * T, 3 * D), jnp.float32, -1, 1)
-    dy = jax.random.uniform(k2, (B * T, D), jnp.float32, -1, 1)
+    dtype = jnp.bfloat16 if a.dtype == "bfloat16" else jnp.float32
+    qkv = jax.random.uniform(k1, (B * T, 3 * D), jnp.float32, -1, 1).astype(dtype)
+    dy = jax.random.uniform(k2, (B * T, D), jnp.float32, -1, 1).astype(dtype)
 
     def forward(qkv):
         q, k, v = (t.reshape(B, T, H, hd) for t in jnp.split(qkv, 3, axis=1))
@@ -95,6 +99,7 @@ def jax_calls(a):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--framework", required=True, choices=["torch", "jax"])
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     for k, v in dict(B=1, T=1024, H=12, hd=64, threads=2, repeats=5).items():
         p.add_argument("--" + k, type=int, default=v)
     a = p.parse_args()
@@ -102,7 +107,8 @@ def main():
     call()  # warm-up
     fwd, total = zip(*(call() for _ in range(a.repeats)))
     ms = [x * 1e3 for x in total]
-    print(json.dumps({"contender": a.framework, "version": version, "B": a.B, "T": a.T, "H": a.H, "hd": a.hd,
+    name = a.framework + ("-bf16" if a.dtype == "bfloat16" else "")
+    print(json.dumps({"contender": name, "dtype": a.dtype, "version": version, "B": a.B, "T": a.T, "H": a.H, "hd": a.hd,
                       "threads": a.threads, "repeats": a.repeats, "best_ms": round(min(ms), 3),
                       "median_ms": round(statistics.median(ms), 3),
                       "fwd_median_ms": round(statistics.median(fwd) * 1e3, 3),

@@ -131,6 +131,18 @@ class Backend {
   // Whether its queues can compute GEMMs this way (QueueOptions::compute); make_queue
   // refuses one it cannot.
   virtual bool supports_compute(Compute c) const { return c == Compute::f32; }
+  // Whether `op` runs here for dtype on a queue computing as `c` says: supports(op, dtype),
+  // supports_compute(c), and op_computes(op, c), where a backend names an op whose own
+  // kernels cannot honour c (CUDA's flash attention tiles are float32 only: bf16 compute is
+  // refused there, not silently computed in float32). What callers choosing an op for a
+  // queue ask (the trainer's set-up, the op driver).
+  bool supports(Op op, DType dtype, Compute c) const {
+    return supports(op, dtype) && supports_compute(c) && op_computes(op, c);
+  }
+  virtual bool op_computes(Op op, Compute c) const {
+    (void)op, (void)c;
+    return true;
+  }
   // Whether its image ops take channels-last (NHWC) maps: Conv2dShape::channels_last, and
   // global_avgpool with channels > 1 (batch norm needs nothing: an NHWC map is the [rows,
   // channels] case of BatchNormShape, batch = B*H*W, spatial = 1).

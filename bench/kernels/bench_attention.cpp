@@ -9,8 +9,9 @@
 // medians of the forward and the backward alone. The bytes columns are what
 // each keeps between forward and backward beyond qkv and y (which both keep), and the
 // backward's own T x T scratch (the materialized op's dP / dS).
-//   bench_attention --only flash|materialized --T 2048 [...]
-// runs that kernel alone (only its buffers allocated) and prints one JSON line per length
+//   bench_attention --only flash|flash-bf16|materialized --T 2048 [...]
+// runs that kernel alone (flash-bf16: flash attention with bf16 operands, Compute::bf16, as
+// train.precision: bf16 runs it) (only its buffers allocated) and prints one JSON line per length
 // with its peak resident memory (VmHWM, MiB): the process-per-contender form of
 // bench/run_attention_bench.sh, beside PyTorch and JAX (bench/py_attention.py).
 #include <omp.h>
@@ -33,6 +34,7 @@
 
 namespace cpu = codistill::kernels::cpu;
 using codistill::kernels::AttentionShape;
+using codistill::kernels::Compute;
 
 namespace {
 
@@ -40,7 +42,7 @@ struct Args {
   std::vector<std::int64_t> seqs = {256, 512, 1024, 2048, 4096};
   std::int64_t B = 1, H = 12, hd = 64;
   int threads = 2, repeats = 5;
-  std::string only;  // "", "flash" or "materialized"
+  std::string only;  // "", "flash", "flash-bf16" or "materialized"
 };
 
 std::vector<std::int64_t> list_of(const std::string& v) {
@@ -65,8 +67,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--only") a.only = r.value();
     else throw std::invalid_argument("unknown option " + k + " (valid: --T --B --H --hd --threads --repeats --only)");
   }
-  if (!a.only.empty() && a.only != "flash" && a.only != "materialized")
-    throw std::invalid_argument("--only '" + a.only + "': flash or materialized");
+  if (!a.only.empty() && a.only != "flash" && a.only != "flash-bf16" && a.only != "materialized")
+    throw std::invalid_argument("--only '" + a.only + "': flash, flash-bf16 or materialized");
   return a;
 }
 
@@ -79,7 +81,7 @@ struct Problem {
 // only: "" (both kernels' buffers), or one kernel's (the other's saved state left empty).
 Problem make_problem(const AttentionShape& s, const std::string& only = "") {
   const std::size_t rows = static_cast<std::size_t>(s.rows()), D = static_cast<std::size_t>(s.d_model());
-  const std::size_t tt = only == "flash" ? 0 : static_cast<std::size_t>(s.batch * s.heads * s.seq * s.seq);
+  const std::size_t tt = only.starts_with("flash") ? 0 : static_cast<std::size_t>(s.batch * s.heads * s.seq * s.seq);
   Problem p{s, std::vector<float>(rows * 3 * D), std::vector<float>(rows * D), std::vector<float>(rows * D),
             std::vector<float>(rows * 3 * D), std::vector<float>(tt), std::vector<float>(tt),
             std::vector<float>(static_cast<std::size_t>(s.batch * s.heads * s.seq))};
@@ -95,14 +97,15 @@ struct Times {
   double fwd, bwd;
 };
 
-Times call_ms(Problem& p, bool flash) {
+Times call_ms(Problem& p, bool flash, Compute compute = Compute::f32) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  if (flash) cpu::flash_attention_forward<float>(p.qkv.data(), p.y.data(), p.lse.data(), p.s);
+  if (flash) cpu::flash_attention_forward<float>(p.qkv.data(), p.y.data(), p.lse.data(), p.s, cpu::Impl::fast, compute);
   else cpu::attention_forward<float>(p.qkv.data(), p.y.data(), p.probs.data(), p.s);
   const auto t1 = Clock::now();
   if (flash)
-    cpu::flash_attention_backward<float>(p.qkv.data(), p.y.data(), p.lse.data(), p.dy.data(), p.dqkv.data(), p.s);
+    cpu::flash_attention_backward<float>(p.qkv.data(), p.y.data(), p.lse.data(), p.dy.data(), p.dqkv.data(), p.s,
+                                         cpu::Impl::fast, compute);
   else
     cpu::attention_backward<float>(p.qkv.data(), p.probs.data(), p.dy.data(), p.dqkv.data(), p.scratch.data(), p.s);
   const auto t2 = Clock::now();
@@ -141,13 +144,14 @@ void run_length(const Args& a, std::int64_t T) {
 
 // --only: one kernel, this process's memory its own; a JSON line per length.
 void run_alone(const Args& a, std::int64_t T) {
-  const bool flash = a.only == "flash";
+  const bool flash = a.only.starts_with("flash");
+  const Compute compute = a.only == "flash-bf16" ? Compute::bf16 : Compute::f32;
   const long base_kb = codistill::bench::status_kb("VmRSS");  // before this length's buffers
   Problem p = make_problem(AttentionShape{a.B, T, a.H, a.hd}, a.only);
   std::vector<double> total, fwd;
-  call_ms(p, flash);  // warm-up
+  call_ms(p, flash, compute);  // warm-up
   for (int r = 0; r < a.repeats; ++r) {
-    const Times t = call_ms(p, flash);
+    const Times t = call_ms(p, flash, compute);
     total.push_back(t.fwd + t.bwd), fwd.push_back(t.fwd);
   }
   std::printf("{\"contender\": \"codistill-%s\", \"B\": %lld, \"T\": %lld, \"H\": %lld, \"hd\": %lld, "

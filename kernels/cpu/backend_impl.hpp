@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
   DeviceKind kind() const override { return DeviceKind::cpu; }
   int device_count() const override { return 1; }
+  using Backend::supports;  // (op, dtype, compute) as well: every op computes in both here
   bool supports(Op op, DType dtype) const override;  // the cpu column of kernels/op_list.def
   bool supports_compute(Compute /*c*/) const override { return true; }
   bool supports_channels_last() const override { return true; }

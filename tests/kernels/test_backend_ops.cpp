@@ -79,7 +79,8 @@ bool supported(const k::Backend& b, const std::vector<Op>& ops, DType dtype) {
 // What a backend is known not to run, stated here apart from its supports() so that a
 // backend losing an op fails this driver instead of passing with fewer cases. CPU: no
 // bfloat16 tensors (bf16 is a GEMM compute there). CUDA: float32, bfloat16 for the loss
-// alone; no softmax kernel, no synchronized batch norm, no channels-last maps, no bf16-weight ops.
+// alone; no softmax kernel, no synchronized batch norm, no channels-last maps, no bf16-weight
+// ops, no bf16-compute flash attention.
 std::string known_gap(const Target& t, const OpCase& c) {
   const Op op = c.ops().back();
   switch (t.backend->kind()) {
@@ -94,6 +95,8 @@ std::string known_gap(const Target& t, const OpCase& c) {
       if (c.dtype == DType::f64) return "float64";
       if (c.dtype == DType::bf16 && op != Op::distill_loss) return "bfloat16 outside the loss";
       if (c.channels_last()) return "channels-last";
+      if (op == Op::flash_attention && c.options.compute != k::Compute::f32)
+        return "flash attention's tiles compute in float32 only";
       break;
     default: break;
   }
@@ -106,6 +109,9 @@ std::string unsupported_reason(const Target& t, const OpCase& c) {
   if (c.channels_last() && !t.backend->supports_channels_last()) return "channels-last";
   if (!t.backend->supports_compute(c.options.compute))
     return std::string(k::compute_name(c.options.compute)) + " compute";
+  for (Op op : c.ops())
+    if (!t.backend->supports(op, c.dtype, c.options.compute))
+      return std::string(k::compute_name(c.options.compute)) + " compute of " + k::op_name(op);
   return {};
 }
 

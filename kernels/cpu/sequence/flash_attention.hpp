@@ -10,6 +10,17 @@
 //              reading q, k, v in place, the softmax loops are compiled per ISA
 //              (kernels/cpu/isa.hpp) with the vectorizable exp of vec_math.hpp. Key blocks
 //              wholly above the diagonal are never visited.
+// compute (Compute::bf16, the queue's train.precision): every GEMM operand rounded to bf16
+// with float32 accumulation, softmax statistics (max, sum, lse, Di) in float32:
+//   q k^T, dy v^T  from the q, k, v, dy tiles, each rounded once as it is loaded;
+//   P v            with P = exp(s - running max) rounded as the online softmax leaves it
+//                  (before its normalization: FlashAttention-2's order on GPUs too);
+//   P^T dy, dS k, dS^T q   with P = exp(s - lse) and dS = P (dP - Di) rounded after
+//                  dS is made from the unrounded P; Di = round(dy_i) . y_i.
+//   The reference rounds the same values at the same points (the forward's P by the same
+//   128-key blocks and running max) and computes in double, one row at a time. float64
+//   ignores Compute (as the GEMM ops do) in the backend; called here directly with bf16,
+//   the fast path runs the bf16 path's tiles unrounded (the gradient checks' way into it).
 // Every row of causal self-attention sees at least its own key (j = i), so no row is ever
 // entirely masked: no 0/0 and no -inf log-sum-exp to guard against, T = 1 included.
 #include <cstdint>
@@ -27,11 +38,12 @@ namespace codistill::kernels::cpu {
 inline constexpr std::int64_t kFlashBlock = 128;
 
 template <class T>
-void flash_attention_forward(const T* qkv, T* y, T* lse, const AttentionShape& s, Impl impl = Impl::fast);
+void flash_attention_forward(const T* qkv, T* y, T* lse, const AttentionShape& s, Impl impl = Impl::fast,
+                             Compute compute = Compute::f32);
 
 // dqkv overwritten.
 template <class T>
 void flash_attention_backward(const T* qkv, const T* y, const T* lse, const T* dy, T* dqkv, const AttentionShape& s,
-                              Impl impl = Impl::fast);
+                              Impl impl = Impl::fast, Compute compute = Compute::f32);
 
 }  // namespace codistill::kernels::cpu

@@ -9,12 +9,11 @@
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/sequence/flash_attention.hpp"
+#include "kernels/cpu/sequence/flash_attention_blocks.hpp"
 #include "kernels/cpu/sequence/flash_attention_rows.hpp"
 
 namespace codistill::kernels::cpu::flash {
 namespace {
-
-constexpr std::int64_t kB = kFlashBlock;
 
 // ---- the softmax loops, one non-inlined copy per ISA (kernels/cpu/isa.hpp) ----
 
@@ -29,12 +28,12 @@ using DscoresFn = void (*)(T*, T*, std::int64_t, std::int64_t, std::int64_t, std
   template <class T>                                                                                          \
   target void softmax_##suffix(T* S, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::int64_t q0,   \
                                std::int64_t k0, T* m, T* l, T* O, std::int64_t hd) {                          \
-    online_softmax(S, ld, rows, cols, q0, k0, m, l, O, hd);                                                   \
+    online_softmax<false>(S, ld, rows, cols, q0, k0, m, l, O, hd);                                            \
   }                                                                                                           \
   template <class T>                                                                                          \
   target void dscores_##suffix(T* S, T* dP, std::int64_t ld, std::int64_t rows, std::int64_t cols,             \
                                std::int64_t q0, std::int64_t k0, const T* lse, const T* Di) {                 \
-    probs_and_dscores(S, dP, ld, rows, cols, q0, k0, lse, Di);                                                \
+    probs_and_dscores<false>(S, dP, ld, rows, cols, q0, k0, lse, Di);                                         \
   }
 CODISTILL_FLASH_ROWS(avx512, CODISTILL_TARGET_AVX512)
 CODISTILL_FLASH_ROWS(avx2, CODISTILL_TARGET_AVX2)
@@ -53,27 +52,6 @@ RowFns<T> row_fns(Isa isa) {
     case Isa::avx2: return {softmax_avx2<T>, dscores_avx2<T>};
     default: return {softmax_baseline<T>, dscores_baseline<T>};
   }
-}
-
-// One (batch, head) pair in the shared layouts, and its block count.
-template <class T>
-struct Pair {
-  const T *q, *k, *v;  // row 0 of the head in qkv (row stride ld)
-  std::int64_t off;    // of q in qkv, and of the head's dq in dqkv
-  std::int64_t bh, ld, D, hd, seq;
-  std::int64_t blocks() const { return (seq + kB - 1) / kB; }
-  std::int64_t len(std::int64_t block) const { return std::min(kB, seq - block * kB); }
-};
-template <class T>
-Pair<T> pair_of(const T* qkv, const AttentionShape& s, std::int64_t bh) {
-  const std::int64_t D = s.d_model(), ld = 3 * D;
-  const std::int64_t off = (bh / s.heads) * s.seq * ld + (bh % s.heads) * s.head_dim;
-  const T* q = qkv + off;
-  return {q, q + D, q + 2 * D, off, bh, ld, D, s.head_dim, s.seq};
-}
-// Offset of row t of pair bh's head in a [batch*seq, D] tensor (y, dy).
-std::int64_t row_off(const AttentionShape& s, std::int64_t bh, std::int64_t t) {
-  return ((bh / s.heads) * s.seq + t) * s.d_model() + (bh % s.heads) * s.head_dim;
 }
 
 // ---- forward: one task per (pair, query block) ----
@@ -121,12 +99,6 @@ void block_dscores(const Bwd<T>& w, const Pair<T>& p, std::int64_t qb, std::int6
                  kB);  // dP = dy v^T
   const std::int64_t at = p.bh * p.seq + q0;
   w.fn.dscores(S, dP, kB, nq, nk, q0, k0, w.lse + at, w.Di + at);
-}
-
-// Zeroes rows [t0, t0 + n) of a head's hd columns at `base` (row stride ld).
-template <class T>
-void zero_rows(T* base, std::int64_t ld, std::int64_t t0, std::int64_t n, std::int64_t hd) {
-  for (std::int64_t t = t0; t < t0 + n; ++t) std::fill(base + t * ld, base + t * ld + hd, T(0));
 }
 
 // Key block kb of pair p: dk and dv of its rows, summed over the query blocks that see it;
@@ -198,12 +170,7 @@ void forward_fast(const T* qkv, T* y, T* lse, const AttentionShape& s, Isa isa) 
   }
 }
 
-// Two schedules with the same arithmetic (each output sums the same GEMM calls in the same
-// order): on one thread, or with at least kPairsPerThread pairs per thread, one task per pair, which computes
-// dq along with dk and dv (five GEMMs per block step); with fewer pairs (a long sequence of
-// few heads), tasks per key block for dk, dv, then per query block for dq, which recomputes
-// P and dS (seven GEMMs per step) but keeps every thread busy and no two writing one row.
-constexpr int kPairsPerThread = 4;
+// Two schedules (flash_attention_blocks.hpp's kPairsPerThread says which runs).
 
 template <class T>
 void backward_fast(const T* qkv, const T* y, const T* lse, const T* dy, T* dqkv, const AttentionShape& s, Isa isa) {
