@@ -94,17 +94,16 @@ void choose_device(Trainer::State& s) {
     throw ConfigError("model.memory_format", "", 0,
                       fmt::format("nhwc: the {} backend has no channels-last image ops (use auto or nchw)",
                                   kernels::backend_for(s.learner.device).name()));
-  // Flash attention where the device's backend has no kernel for it at the student's
-  // precision (CUDA's tiles compute in float32 only): the first forward would refuse it, but
-  // after the run directory is made and as a runtime error, while it is the config's key that
-  // is wrong. Students' tensors are float32; a compute the backend lacks altogether is below's.
+  // Flash attention where the device's backend has no kernel for it: the first forward would
+  // refuse it, but after the run directory is made and as a runtime error, while it is the
+  // config's key that is wrong. Under bf16 a backend whose tiles compute in float32 (CUDA's,
+  // Backend::op_computes) still runs them: more precise than asked, and without the T x T
+  // probabilities the materialized attention would keep.
   if (const kernels::Backend& b = kernels::backend_for(s.learner.device);
       model_of(c, c.run.worker).kind == "gpt" && model_of(c, c.run.worker).attention == "flash" &&
-      b.supports_compute(student_compute(c)) &&
-      !b.supports(kernels::Op::flash_attention, kernels::DType::f32, student_compute(c)))
+      !b.supports(kernels::Op::flash_attention, kernels::DType::f32))
     throw ConfigError(model_section(c, ".attention"), "", 0,
-                      fmt::format("flash: the {} backend has no flash_attention kernel computing in {} (use "
-                                  "materialized)", b.name(), kernels::compute_name(student_compute(c))));
+                      fmt::format("flash: the {} backend has no flash_attention kernel (use materialized)", b.name()));
   // A precision the device's backend cannot compute in: refused here, naming the key, rather
   // than by to_device (later, and whose other refusals are not about precision).
   for (const auto& [key, compute] : {std::pair{"train.precision", student_compute(c)},

@@ -79,7 +79,9 @@ class CudaBackend final : public kernels::Backend {
   std::string unavailable_reason() const override;
   using kernels::Backend::supports;  // (op, dtype, compute) as well
   bool supports(Op op, DType dtype) const override;
-  // Flash attention's tile kernels compute in float32 only (kernels/cuda/sequence/flash_attention.hpp).
+  // Flash attention's tile kernels compute in float32 whatever the queue's compute
+  // (kernels/cuda/sequence/flash_attention.hpp): under bf16 they run, unrounded, so they do not
+  // honour bf16's rounding (the op driver's bf16 cases leave them out).
   bool op_computes(Op op, Compute c) const override { return op != Op::flash_attention || c == Compute::f32; }
   // float32, and bf16 mixed precision (bf16 cublasGemmEx operands, float32 accumulation).
   bool supports_compute(Compute /*c*/) const override { return true; }

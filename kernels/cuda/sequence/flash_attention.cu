@@ -97,22 +97,11 @@ void flash_attention_backward(const float* qkv, const float* y, const float* lse
 
 using ops::f32;
 
-namespace {
-// The tiles compute in float32 only: a bf16-compute queue is refused (op_computes), not run
-// in float32 behind its back.
-void require_f32_compute(const kernels::Queue& q, const char* op) {
-  if (q.options().compute != Compute::f32)
-    throw std::invalid_argument(std::string(op) + " (cuda): " + compute_name(q.options().compute) +
-                                " compute has no kernel here (the tiles compute in float32): use precision "
-                                "float32, or the materialized attention");
-}
-}  // namespace
 
 void CudaBackend::flash_attention_forward(const Tensor& qkv, Tensor& y, Tensor& lse, const AttentionShape& s,
                                           kernels::Queue& q) {
   const char* op = "flash_attention";
   CudaQueue& cq = enter(q, Op::flash_attention, qkv.dtype(), op);
-  require_f32_compute(q, op);
   s.validate();
   const std::int64_t D = s.d_model();
   ops::expect(cq.device(), op,
@@ -124,7 +113,6 @@ void CudaBackend::flash_attention_backward(const Tensor& qkv, const Tensor& y, c
                                            Tensor& dqkv, const AttentionShape& s, kernels::Queue& q) {
   const char* op = "flash_attention backward";
   CudaQueue& cq = enter(q, Op::flash_attention, dy.dtype(), op);
-  require_f32_compute(q, op);
   s.validate();
   const std::int64_t D = s.d_model();
   ops::expect(cq.device(), op,
