@@ -107,7 +107,18 @@ void Trainer::share_teachers(std::int64_t step) {
   std::vector<checkpoint::TeacherStep> mine;
   for (const auto& t : s.teachers->teachers()) mine.push_back({t->peer, t->step});
   const auto chosen = share_teacher_steps(*s.group, mine, s.teachers->max_teachers());
-  if (!s.lead) s.teachers->follow(chosen, s.files.metrics.get(), step);
+  const TeacherSharing& sharing = s.teachers->sharing();
+  if (!sharing.coordinated || !s.teachers->chosen_changed(chosen)) {
+    if (!s.lead) s.teachers->follow(chosen, s.files.metrics.get(), step);
+    return;
+  }
+  // Shared teachers: each node's writer loads and publishes first (rank 0's are published
+  // already: it adopts a teacher only once loaded), the barrier, then the others map the
+  // files (train/group.hpp plan_teacher_sharing).
+  const bool reader = sharing.enabled && !sharing.writer;
+  if (!s.lead && !reader) s.teachers->follow(chosen, s.files.metrics.get(), step);
+  s.group->barrier();
+  if (!s.lead && reader) s.teachers->follow(chosen, s.files.metrics.get(), step);
 }
 
 Trainer::~Trainer() = default;
