@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <span>
 #include <system_error>
 #include <thread>
 
@@ -119,6 +120,14 @@ void Trainer::share_teachers(std::int64_t step) {
   if (!s.lead && !reader) s.teachers->follow(chosen, s.files.metrics.get(), step);
   s.group->barrier();
   if (!s.lead && reader) s.teachers->follow(chosen, s.files.metrics.get(), step);
+  // Ranks other than 0 log warnings only: rank 0 says how the group holds its teachers.
+  float held[2] = {0, 0};  // on shared files, own copies
+  for (const auto& t : s.teachers->teachers()) held[t->shared_path.empty() ? 1 : 0] += 1;
+  s.group->all_reduce_sum(std::span<float>(held, 2));
+  if (s.lead)
+    s.log->info("teacher sharing: the group's {} ranks hold {} teacher copies: {} mapped from shared files, {} "
+                "their own",
+                s.group->size(), held[0] + held[1], held[0], held[1]);
 }
 
 Trainer::~Trainer() = default;
