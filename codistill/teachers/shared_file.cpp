@@ -79,7 +79,8 @@ long writer_pid(std::string name) {
   if (name.rfind(kPrefix, 0) != 0) return -1;
   const std::string rest = name.substr(std::strlen(kPrefix));
   const auto dot = rest.find('.');
-  if (dot == 0 || dot == std::string::npos || rest.find_first_not_of("0123456789") < dot) return -1;
+  // At most 9 digits: any pid fits, and stol cannot overflow on a stranger's name.
+  if (dot == 0 || dot > 9 || dot == std::string::npos || rest.find_first_not_of("0123456789") < dot) return -1;
   return std::stol(rest.substr(0, dot));
 }
 
@@ -168,13 +169,16 @@ std::string shared_file_path(const std::string& dir, long writer_pid, const std:
 std::vector<std::string> remove_stale_shared_files(const std::string& dir) {
   std::vector<std::string> removed;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const auto& entry = *it;
     const long pid = writer_pid(entry.path().filename().string());
     if (pid <= 0) continue;
     // kill(pid, 0) fails with ESRCH only where no such process exists; EPERM is a live
     // process of another user (its files are not ours to judge).
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    if (std::filesystem::remove(entry.path(), ec)) removed.push_back(entry.path().string());
+    std::error_code gone;
+    if (std::filesystem::remove(entry.path(), gone)) removed.push_back(entry.path().string());
   }
   return removed;
 }

@@ -8,6 +8,7 @@
 #include "codistill/config/config_loader.hpp"
 #include "codistill/teachers/teachers.hpp"
 #include "codistill/util/rng.hpp"
+#include "codistill/util/run_errors.hpp"
 
 namespace codistill {
 
@@ -75,7 +76,9 @@ std::unique_ptr<Teacher> TeacherPool::map_shared(int peer, std::int64_t step, st
     t->shared_path = path;
     t->load_ms = ms_since(t0);
     return t;
-  } catch (const SharedFileError& e) {
+  } catch (const TrainingError&) {
+    throw;  // a model that cannot teach this worker's: as from its checkpoint
+  } catch (const std::exception& e) {  // a file not there or damaged, a model that does not build
     why = e.what();
     return nullptr;
   }

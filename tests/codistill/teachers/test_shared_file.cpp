@@ -115,6 +115,7 @@ TEST_CASE("shared file: stale files of dead writers are removed, live writers' a
   const std::string stale_temp = dir.str(".codistill-teacher." + std::to_string(dead) + ".r.w0.p1.s9.float32.tmp");
   std::ofstream(stale_temp) << "half written";
   std::ofstream(dir.str("codistill-teacher.notapid.x")) << "x";
+  std::ofstream(dir.str("codistill-teacher.99999999999999999999.x")) << "x";  // no pid at all
   std::ofstream(dir.str("unrelated")) << "x";
   const auto removed = remove_stale_shared_files(dir.str());
   CHECK(removed.size() == 2);
@@ -122,6 +123,7 @@ TEST_CASE("shared file: stale files of dead writers are removed, live writers' a
   CHECK_FALSE(fs::exists(stale_temp));
   CHECK(fs::exists(live));
   CHECK(fs::exists(dir.str("codistill-teacher.notapid.x")));
+  CHECK(fs::exists(dir.str("codistill-teacher.99999999999999999999.x")));
   CHECK(fs::exists(dir.str("unrelated")));
   CHECK(remove_stale_shared_files(dir.str("no-such-folder")).empty());
 }
