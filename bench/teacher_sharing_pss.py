@@ -33,6 +33,7 @@ data:
   context: 64
   batch_size: 1
   test_limit: 2
+  shard: full
 model:
   kind: gpt
   vocab_size: 50304
