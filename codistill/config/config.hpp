@@ -109,6 +109,10 @@ struct CodistillConfig {
   // How teachers hold their matrices (Linear weights, embedding tables, a tied head):
   // float32 | bf16 (2 bytes per parameter; needs bf16 teacher products).
   std::string teacher_weights = "float32";
+  // A worker group's ranks on one node share each peer teacher's parameters read-only
+  // through a file of share_dir: auto (where 2 or more ranks are on a node) | off.
+  std::string share_teachers = "auto";
+  std::string share_dir = "/dev/shm";
   GateConfig gate;
 };
 

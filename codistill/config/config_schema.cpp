@@ -175,6 +175,8 @@ std::vector<Field> make_training_keys() {
       CODISTILL_KEY(codistill.fixed_teachers, text()),
       CODISTILL_KEY(codistill.teacher_precision, one_of({"same", "float32", "bf16"})),
       CODISTILL_KEY(codistill.teacher_weights, one_of({"float32", "bf16"})),
+      CODISTILL_KEY(codistill.share_teachers, one_of({"auto", "off"})),
+      CODISTILL_KEY(codistill.share_dir, text()),
       CODISTILL_KEY(codistill.gate.enabled, any()),
       CODISTILL_KEY(codistill.gate.probe, ge(0)),
       CODISTILL_KEY(codistill.gate.max_ratio, ge(0)),

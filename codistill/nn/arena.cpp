@@ -110,6 +110,26 @@ Tensor ParamArena::replace_values(Module& root, Tensor values) {
   return values;
 }
 
+void ParamArena::adopt_blocks(Module& root, Tensor values, Tensor buffers, Tensor matrices) {
+  if (grads_.defined()) throw std::logic_error("parameter arena: external blocks are for forward-only copies (drop_grads first)");
+  auto check = [](const Tensor& mine, const Tensor& theirs, const char* what) {
+    const bool same = mine.defined() == theirs.defined() &&
+                      (!mine.defined() || (mine.shape() == theirs.shape() && mine.dtype() == theirs.dtype() &&
+                                           mine.device() == theirs.device()));
+    if (!same)
+      throw std::invalid_argument(std::string("parameter arena: an external ") + what + " block must be laid out like " +
+                                  "the arena's (" + (mine.defined() ? kernels::shape_str(mine.shape()) : "none") +
+                                  "), got " + (theirs.defined() ? kernels::shape_str(theirs.shape()) : "none"));
+  };
+  check(values_, values, "values");
+  check(buffers_, buffers, "buffers");
+  check(matrices_, matrices, "matrices");
+  values_ = std::move(values);
+  buffers_ = std::move(buffers);
+  matrices_ = std::move(matrices);
+  rebind(root);
+}
+
 namespace {
 
 // The matrices to_bf16_matrices moves: rank-2 parameters.

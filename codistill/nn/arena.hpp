@@ -55,6 +55,13 @@ class ParamArena {
   // (Optimizer::step_into) writes the new values there. Throws std::invalid_argument on
   // another layout, changing nothing.
   kernels::Tensor replace_values(Module& root, kernels::Tensor values);
+  // Forward-only copies (teachers shared read-only between the ranks of a node,
+  // teachers/teacher_sharing.hpp): values, buffers and matrices become `values`, `buffers`
+  // and `matrices` (external storage, e.g. a read-only mapping, laid out like the blocks
+  // they replace; an undefined one where the arena has none) and the views are rebound.
+  // Throws std::logic_error while gradients exist (nothing may write into such storage),
+  // std::invalid_argument on another layout, changing nothing.
+  void adopt_blocks(Module& root, kernels::Tensor values, kernels::Tensor buffers, kernels::Tensor matrices);
 
   kernels::Tensor& values() { return values_; }
   kernels::Tensor& grads() { return grads_; }

@@ -76,12 +76,12 @@ std::unique_ptr<Teacher> TeacherPool::make_teacher(int peer, const checkpoint::C
   t->file = file;
   t->bytes_read = data.bytes_read;
   t->model = model_from_checkpoint(data, factory_);
-  upload(*t);
+  upload(*t, &data.meta);
   t->load_ms = load_ms;
   return t;
 }
 
-void TeacherPool::upload(Teacher& t) {
+void TeacherPool::upload(Teacher& t, const checkpoint::CheckpointMeta* meta) {
   // The model was built and filled on the host; its blocks move to the device through the
   // backend's staging memory (the block itself on the CPU: no copy), queued on the
   // teacher's own queue, which the trainer waits for (Event::ready / synchronize) before
@@ -91,6 +91,9 @@ void TeacherPool::upload(Teacher& t) {
   // codistill.teacher_weights: bf16: the matrices held as bf16 from here on (2 bytes per
   // parameter, no float32 copy kept), rounded on the host before anything moves.
   if (cfg_.codistill.teacher_weights == "bf16") m.to_bf16_weights();
+  // Peers' teachers only: fixed teachers load on every rank at once, with no barrier
+  // between a writer and its readers.
+  if (meta && t.peer >= 0 && sharing_.writer) share(t, *meta);
   ParamArena& arena = m.arena();
   const kernels::Tensor host_values = arena.values();
   const kernels::Tensor host_buffers = arena.buffers();

@@ -31,6 +31,7 @@
 #include "codistill/teachers/cohort.hpp"
 #include "codistill/teachers/fixed_teachers.hpp"
 #include "codistill/teachers/teacher_gate.hpp"
+#include "codistill/teachers/teacher_sharing.hpp"
 #include "codistill/persist/metrics.hpp"
 #include "codistill/persist/worker_state.hpp"
 #include "codistill/models/model.hpp"
@@ -59,6 +60,10 @@ struct Teacher {
   std::unique_ptr<kernels::Event> forward_done;  // after each forward: the student's loss waits on it
   kernels::Tensor staging;                       // the parameter block on its way; released once loaded
   kernels::Tensor logits;                        // of the last forward (the model's own buffer)
+  // codistill.share_teachers: the shared file the parameters are mapped from ("" when they
+  // are this rank's own), and, on the rank that wrote it, the hold that removes it.
+  std::string shared_path;
+  std::shared_ptr<SharedFileOwner> shared_owner;
 
   // "3" for peer 3, "fixed-0" for the first fixed teacher (metrics' churn keys, logs).
   std::string label() const;
@@ -150,6 +155,15 @@ class TeacherPool {
   void load_fixed(const std::vector<FixedTeacherFile>& files, const data::Normalization& normalization,
                   MetricsWriter* metrics, std::int64_t step);
   const std::vector<std::unique_ptr<Teacher>>& fixed() const { return fixed_; }
+
+  // codistill.share_teachers (teachers/teacher_sharing.hpp): this rank's part, set before
+  // the first teacher loads. The writer removes its node's stale files of dead runs here.
+  void set_sharing(TeacherSharing sharing);
+  const TeacherSharing& sharing() const { return sharing_; }
+  // Whether `chosen` (what share_teacher_steps gave every rank) differs from the last list
+  // passed here: every rank sees the same lists, so all agree on when to meet at the barrier
+  // between the writers and the readers.
+  bool chosen_changed(const std::vector<checkpoint::TeacherStep>& chosen);
   // Own step minus the oldest teacher step in use; nullopt without teachers.
   std::optional<std::int64_t> staleness(std::int64_t step) const;
 
@@ -178,7 +192,13 @@ class TeacherPool {
                                          std::int64_t own_step, std::size_t listed);
   std::unique_ptr<Teacher> make_teacher(int peer, const checkpoint::CheckpointData& data, const std::string& path,
                                         double load_ms, checkpoint::FileKind file = checkpoint::FileKind::checkpoint);
-  void upload(Teacher& t);
+  // meta: the checkpoint's, which a shared file records (null: not shared).
+  void upload(Teacher& t, const checkpoint::CheckpointMeta* meta = nullptr);
+  // Sharing (teachers_share.cpp). The writer's: t's blocks into its node's file, mapped back
+  // as its storage (a failure: a warning, t keeps its own copy). A reader's: the teacher
+  // from the file the node's writer published, or nullptr with why in `why`.
+  void share(Teacher& t, const checkpoint::CheckpointMeta& meta);
+  std::unique_ptr<Teacher> map_shared(int peer, std::int64_t step, std::string& why);
   std::vector<std::unique_ptr<Teacher>> take_loaded(std::vector<std::unique_ptr<Teacher>> fresh, bool wait);
   void check_fits(int peer, const std::string& path);
   void adopt(std::vector<std::unique_ptr<Teacher>> adopted, MetricsWriter* metrics, std::int64_t step);
@@ -200,6 +220,8 @@ class TeacherPool {
   std::vector<std::unique_ptr<Teacher>> fixed_;
   std::vector<std::unique_ptr<Teacher>> staged_;  // uploads still in flight
   std::unique_ptr<TeacherGate> gate_;
+  TeacherSharing sharing_;
+  std::vector<checkpoint::TeacherStep> last_chosen_;
 
   // Shared with the watcher thread.
   std::mutex mu_;

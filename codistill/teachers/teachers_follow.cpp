@@ -23,6 +23,17 @@ void TeacherPool::follow(const std::vector<checkpoint::TeacherStep>& chosen, Met
     if (peer < 0 || peer == cfg_.run.worker)
       throw TrainingError(fmt::format("rank 0 uses peer {} as a teacher, which is not a peer of this worker", peer));
     const std::string path = store_.checkpoint_path(peer, ts.step);
+    // A reader of a node whose writer published this teacher maps it (train/training.cpp
+    // orders the writers before the readers); else, and where that fails, its own copy.
+    if (sharing_.enabled && !sharing_.writer) {
+      std::string why;
+      if (auto t = map_shared(peer, ts.step, why)) {
+        log_->info("teacher sharing: peer {} at step {} mapped from {}", peer, ts.step, t->shared_path);
+        fresh.push_back(std::move(t));
+        continue;
+      }
+      log_->warn("teacher sharing: peer {} at step {}: {}; loading this rank's own copy", peer, ts.step, why);
+    }
     try {
       fresh.push_back(load_step(peer, ts.step, 0));
     } catch (const TrainingError&) {

@@ -6,8 +6,15 @@
 #include <span>
 #include <stdexcept>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include <fmt/format.h>
 
+#include "codistill/dist/node_layout.hpp"
 #include "codistill/nn/layers/batchnorm.hpp"
 
 namespace codistill {
@@ -141,6 +148,60 @@ std::vector<checkpoint::TeacherStep> share_teacher_steps(dist::ProcessGroup& gro
   std::vector<checkpoint::TeacherStep> out(static_cast<std::size_t>(wire[0]));
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = {wire[1 + 2 * i], wire[2 + 2 * i]};
   return out;
+}
+
+namespace {
+
+// FNV-1a of the run directory's absolute path: the run's part of a shared file's name.
+std::uint64_t run_key(const std::string& dir) {
+  std::error_code ec;
+  const std::string path = std::filesystem::absolute(dir, ec).lexically_normal().string();
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : path) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+TeacherSharing plan_teacher_sharing(const Config& c, dist::ProcessGroup& group, const kernels::Device& device,
+                                    std::string& why) {
+  TeacherSharing s;
+  if (!c.codistill.enabled) {
+    why = "codistill.enabled is false";
+  } else if (c.codistill.share_teachers == "off") {
+    why = "codistill.share_teachers is off";
+  } else if (group.size() == 1) {
+    why = "this worker is a single rank";
+  }
+  if (!why.empty()) return s;
+  s.coordinated = true;  // the same on every rank: the config and the group size are
+  const dist::NodeLayout node = dist::node_layout(group);
+  const bool writer = node.leader == group.rank();
+  const std::string& dir = c.codistill.share_dir;
+  if (node.ranks_here < 2)
+    why = "no other rank of this worker group runs on this node";
+  else if (!device.is_cpu())
+    why = "the teachers are on " + device.str() + ", in each rank's own device memory";
+  else if (::access(dir.c_str(), writer ? (W_OK | X_OK) : X_OK) != 0)
+    why = fmt::format("{} (codistill.share_dir) cannot be {}: {}", dir, writer ? "written" : "read", std::strerror(errno));
+  if (!why.empty()) return s;
+  s.enabled = true;
+  s.writer = writer;
+  s.dir = dir;
+  s.writer_pid = node.leader_pid;
+  s.name = fmt::format("{:016x}.w{}", run_key(c.run.dir), c.run.worker);
+  return s;
+}
+
+void start_teacher_sharing(const Config& c, dist::ProcessGroup& group, const kernels::Device& device,
+                           TeacherPool& pool, spdlog::logger& log) {
+  std::string why;
+  TeacherSharing plan = plan_teacher_sharing(c, group, device, why);
+  if (plan.enabled)
+    log.info("teacher sharing: this rank {} its node's teachers in {}", plan.writer ? "writes" : "maps", plan.dir);
+  else
+    log.info("teacher sharing: off ({}); this rank holds its own teachers", why);
+  pool.set_sharing(std::move(plan));
 }
 
 StepAgreement agree_after_step(dist::ProcessGroup& group, bool stop, double loss, double ce, double distill) {

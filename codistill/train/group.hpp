@@ -7,12 +7,16 @@
 // rank that dies or hangs shows as a CollectiveTimeout on the others, never as a hang.
 // In one process (size 1) every function here returns at once without touching its data.
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include <spdlog/logger.h>
 
 #include "checkpoint/checkpoint.hpp"
 #include "codistill/config/config.hpp"
 #include "codistill/dist/process_group.hpp"
 #include "codistill/models/model.hpp"
+#include "codistill/teachers/teachers.hpp"
 #include "kernels/backend.hpp"
 
 namespace codistill {
@@ -79,6 +83,17 @@ void broadcast_values(dist::ProcessGroup& group, std::vector<std::int64_t>& valu
 std::vector<checkpoint::TeacherStep> share_teacher_steps(dist::ProcessGroup& group,
                                                          const std::vector<checkpoint::TeacherStep>& mine,
                                                          std::size_t max);
+
+// codistill.share_teachers for this rank (teachers/teacher_sharing.hpp): which ranks share
+// a node (a collective, dist::node_layout, wherever the group takes part: 2 ranks or more,
+// codistill on, sharing not off), and whether this rank shares, writing (its node's lowest
+// rank) or mapping. Where it does not, `why` says why ("" where it does); the run goes on
+// with private copies.
+TeacherSharing plan_teacher_sharing(const Config& c, dist::ProcessGroup& group, const kernels::Device& device,
+                                    std::string& why);
+// The plan given to `pool`, with a log line saying what this rank does or why it does not.
+void start_teacher_sharing(const Config& c, dist::ProcessGroup& group, const kernels::Device& device,
+                           TeacherPool& pool, spdlog::logger& log);
 
 // What the ranks agree on after each step: whether any rank was asked to stop (so that all
 // stop after the same step), and the group's loss terms (the sum of the ranks' weighted

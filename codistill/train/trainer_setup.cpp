@@ -361,6 +361,8 @@ void start_teachers(Trainer::State& s, const Pending& p) {
   if (s.checkpoints) s.checkpoints->prepare(w);
   if (c.codistill.enabled || !c.codistill.fixed_teachers.empty())
     s.teachers = std::make_unique<TeacherPool>(s.cfg, p.mc, s.log, /*follower=*/!s.lead, s.opts.model_factory);
+  // codistill.share_teachers: before any teacher loads (rank 0's resume, the first follow).
+  if (s.teachers && c.codistill.enabled) start_teacher_sharing(c, *s.group, s.learner.device, *s.teachers, *s.log);
   // The teacher gate scores fixed teachers when a worker starts (every rank, so that a
   // refusal stops them all alike) and each peer checkpoint rank 0 loads; the teachers a
   // resumed worker takes back were accepted already, so it is set after those are loaded.

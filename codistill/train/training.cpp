@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <span>
 #include <system_error>
 #include <thread>
 
@@ -107,7 +108,26 @@ void Trainer::share_teachers(std::int64_t step) {
   std::vector<checkpoint::TeacherStep> mine;
   for (const auto& t : s.teachers->teachers()) mine.push_back({t->peer, t->step});
   const auto chosen = share_teacher_steps(*s.group, mine, s.teachers->max_teachers());
-  if (!s.lead) s.teachers->follow(chosen, s.files.metrics.get(), step);
+  const TeacherSharing& sharing = s.teachers->sharing();
+  if (!sharing.coordinated || !s.teachers->chosen_changed(chosen)) {
+    if (!s.lead) s.teachers->follow(chosen, s.files.metrics.get(), step);
+    return;
+  }
+  // Shared teachers: each node's writer loads and publishes first (rank 0's are published
+  // already: it adopts a teacher only once loaded), the barrier, then the others map the
+  // files (train/group.hpp plan_teacher_sharing).
+  const bool reader = sharing.enabled && !sharing.writer;
+  if (!s.lead && !reader) s.teachers->follow(chosen, s.files.metrics.get(), step);
+  s.group->barrier();
+  if (!s.lead && reader) s.teachers->follow(chosen, s.files.metrics.get(), step);
+  // Ranks other than 0 log warnings only: rank 0 says how the group holds its teachers.
+  float held[2] = {0, 0};  // on shared files, own copies
+  for (const auto& t : s.teachers->teachers()) held[t->shared_path.empty() ? 1 : 0] += 1;
+  s.group->all_reduce_sum(std::span<float>(held, 2));
+  if (s.lead)
+    s.log->info("teacher sharing: the group's {} ranks hold {} teacher copies: {} mapped from shared files, {} "
+                "their own",
+                s.group->size(), held[0] + held[1], held[0], held[1]);
 }
 
 Trainer::~Trainer() = default;

@@ -187,6 +187,8 @@ codistill:
   fixed_teachers: [runs/big, "a b/worker-001"]
   teacher_precision: float32
   teacher_weights: bf16
+  share_teachers: "off"
+  share_dir: /run/shm/codistill
   gate:
     enabled: false
     probe: 64

@@ -68,6 +68,8 @@ TEST_CASE("every key of every section is parsed", "[config]") {
   CHECK(c.train.recompute == "blocks");
   CHECK(c.codistill.teacher_precision == "float32");
   CHECK(c.codistill.teacher_weights == "bf16");
+  CHECK(c.codistill.share_teachers == "off");
+  CHECK(c.codistill.share_dir == "/run/shm/codistill");
   CHECK_FALSE(c.checkpoint.async);
   CHECK(c.checkpoint.on_busy == "skip");
   CHECK(c.checkpoint.teacher_dtype == "bf16");
@@ -304,6 +306,14 @@ TEST_CASE("the group section: defaults and ranges", "[config]") {
   const ConfigError tw = error_of(nested("codistill.teacher_weights", "fp8"));
   CHECK(tw.key_path() == "codistill.teacher_weights");
   CHECK(tw.detail() == "expected one of float32, bf16, got 'fp8'");
+  // Teacher sharing between a group's ranks on a node: on where it can be, unless off.
+  CHECK(load_text("").codistill.share_teachers == "auto");
+  CHECK(load_text("").codistill.share_dir == "/dev/shm");
+  CHECK(load_text(nested("codistill.share_teachers", "off")).codistill.share_teachers == "off");
+  const ConfigError st = error_of(nested("codistill.share_teachers", "always"));
+  CHECK(st.key_path() == "codistill.share_teachers");
+  CHECK(st.detail() == "expected one of auto, off, got 'always'");
+  CHECK(error_of(nested("codistill.share_dir", "\"\"")).key_path() == "codistill.share_dir");
   // Activation recomputation: off unless asked, two modes.
   CHECK(load_text("").train.recompute == "none");
   CHECK(load_text(nested("train.recompute", "blocks")).train.recompute == "blocks");
