@@ -2,7 +2,7 @@
 // Strict configuration loading (DESIGN.md section 8, keys in docs/config.md).
 //
 // A config is read from YAML, `--set key.path=value` overrides are applied on top, and
-// the result is validated key by key against the schema in config_schema.cpp: an
+// the result is validated key by key against the schema in config_keys.cpp: an
 // unknown key, a wrong type or an out-of-range value throws ConfigError naming the key
 // path and the file line (the trainer maps it to exit code 2). Keys that are absent
 // keep the defaults of config.hpp.
