@@ -55,7 +55,7 @@ ParamArena& Model::arena() {
 Tensor Model::forward(const Tensor& x, bool training) {
   if (root_->size() == 0) throw std::logic_error("Model::forward: the model has no layers");
   finalize();
-  if (!training) use_eval_pool();
+  training ? leave_eval_pool() : use_eval_pool();
   try {
     return root_->forward(x, training);
   } catch (const std::invalid_argument& e) {
@@ -165,7 +165,7 @@ std::optional<Model::LinearHead> Model::linear_head() {
 
 Tensor Model::forward_features(const Tensor& x, bool training) {
   if (!linear_head()) throw std::logic_error("Model::forward_features: the model does not end in a linear head");
-  if (!training) use_eval_pool();
+  training ? leave_eval_pool() : use_eval_pool();
   try {
     return root_->forward_prefix(x, training, root_->size() - 1);
   } catch (const std::invalid_argument& e) {

@@ -165,6 +165,7 @@ class Model : public Trainable {
   void apply_channels_last(bool on);
   // Gives the blocks the pool of a forward without gradients on this thread and device.
   void use_eval_pool();
+  void leave_eval_pool();
   // After a backward: zeroes the gradients of modules still marked stale by zero_grad_lazily.
   void zero_stale_grads();
   // After a backward that threw: zeroes every gradient if zero_grad_lazily marked them.

@@ -36,6 +36,12 @@ int Model::recompute_blocks() {
   return n;
 }
 
+// A training forward on the CPU: the buffers forwards without gradients left in the thread's
+// pool (a block's working set, at their rows) go back before the step's largest phase.
+void Model::leave_eval_pool() {
+  if (device().is_cpu()) nn::BufferPool::for_this_thread()->use_for(-1);
+}
+
 void Model::set_release_in_eval(bool on) {
   visit_modules(*root_, [&](const std::string&, Module& m) { m.set_release_in_eval(on); });
 }

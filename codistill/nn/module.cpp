@@ -77,6 +77,14 @@ void set_rng_states(Module& m, const std::vector<Rng::State>& states) {
 // Keeps the input (shared, not copied: the module before returned it and does not touch it
 // until the next step) and the random streams, so that backward can replay this forward.
 Tensor Module::forward_recomputed(const Tensor& x, bool training) {
+  if (!training && !recompute_) {
+    // What a training forward left (another batch's shapes) goes back to the backend, not to
+    // the pool: this forward then takes what the block before it let go, not fresh memory.
+    const std::shared_ptr<nn::BufferPool> pool = pool_;
+    set_pool(nullptr);
+    release_activations();
+    set_pool(pool);
+  }
   recompute_input_ = training ? x : Tensor{};
   if (training) rng_before_ = rng_states(*this);
   if (pool_) pool_->use_for(x.dim(0));
