@@ -55,6 +55,7 @@ ParamArena& Model::arena() {
 Tensor Model::forward(const Tensor& x, bool training) {
   if (root_->size() == 0) throw std::logic_error("Model::forward: the model has no layers");
   finalize();
+  training ? leave_eval_pool() : use_eval_pool();
   try {
     return root_->forward(x, training);
   } catch (const std::invalid_argument& e) {
@@ -164,6 +165,7 @@ std::optional<Model::LinearHead> Model::linear_head() {
 
 Tensor Model::forward_features(const Tensor& x, bool training) {
   if (!linear_head()) throw std::logic_error("Model::forward_features: the model does not end in a linear head");
+  training ? leave_eval_pool() : use_eval_pool();
   try {
     return root_->forward_prefix(x, training, root_->size() - 1);
   } catch (const std::invalid_argument& e) {
@@ -292,32 +294,6 @@ void Model::place(kernels::Device device, kernels::QueueOptions options, bool co
   root_->set_queue(*queue);
   queue_ = std::move(queue);
   apply_channels_last(channels_last);
-}
-
-void Model::set_recompute(const std::string& mode) {
-  if (mode != "none" && mode != "blocks")
-    throw std::invalid_argument("recompute must be one of none, blocks, got '" + mode + "'");
-  int blocks = 0;
-  visit_modules(*root_, [&](const std::string&, Module& m) {
-    if (m.is_block()) ++blocks;
-  });
-  if (mode == "blocks" && blocks == 0)
-    throw std::invalid_argument(
-        "recompute: blocks needs a model with blocks (gpt, resnet, or layers with residual blocks); this one has none");
-  // One pool for all blocks: block after block takes the buffers the one before let go.
-  auto pool = mode == "blocks" ? std::make_shared<nn::BufferPool>() : nullptr;
-  visit_modules(*root_, [&](const std::string&, Module& m) {
-    if (m.is_block()) m.set_recompute(mode == "blocks", pool);
-  });
-  recompute_ = mode;
-}
-
-int Model::recompute_blocks() {
-  int n = 0;
-  visit_modules(*root_, [&](const std::string&, Module& m) {
-    if (m.recompute()) ++n;
-  });
-  return n;
 }
 
 void Model::set_memory_format(const std::string& format) {

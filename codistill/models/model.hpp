@@ -139,6 +139,12 @@ class Model : public Trainable {
   // The modules that recompute (0 with "none").
   int recompute_blocks();
 
+  // Forwards without gradients (teachers, evaluation): every block keeps only its output
+  // (Module::set_release_in_eval), its internals going to a pool: on the CPU the thread's
+  // (nn::BufferPool::for_this_thread: K teachers run one after another share one block's
+  // working set), on a device the model's own. On by default; off keeps every buffer.
+  void set_release_in_eval(bool on);
+
   // Input shape without the batch dimension (set by build_model; summary() uses it).
   void set_input_shape(kernels::Shape shape) { input_shape_ = std::move(shape); }
   const kernels::Shape& input_shape() const { return input_shape_; }
@@ -157,6 +163,9 @@ class Model : public Trainable {
   // that cannot be), and setting them.
   bool wants_channels_last(const kernels::Backend& backend) const;
   void apply_channels_last(bool on);
+  // Gives the blocks the pool of a forward without gradients on this thread and device.
+  void use_eval_pool();
+  void leave_eval_pool();
   // After a backward: zeroes the gradients of modules still marked stale by zero_grad_lazily.
   void zero_stale_grads();
   // After a backward that threw: zeroes every gradient if zero_grad_lazily marked them.
@@ -173,6 +182,9 @@ class Model : public Trainable {
   bool channels_last_allowed_ = false;
   bool channels_last_ = false;
   std::string recompute_ = "none";
+  std::shared_ptr<nn::BufferPool> eval_pool_;    // the blocks' now (null: to be chosen)
+  std::shared_ptr<nn::BufferPool> device_pool_;  // the model's own, off the CPU
+  const kernels::Queue* pool_queue_ = nullptr;   // the queue device_pool_ serves
   std::vector<Module*> param_modules_;  // modules with parameters, pre-order (finalize())
   bool all_overwrite_grads_ = false;    // every one of them can_overwrite_grads
   bool grads_stale_ = false;  // zero_grad_lazily marked modules that no backward has run on yet

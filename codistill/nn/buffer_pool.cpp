@@ -50,4 +50,10 @@ std::size_t BufferPool::free_bytes() const {
   return sum;
 }
 
+// Per thread: a pool is not locked, and two threads' forwards never share a buffer.
+std::shared_ptr<BufferPool> BufferPool::for_this_thread() {
+  thread_local const std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>();
+  return pool;
+}
+
 }  // namespace codistill::nn

@@ -12,6 +12,12 @@
 // every holder was among them becomes free. The pool serves one batch size at a time (the
 // leading dimension of the blocks' inputs): evaluation at another batch after training
 // empties it, and so does training after it.
+//
+// Forwards without gradients (Module::set_release_in_eval) use one too: on the CPU, where
+// work runs as it is queued, one per thread (for_this_thread), shared by every model that
+// thread runs, so K teachers run one after another hold one block's working set between
+// them; on a device each model has its own, used on its own queue only.
+#include <memory>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +38,9 @@ class BufferPool {
   // The dropped buffers that no tensor outside the dropped ones shares become free.
   void settle();
   std::size_t free_bytes() const;
+  // The CPU's pool for forwards of this thread (made on first use, let go with the thread
+  // and the models that hold it).
+  static std::shared_ptr<BufferPool> for_this_thread();
 
  private:
   std::vector<kernels::Tensor> dropped_, free_;

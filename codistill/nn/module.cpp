@@ -41,7 +41,7 @@ void check_input(Module& m, const Tensor& x, const char* pass) {
 
 Tensor Module::forward(const Tensor& x, bool training) {
   check_input(*this, x, "");
-  return recompute_ ? forward_recomputed(x, training) : do_forward(x, training);
+  return releases(training) ? forward_recomputed(x, training) : do_forward(x, training);
 }
 
 Tensor Module::backward(const Tensor& dy, bool need_dx) {
@@ -77,6 +77,14 @@ void set_rng_states(Module& m, const std::vector<Rng::State>& states) {
 // Keeps the input (shared, not copied: the module before returned it and does not touch it
 // until the next step) and the random streams, so that backward can replay this forward.
 Tensor Module::forward_recomputed(const Tensor& x, bool training) {
+  if (!training && !recompute_) {
+    // What a training forward left (another batch's shapes) goes back to the backend, not to
+    // the pool: this forward then takes what the block before it let go, not fresh memory.
+    const std::shared_ptr<nn::BufferPool> pool = pool_;
+    set_pool(nullptr);
+    release_activations();
+    set_pool(pool);
+  }
   recompute_input_ = training ? x : Tensor{};
   if (training) rng_before_ = rng_states(*this);
   if (pool_) pool_->use_for(x.dim(0));
@@ -121,16 +129,22 @@ void Module::release_activations() {
   for_each_child([](const std::string&, Module& child) { child.release_activations(); });
 }
 
-// Recomputed: the output stays (the next module's input, kept for its backward); the rest
-// is held only while this module runs, and in backward beside the gradient handed to it.
+// Recomputed in training: the output stays (the next module's input, kept for its
+// backward); the rest is held only while this module runs, and in backward beside the
+// gradient handed to it. Without gradients nothing keeps a block's output past the next
+// block, which holds it as its input while it runs: each block's internals with its input.
 ActivationBytes Module::plan(const kernels::Shape& x, bool training, bool need_dx) {
   ActivationBytes a = plan_activations(x, training, need_dx);
-  if (!recompute_) return a;
+  if (!releases(training)) return a;
   ActivationBytes r;
   r.output = a.output;
   r.workspace = a.workspace;
-  r.forward = nn::f32_bytes(a.output);
-  r.transient = a.total() + (training ? nn::f32_bytes(a.output) : 0);
+  if (training) {
+    r.forward = nn::f32_bytes(a.output);
+    r.transient = a.total() + nn::f32_bytes(a.output);
+  } else {
+    r.transient = a.total() + nn::f32_bytes(x);
+  }
   return r;
 }
 

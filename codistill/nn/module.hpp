@@ -112,8 +112,9 @@ class Module {
   // is a leaf's output and input gradient in its parameters' float32; modules that keep
   // more, less or other shapes say so.
   virtual ActivationBytes plan_activations(const kernels::Shape& x, bool training, bool need_dx);
-  // What containers and the memory plan ask for: plan_activations, or with recompute on
-  // the output held and the internals as `transient` (one block's at a time).
+  // What containers and the memory plan ask for: plan_activations, or where the block
+  // releases its internals (releases()) those as `transient` (one block's at a time), with
+  // the output held in training (recompute) and the input held while it runs otherwise.
   ActivationBytes plan(const kernels::Shape& x, bool training, bool need_dx);
 
   // ---- activation recomputation (train.recompute: blocks) ----
@@ -130,6 +131,20 @@ class Module {
   // dropped for the next block to take; null: they go back to the backend.
   void set_recompute(bool on, std::shared_ptr<nn::BufferPool> pool = nullptr);
   bool recompute() const { return recompute_; }
+  // ---- forwards without gradients (teachers, evaluation) ----
+  // A block's forward with training = false keeps only its output: its internals go (to the
+  // pool set_eval_pool gave it, else back to the backend) once the output exists, so a
+  // forward-only model holds about one block's working set, not every block's. The outputs
+  // are bit for bit those of keeping them: the same kernels run on the same inputs. On by
+  // default; off keeps every buffer as a training forward does (tests compare the two).
+  void set_release_in_eval(bool on) { release_in_eval_ = on; }
+  // Whether a forward (training or not) of this module drops its internals after it.
+  bool releases(bool training) const { return block_ && (recompute_ || (!training && release_in_eval_)); }
+  // The pool this subtree's buffers go to and come from in such forwards (Model::forward
+  // picks it); a recomputed block keeps its own.
+  void set_eval_pool(const std::shared_ptr<nn::BufferPool>& pool) {
+    if (!recompute_) set_pool(pool);
+  }
   // Drops the buffers forward and backward keep (outputs, saved inputs, gradients) in this
   // subtree; the next forward allocates them again. Leaves that keep buffers override it
   // (and call this for their children); tensors already returned stay valid (shared).
@@ -198,6 +213,7 @@ class Module {
   bool grads_stale_ = false;
   bool block_ = false;
   bool recompute_ = false;
+  bool release_in_eval_ = true;
   // Recompute: forward's input and the subtree's random streams before and after it.
   kernels::Tensor recompute_input_;
   std::vector<std::array<std::uint64_t, 4>> rng_before_, rng_after_;

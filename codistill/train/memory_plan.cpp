@@ -56,8 +56,9 @@ ActivationBytes fused_head_activations(Model& model, const ActivationBytes& full
   return a;
 }
 
-// A teacher's forward: every module's buffers stay. One planned as the student's own model
-// is planned without the student's recompute, which teachers never run.
+// A teacher's forward (no gradients): each block keeps only its output, its internals held
+// while it runs (Module::plan's transient). One planned as the student's own model is
+// planned without the student's recompute, which teachers never run.
 ActivationBytes teacher_activations(Model& teacher, Model& student, const kernels::Shape& x) {
   if (&teacher != &student || student.recompute() == "none") return teacher.root().plan_activations(x, false, false);
   const std::string mode = student.recompute();
@@ -65,6 +66,16 @@ ActivationBytes teacher_activations(Model& teacher, Model& student, const kernel
   const ActivationBytes f = student.root().plan_activations(x, false, false);
   student.set_recompute(mode);
   return f;
+}
+
+// An evaluation forward at `rows` examples. Text runs a linear head on chunks of the
+// features' rows (evaluate_text): its logits are a chunk's, not [rows, V].
+ActivationBytes eval_activations(Model& model, const Config& cfg, std::int64_t rows) {
+  ActivationBytes a = model.root().plan_activations(batch_shape(model, rows), false, false);
+  if (!is_token_data(cfg.data) || !model.linear_head() || a.output.size() != 2) return a;
+  const std::int64_t label_rows = a.output[0], V = a.output[1];
+  a.forward -= (label_rows - eval_logit_rows(label_rows, V)) * V * 4;
+  return a;
 }
 
 // train.recompute, said where the activations are counted.
@@ -144,7 +155,7 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
 
   ActivationBytes train = model.root().plan_activations(batch_shape(model, rows), true, false);
   if (cfg.train.fused_head) train = fused_head_activations(model, train, static_cast<int>(in.teachers.size()));
-  const ActivationBytes eval = model.root().plan_activations(batch_shape(model, eval_rows), false, false);
+  const ActivationBytes eval = eval_activations(model, cfg, eval_rows);
   const std::string shape = kernels::shape_str(batch_shape(model, rows));
 
   add("runtime", in.runtime_bytes, false, "resident besides data and model when planned: code, libraries, threads");
@@ -161,7 +172,8 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
   // blocks hold one block's forward at a time in both).
   add("evaluation",
       std::max<std::int64_t>(0, eval.forward + eval.transient - train.forward - train.transient), dev,
-      fmt::format("forward at {} evaluation rows beyond training's", eval_rows));
+      fmt::format("forward at {} evaluation rows beyond training's{}", eval_rows,
+                  is_token_data(cfg.data) && model.linear_head() ? " (logits a chunk of rows at a time)" : ""));
   // The backend's scratch (oneDNN's convolutions on the CPU) is one per queue, grown to its
   // largest call: training's or evaluation's.
   ActivationBytes scratch = train;
@@ -171,7 +183,7 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
   add("step_io", step_io_bytes(model, cfg, in, rows, train.output), dev, "inputs, labels, loss gradient");
   // Each teacher: its parameters and buffers (no gradients), and a forward at the larger of
   // the micro-batch and the evaluation batch (churn) with its own queue's scratch.
-  std::int64_t teachers = 0, largest = 0;
+  std::int64_t teachers = 0, largest = 0, working = 0;
   const kernels::Shape teach_x = batch_shape(model, std::max(rows, eval_rows));
   // codistill.teacher_weights: bf16: the matrices at 2 bytes, the small parameters at 4.
   const bool bf16_weights = cfg.codistill.teacher_weights == "bf16";
@@ -182,10 +194,16 @@ MemoryPlan plan_memory(Model& model, const Config& cfg, const MemoryPlanInputs& 
     const ActivationBytes f = teacher_activations(*t, model, teach_x);
     teachers += held + f.forward + f.workspace_bytes();
     largest = std::max(largest, f32_held);  // a load builds the model in float32 before rounding it
+    // A block's internals stay in a pool after the forward (Model::use_eval_pool): on the host
+    // the thread's, which the K teachers share (the largest once); on a device, each its own.
+    working = dev ? working + f.transient : std::max(working, f.transient);
   }
+  teachers += working;
   add("teachers", teachers, dev,
-      fmt::format("K = {} forward-only models: parameters ({}), buffers, forward and scratch at {} rows",
-                  in.teachers.size(), bf16_weights ? "bf16 matrices" : "float32", teach_x.front()));
+      fmt::format("K = {} forward-only models: parameters ({}), buffers, forward and scratch at {} rows, "
+                  "one block's working set {}",
+                  in.teachers.size(), bf16_weights ? "bf16 matrices" : "float32", teach_x.front(),
+                  dev ? "each" : "shared"));
   if (in.teacher_reloads) add("teacher_reload", largest, dev, "a peer's checkpoint loading while the old one teaches");
   // The checkpoint's second state: spare blocks for the out-of-place update where the state
   // is host memory, a host snapshot of it where it is on a device.

@@ -146,9 +146,19 @@ ActivationBytes Sequential::plan_activations(const kernels::Shape& x, bool train
   if (!need_dx)
     while (first < children_.size() && !children_[first].second->has_params()) ++first;
   ActivationBytes total{0, 0, x};
+  // Forwards without gradients: a block's released buffers serve later blocks of the same
+  // shapes only, so the pool keeps one working set per shape (a resnet's stages): their
+  // transients add up over the blocks' output shapes, the largest of each.
+  std::vector<std::pair<kernels::Shape, std::int64_t>> by_shape;
   auto plan = [&](std::size_t i) {
-    ActivationBytes a = children_[i].second->plan(total.output, training, need_dx || i > first);
+    Module& child = *children_[i].second;
+    ActivationBytes a = child.plan(total.output, training, need_dx || i > first);
     if (i < first) a.backward = 0;  // forward in training mode, no backward
+    if (!training && child.releases(false)) {
+      auto it = std::find_if(by_shape.begin(), by_shape.end(), [&](const auto& e) { return e.first == a.output; });
+      if (it == by_shape.end()) by_shape.emplace_back(a.output, a.transient);
+      else it->second = std::max(it->second, a.transient);
+    }
     total.add(a);
     total.output = a.output;
   };
@@ -161,6 +171,9 @@ ActivationBytes Sequential::plan_activations(const kernels::Shape& x, bool train
       plan(i);
     }
   }
+  std::int64_t pooled = 0;
+  for (const auto& [shape, bytes] : by_shape) pooled += bytes;
+  total.transient = std::max(total.transient, pooled);
   return total;
 }
 

@@ -196,3 +196,36 @@ TEST_CASE("memory plan: train.recompute blocks holds the block's input and one b
   CHECK(before.table().find("recompute") == std::string::npos);
   CHECK(m.recompute() == "blocks");  // planning a teacher as the student leaves the student as it was
 }
+
+TEST_CASE("memory plan: K teachers hold their forwards and on the host one block's working set between them",
+          "[memory][teachers]") {
+  Model m = small_gpt();
+  Config c = config(2, 1, 2);
+  c.data.kind = "text";
+  MemoryPlanInputs in;
+  in.optimizer_slots = 1;
+  // Teachers of the student's architecture at B 2, T 4: 8 rows of 8. The block keeps only
+  // its output [8, 8] until the next one, and its internals while it runs (Module::plan).
+  Module& block = *m.root().children()[2].second;
+  REQUIRE(block.is_block());
+  const std::int64_t internals = block.plan_activations({8, 8}, false, false).total() + 8 * 8 * 4;
+  const ActivationBytes f = m.root().plan_activations({2, 4}, false, false);
+  CHECK(f.transient == internals);
+  const auto values = static_cast<std::int64_t>(m.arena().values().nbytes());
+  const std::int64_t one = values + f.forward + f.workspace_bytes();
+  in.teachers = {nullptr};
+  CHECK(plan_memory(m, c, in).bytes("teachers") == one + internals);
+  in.teachers = {nullptr, nullptr, nullptr};
+  const MemoryPlan host = plan_memory(m, c, in);
+  CHECK(host.bytes("teachers") == 3 * one + internals);  // one pool, the thread's
+  CHECK(host.table().find("working set shared") != std::string::npos);
+  in.device_is_host = false;
+  in.device = "cuda:0";
+  CHECK(plan_memory(m, c, in).bytes("teachers") == 3 * (one + internals));  // each its own queue's
+  // Keeping every buffer (as before forwards released them) plans every block's forward.
+  in.device_is_host = true;
+  m.set_release_in_eval(false);
+  const ActivationBytes kept = m.root().plan_activations({2, 4}, false, false);
+  CHECK(kept.transient == 0);
+  CHECK(plan_memory(m, c, in).bytes("teachers") == 3 * (values + kept.forward + kept.workspace_bytes()));
+}
