@@ -44,6 +44,7 @@ void Model::finalize() {
     param_modules_.push_back(&m);
     if (!m.can_overwrite_grads()) all_overwrite_grads_ = false;
   });
+  if (!release_chosen_) apply_release_in_eval(uniform_blocks());
   finalized_ = true;
 }
 

@@ -142,8 +142,12 @@ class Model : public Trainable {
   // Forwards without gradients (teachers, evaluation): every block keeps only its output
   // (Module::set_release_in_eval), its internals going to a pool: on the CPU the thread's
   // (nn::BufferPool::for_this_thread: K teachers run one after another share one block's
-  // working set), on a device the model's own. On by default; off keeps every buffer.
+  // working set), on a device the model's own. On by default where the blocks are all of one
+  // shape (uniform_blocks: a GPT's body): the pool reuses buffers of one size only, so a
+  // ResNet's stages would each keep a working set there, and keep their buffers as before.
+  // Off keeps every buffer.
   void set_release_in_eval(bool on);
+  bool uniform_blocks();
 
   // Input shape without the batch dimension (set by build_model; summary() uses it).
   void set_input_shape(kernels::Shape shape) { input_shape_ = std::move(shape); }
@@ -182,6 +186,8 @@ class Model : public Trainable {
   bool channels_last_allowed_ = false;
   bool channels_last_ = false;
   std::string recompute_ = "none";
+  bool release_chosen_ = false;  // set_release_in_eval was called: finalize keeps its choice
+  void apply_release_in_eval(bool on);
   std::shared_ptr<nn::BufferPool> eval_pool_;    // the blocks' now (null: to be chosen)
   std::shared_ptr<nn::BufferPool> device_pool_;  // the model's own, off the CPU
   const kernels::Queue* pool_queue_ = nullptr;   // the queue device_pool_ serves

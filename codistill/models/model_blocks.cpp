@@ -1,8 +1,10 @@
 // Model: what its blocks (Module::mark_block) keep of their buffers: activation
 // recomputation in training (train.recompute) and forwards without gradients that keep one
 // block's working set (set_release_in_eval; Module::releases).
+#include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "codistill/models/model.hpp"
 #include "codistill/nn/buffer_pool.hpp"
@@ -42,7 +44,27 @@ void Model::leave_eval_pool() {
   if (device().is_cpu()) nn::BufferPool::for_this_thread()->use_for(-1);
 }
 
+// The shapes of every parameter under each block, in order: equal lists are blocks of one
+// shape (a GPT's body); a ResNet's stages differ.
+bool Model::uniform_blocks() {
+  std::vector<std::vector<kernels::Shape>> blocks;
+  visit_modules(*root_, [&](const std::string&, Module& m) {
+    if (!m.is_block()) return;
+    std::vector<kernels::Shape> shapes;
+    visit_modules(m, [&](const std::string&, Module& c) {
+      for (const Param& p : c.params()) shapes.push_back(p.value->shape());
+    });
+    blocks.push_back(std::move(shapes));
+  });
+  return std::all_of(blocks.begin(), blocks.end(), [&](const auto& b) { return b == blocks.front(); });
+}
+
 void Model::set_release_in_eval(bool on) {
+  release_chosen_ = true;  // the default (finalize) no longer applies
+  apply_release_in_eval(on);
+}
+
+void Model::apply_release_in_eval(bool on) {
   visit_modules(*root_, [&](const std::string&, Module& m) { m.set_release_in_eval(on); });
 }
 

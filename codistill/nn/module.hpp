@@ -62,6 +62,11 @@ struct Buffer {
 // conv2d_workspace), shared by every module on one queue: containers take each slot's
 // largest, not the sum; workspace_bytes() is what the queue then holds.
 struct ActivationBytes {
+  ActivationBytes() = default;
+  // {forward, backward, output} as most modules give them (no workspace, nothing transient).
+  ActivationBytes(std::int64_t f, std::int64_t b, kernels::Shape out, std::vector<std::int64_t> ws = {},
+                  std::int64_t t = 0)
+      : forward(f), backward(b), output(std::move(out)), workspace(std::move(ws)), transient(t) {}
   std::int64_t forward = 0;
   std::int64_t backward = 0;
   kernels::Shape output;
