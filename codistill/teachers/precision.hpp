@@ -22,8 +22,9 @@ inline kernels::Compute teacher_compute(const Config& c) {
 // codistill.teacher_weights: bf16 holds a teacher's matrices as bf16 (ParamArena::
 // to_bf16_matrices), which its products then read as they are: they must be bf16 products
 // (codistill.teacher_precision: bf16, or same with train.precision: bf16), on a backend with
-// the bf16-weight ops (the CPU; CUDA has none yet). A ConfigError naming the key otherwise,
-// before the run directory is touched (exit 2).
+// the bf16-weight ops (the CPU's and CUDA's; a backend without them, such as the CUDA stub
+// of a build without CUDA, is refused). A ConfigError naming the key otherwise, before the
+// run directory is touched (exit 2).
 inline void check_teacher_weights(const Config& c, const kernels::Backend& backend) {
   if (c.codistill.teacher_weights != "bf16") return;
   if (teacher_compute(c) != kernels::Compute::bf16)

@@ -1,7 +1,8 @@
 // Fully connected layer through cuBLAS (linear.hpp). The row-major -> column-major mapping
 // of each product is a plan (plans/gemm_plan.hpp) passed here verbatim; the tests run every
 // plan through OpenBLAS in column-major mode. The bias and its gradient go through
-// bias_activation.cu (deterministic column sums).
+// bias_activation.cu (deterministic column sums). A weight held as bf16 (a forward-only
+// model's) is cuBLAS's A as stored, beside x rounded by bf16.cu's kernel.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -85,6 +86,25 @@ void gemm_bf16(const Context& ctx, const plans::GemmPlan& p, const Operands& ops
       static_cast<int>(p.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// A weight held as bf16 (a forward-only model's): A is that weight as stored, only x is
+// rounded (into the queue's bf16 scratch), then the bf16 GEMM as above. No float32 copy of
+// the weight: that copy is the memory bf16 weights save.
+void gemm_bf16_weight(const Context& ctx, const plans::GemmPlan& p, const float* x, const std::uint16_t* w,
+                      float* y) {
+  if (p.a != plans::Operand::w || p.b != plans::Operand::x || p.c != plans::Operand::y)
+    throw std::logic_error("linear (cuda, bf16 weights): the plan's A must be w, B x and C y");
+  cublasHandle_t h = handle_for(ctx);
+  const std::int64_t nb = plans::b_span(p);
+  auto* xb = static_cast<std::uint16_t*>(
+      resources_of(ctx, "linear (bf16 weights)").bf16_scratch(static_cast<std::size_t>(nb) * 2));
+  round_to_bf16(x, xb, nb, ctx);
+  CODISTILL_CUBLAS_CHECK(cublasGemmEx(
+      h, op_of(p.transa), op_of(p.transb), static_cast<int>(p.m), static_cast<int>(p.n),
+      static_cast<int>(p.k), &p.alpha, w, CUDA_R_16BF, static_cast<int>(p.lda), xb, CUDA_R_16BF,
+      static_cast<int>(p.ldb), &p.beta, y, CUDA_R_32F, static_cast<int>(p.ldc), CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT));
+}
+
 void gemm(const Context& ctx, const plans::GemmPlan& p, const Operands& ops) {
   if (ctx.bf16_gemm) {
     gemm_bf16(ctx, p, ops);
@@ -113,6 +133,19 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, st
   Operands ops;
   ops.x = x, ops.w = w, ops.y = y;
   gemm(ctx, plans::linear_forward(M, N, K), ops);
+  if (b) bias_activation_forward(y, b, nullptr, M, N, Activation::none, ctx);
+}
+
+void run_gemm_plan_bf16_weight(const plans::GemmPlan& p, const float* x, const std::uint16_t* w, float* y,
+                               const Context& ctx) {
+  gemm_bf16_weight(ctx, p, x, w, y);
+}
+
+void linear_forward_bf16_weights(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t M,
+                                 std::int64_t N, std::int64_t K, const Context& ctx) {
+  check_sizes("linear_forward (bf16 weights)", M, N, K);
+  if (M == 0) return;
+  gemm_bf16_weight(ctx, plans::linear_forward_bf16_weights(M, N, K), x, w, y);
   if (b) bias_activation_forward(y, b, nullptr, M, N, Activation::none, ctx);
 }
 
@@ -148,17 +181,33 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
                                  Activation act, Tensor* pre, kernels::Queue& q) {
   const char* op = "linear";
   CudaQueue& cq = enter(q, act == Activation::none ? Op::linear : Op::linear_activation, x.dtype(), op);
+  // A weight held as bf16 (a forward-only model's) beside float32 x, b and y.
+  const bool bf16_w = w.dtype() == DType::bf16 && x.dtype() == DType::f32;
+  if (bf16_w) require_support(*this, Op::linear_bf16_weights, x.dtype(), op);
   const std::int64_t M = x.dim(0), N = w.dim(0), K = w.dim(1);
   // Only gelu's and silu's backward need the pre-activation.
   Tensor* keep = keeps_input(act) ? pre : nullptr;
-  ops::expect(cq.device(), op, {{x, M * K, "x"}, {w, N * K, "w"}, {b, N, "b"}, {y, M * N, "y"}, {keep, M * N, "pre"}});
+  ops::expect(cq.device(), op,
+              {{x, M * K, "x"}, {w, N * K, "w", bf16_w ? DType::bf16 : DType::f32}, {b, N, "b"}, {y, M * N, "y"},
+               {keep, M * N, "pre"}});
   const Context ctx = cq.context();
+  // As the CPU's fast path: bf16 weights are bf16 products, which the queue must be making.
+  if (bf16_w && !ctx.bf16_gemm)
+    throw std::invalid_argument("linear (cuda, bf16 weights): the queue computes in float32; bf16 weights need a "
+                                "bf16-compute queue (QueueOptions::compute)");
+  auto product = [&](const float* bias) {
+    if (bf16_w)
+      cuda::linear_forward_bf16_weights(f32(x), static_cast<const std::uint16_t*>(w.raw()), bias, f32(y), M, N, K,
+                                        ctx);
+    else
+      cuda::linear_forward(f32(x), f32(w), bias, f32(y), M, N, K, ctx);
+  };
   if (act == Activation::none) {
-    cuda::linear_forward(f32(x), f32(w), f32(b), f32(y), M, N, K, ctx);
+    product(f32(b));
     return;
   }
   // The GEMM without bias, then bias + activation in one pass over y.
-  cuda::linear_forward(f32(x), f32(w), nullptr, f32(y), M, N, K, ctx);
+  product(nullptr);
   bias_activation_forward(f32(y), f32(b), f32(keep), M, N, act, ctx);
 }
 

@@ -18,6 +18,12 @@ namespace codistill::kernels::cuda {
 void linear_forward(const float* x, const float* w, const float* b, float* y, std::int64_t M,
                     std::int64_t N, std::int64_t K, const Context& ctx);
 
+// The forward with w held as bf16 (Op::linear_bf16_weights: a forward-only model's, read as
+// stored) and x rounded to bf16 by the CPU's rule (bf16.hpp), float32 accumulation and output,
+// plus b when not null. x's rounded copy lives in the queue's bf16 scratch.
+void linear_forward_bf16_weights(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t M,
+                                 std::int64_t N, std::int64_t K, const Context& ctx);
+
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                      float* db, std::int64_t M, std::int64_t N, std::int64_t K, bool accumulate,
                      const Context& ctx);
@@ -31,5 +37,9 @@ struct GemmOperands {
   float *y = nullptr, *dx = nullptr, *dw = nullptr;
 };
 void run_gemm_plan(const plans::GemmPlan& p, const GemmOperands& ops, const Context& ctx);
+// A plan whose A is a weight held as bf16 (plans::linear_forward_bf16_weights' roles: A w,
+// B x, C y; std::logic_error otherwise): w read as stored, x rounded first.
+void run_gemm_plan_bf16_weight(const plans::GemmPlan& p, const float* x, const std::uint16_t* w, float* y,
+                               const Context& ctx);
 
 }  // namespace codistill::kernels::cuda

@@ -79,8 +79,8 @@ bool supported(const k::Backend& b, const std::vector<Op>& ops, DType dtype) {
 // What a backend is known not to run, stated here apart from its supports() so that a
 // backend losing an op fails this driver instead of passing with fewer cases. CPU: no
 // bfloat16 tensors (bf16 is a GEMM compute there). CUDA: float32, bfloat16 for the loss
-// alone; no softmax kernel, no synchronized batch norm, no channels-last maps, no bf16-weight
-// ops, no bf16-compute flash attention.
+// alone (and bf16-held weights beside float32); no softmax kernel, no synchronized batch
+// norm, no channels-last maps, no bf16-compute flash attention.
 std::string known_gap(const Target& t, const OpCase& c) {
   const Op op = c.ops().back();
   switch (t.backend->kind()) {
@@ -89,9 +89,6 @@ std::string known_gap(const Target& t, const OpCase& c) {
       break;
     case k::DeviceKind::cuda:
       if (op == Op::softmax || op == Op::batchnorm_sync) return "no such kernel";
-      if (op == Op::linear_bf16_weights || op == Op::embedding_bf16_table ||
-          op == Op::linear_distill_head_bf16_teachers)
-        return "no bf16-weight kernels (codistill.teacher_weights: bf16 is the CPU's)";
       if (c.dtype == DType::f64) return "float64";
       if (c.dtype == DType::bf16 && op != Op::distill_loss) return "bfloat16 outside the loss";
       if (c.channels_last()) return "channels-last";

@@ -5,7 +5,8 @@
 // (kernels/cpu/bf16.hpp): round to nearest, ties to even, on the bit pattern (subnormals
 // kept: cuda_bf16's conversion is not used, so the rule is the CPU's whatever the device's
 // flush-to-zero mode), NaN kept quiet with its sign. The output is the raw bf16 bits, which
-// cuBLAS reads as CUDA_R_16BF.
+// cuBLAS reads as CUDA_R_16BF. bf16_widen is the way back, exact: the bits as the upper half
+// of a float32 (a bf16 table's rows, device/embedding.cuh).
 #include <cstdint>
 
 #include "kernels/cuda/device_api.cuh"
@@ -17,6 +18,10 @@ __device__ __forceinline__ std::uint16_t bf16_round_bits(float f) {
   const unsigned u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
   return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float bf16_widen(std::uint16_t bits) {
+  return __uint_as_float(static_cast<unsigned>(bits) << 16);
 }
 
 template <class I>

@@ -3,7 +3,9 @@
 // twin kernels/cpu/sequence/embedding.cpp: ids int32 [N], table/dtable [V, D], y/dy [N, D].
 //   check_ids: *verdict = min(*verdict, n) over the rows n whose id is outside [0, V) (the
 //              host sets it to kNoBadRow first), so the first bad row whatever the schedule.
-//   gather:    y[n, d] = table[ids[n], d], a thread per element (grid-stride).
+//   gather:    y[n, d] = table[ids[n], d], a thread per element (grid-stride); the table
+//              float32 or bf16 (a forward-only model's, Op::embedding_bf16_table: its bits
+//              widened to float32 by to_f32, exact, so the CPU's bits again).
 //   scatter:   dtable[ids[n], d] += dy[n, d] for n = 0, 1, ... in order, with no atomics:
 //              a warp owns 32 columns of one band of vocabulary rows and walks every row n
 //              of dy in order, adding the rows whose id falls in its band. No two threads
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "kernels/cuda/device/bf16.cuh"
 #include "kernels/cuda/device/reduce.cuh"
 #include "kernels/cuda/launch_shapes.hpp"
 
@@ -70,7 +73,13 @@ __global__ void embedding_check_ids_kernel(const std::int32_t* __restrict__ ids,
   }
 }
 
-__global__ void embedding_gather_kernel(const std::int32_t* __restrict__ ids, const float* __restrict__ table,
+// A table element as float32. Called unqualified in the gather, so that the SIMT tests can
+// run the kernel's own source with a mutated widening (an element type of their own).
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(std::uint16_t bf16_bits) { return bf16_widen(bf16_bits); }
+
+template <class T>
+__global__ void embedding_gather_kernel(const std::int32_t* __restrict__ ids, const T* __restrict__ table,
                                         float* __restrict__ y, std::int64_t N, std::int64_t D,
                                         const unsigned long long* verdict) {
   if (*verdict != kNoBadRow) return;
@@ -78,7 +87,7 @@ __global__ void embedding_gather_kernel(const std::int32_t* __restrict__ ids, co
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t n = e / D, d = e - n * D;
-    y[e] = table[static_cast<std::int64_t>(ids[n]) * D + d];
+    y[e] = to_f32(table[static_cast<std::int64_t>(ids[n]) * D + d]);
   }
 }
 

@@ -6,6 +6,8 @@
 // loss kernel on the chunk (distill_loss_launch.cuh: gradient in place of the student's
 // logits, scaled by the whole batch's row count read on the device), dh and dW += (cuBLAS),
 // db += (bias_activation.cu); finally the row sums, one download, one synchronization.
+// A teacher whose weight is held as bf16 has its logits from that weight as stored
+// (linear.cu's run_gemm_plan_bf16_weight: its hidden rows rounded, a bf16 cublasGemmEx).
 // No kernel of its own: everything here is a library call or a kernel tested elsewhere.
 #include <climits>
 #include <cmath>
@@ -43,7 +45,11 @@ void check_args(const HeadOperands& a, const HeadTeacherOperands* teachers, int 
   if (!a.hidden || !a.weight || !a.labels) fail("null hidden states, weight or labels");
   for (int k = 0; k < K; ++k) {
     const auto& t = teachers[k];
-    if (!t.hidden || !t.weight) fail("teacher " + std::to_string(k) + " has a null hidden or weight");
+    if (!t.hidden || (!t.weight && !t.weight_bf16))
+      fail("teacher " + std::to_string(k) + " has a null hidden or weight");
+    // As the CPU's fast path: a weight held as bf16 is multiplied as it is, in bf16.
+    if (t.weight_bf16 && p.teacher_compute != Compute::bf16)
+      fail("teacher " + std::to_string(k) + "'s weight is bf16, which needs bf16 teacher compute (teacher_compute)");
     if (t.dim <= 0 || t.dim > INT_MAX) fail("teacher " + std::to_string(k) + " has hidden size " + std::to_string(t.dim));
   }
 }
@@ -131,7 +137,9 @@ DistillLossResult linear_distill_head(const HeadOperands& a, const HeadTeacherOp
       float* tk = z + static_cast<std::size_t>(k + 1) * slot;
       GemmOperands tf;
       tf.x = t.hidden + plans::operand_offset(c, t.dim), tf.w = t.weight, tf.y = tk;
-      run_gemm_plan(pl.teacher_logits[static_cast<std::size_t>(k)], tf, teacher_ctx);
+      const plans::GemmPlan& tp = pl.teacher_logits[static_cast<std::size_t>(k)];
+      if (t.weight_bf16) run_gemm_plan_bf16_weight(tp, tf.x, t.weight_bf16, tk, teacher_ctx);
+      else run_gemm_plan(tp, tf, teacher_ctx);
       if (t.bias) bias_activation_forward(tk, t.bias, nullptr, c.rows, V, Activation::none, ctx);
     }
     detail::queue_distill_rows(z, slots.data(), slots_dev, K, a.labels + c.row0, grad ? z : nullptr, c.rows, V,
@@ -172,16 +180,21 @@ DistillLossResult CudaBackend::linear_distill_head(const Tensor& hidden, const T
   CudaQueue& cq = enter(q, Op::linear_distill_head, hidden.dtype(), op);
   check_distill_head(hidden, weight, bias, teachers, labels, dhidden, dweight, dbias, "cuda");
   const Device dev = cq.device();
-  auto on_device = [&](const Tensor* t, const char* name) {
-    if (t) expect(*t, dev, DType::f32, t->numel(), op, name);
+  auto on_device = [&](const Tensor* t, const char* name, DType dt = DType::f32) {
+    if (t) expect(*t, dev, dt, t->numel(), op, name);
   };
   on_device(&hidden, "hidden"), on_device(&weight, "weight"), on_device(bias, "bias");
   on_device(dhidden, "dhidden"), on_device(dweight, "dweight"), on_device(dbias, "dbias");
   expect(labels, dev, DType::i32, hidden.dim(0), op, "labels");
   std::vector<HeadTeacherOperands> ts;
   for (const HeadTeacher& t : teachers) {
-    on_device(t.hidden, "teacher hidden"), on_device(t.weight, "teacher weight"), on_device(t.bias, "teacher bias");
-    ts.push_back({f32(*t.hidden), f32(*t.weight), f32(t.bias), t.hidden->dim(1)});
+    // A teacher's weight may be held as bf16 (check_distill_head allowed it beside float32).
+    const bool bf16_w = t.weight->dtype() == DType::bf16;
+    if (bf16_w) require_support(*this, Op::linear_distill_head_bf16_teachers, hidden.dtype(), op);
+    on_device(t.hidden, "teacher hidden"), on_device(t.bias, "teacher bias");
+    on_device(t.weight, "teacher weight", bf16_w ? DType::bf16 : DType::f32);
+    ts.push_back({f32(*t.hidden), bf16_w ? nullptr : f32(*t.weight), f32(t.bias), t.hidden->dim(1),
+                  bf16_w ? static_cast<const std::uint16_t*>(t.weight->raw()) : nullptr});
   }
   HeadOperands a;
   a.hidden = f32(hidden), a.weight = f32(weight), a.bias = f32(bias);

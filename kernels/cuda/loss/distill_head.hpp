@@ -24,12 +24,16 @@ struct HeadOperands {
   float* dbias = nullptr;
 };
 
-// One teacher: hidden [N, dim], weight [V, dim], bias [V] or null (device pointers).
+// One teacher: hidden [N, dim], weight [V, dim], bias [V] or null (device pointers). A
+// teacher whose weight is held as bf16 (Op::linear_distill_head_bf16_teachers) has
+// weight_bf16 (its bits, read as stored) instead of weight; its logits are then bf16 products
+// (hidden rounded, float32 accumulation), which DistillHeadParams::teacher_compute must say.
 struct HeadTeacherOperands {
   const float* hidden = nullptr;
   const float* weight = nullptr;
   const float* bias = nullptr;
   std::int64_t dim = 0;
+  const std::uint16_t* weight_bf16 = nullptr;
 };
 
 // Synchronizes the stream twice: after the label check (a bad label throws

@@ -37,6 +37,14 @@ inline GemmPlan linear_forward(std::int64_t M, std::int64_t N, std::int64_t K) {
           K, K, N, 1.0f, 0.0f};
 }
 
+// y[M, N] = x[M, K] w[N, K]^T with w held as bf16 (Op::linear_bf16_weights, a forward-only
+// model's): linear_forward's plan, whose A is w, read as stored (CUDA_R_16BF, a_span = the
+// N K elements of w: no copy of the weight), and whose B is x, rounded to bf16 into scratch
+// first (b_span = its M K elements). linear.cu refuses a plan with other roles.
+inline GemmPlan linear_forward_bf16_weights(std::int64_t M, std::int64_t N, std::int64_t K) {
+  return linear_forward(M, N, K);
+}
+
 // dx[M, K] = dy[M, N] w[N, K]
 inline GemmPlan linear_backward_input(std::int64_t M, std::int64_t N, std::int64_t K) {
   return {Trans::none, Trans::none, K, M, N, Operand::w, Operand::dy, Operand::dx,

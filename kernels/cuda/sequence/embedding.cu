@@ -1,7 +1,8 @@
-// Launchers of the embedding kernels (embedding.hpp). Per call, on the queue's stream: the
-// verdict word set to "no bad row", the id check, the gather (scatter) kernel, which reads the
-// verdict on the device and writes nothing when an id is bad, one download of the verdict and
-// one host synchronization; a bad id then throws, naming the first bad row and its id.
+// Launchers of the embedding kernels (embedding.hpp; the gather from a float32 or a bf16
+// table). Per call, on the queue's stream: the verdict word set to "no bad row", the id
+// check, the gather (scatter) kernel, which reads the verdict on the device and writes
+// nothing when an id is bad, one download of the verdict and one host synchronization; a bad
+// id then throws, naming the first bad row and its id.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -46,19 +47,31 @@ void finish(const std::int32_t* ids, const unsigned long long* verdict, const Em
                           ", outside [0, " + std::to_string(s.vocab) + ")");
 }
 
-}  // namespace
-
-void embedding_forward(const std::int32_t* ids, const float* table, float* y, const EmbeddingShape& s,
-                       const Context& ctx) {
+// The check, the gather from a float32 or bf16 table, the verdict.
+template <class T>
+void gather(const std::int32_t* ids, const T* table, float* y, const EmbeddingShape& s, const char* op,
+            const Context& ctx) {
   s.validate();
   if (s.rows == 0) return;
   detail::use_device(ctx);
   const unsigned long long* verdict = queue_check_ids(ids, s, ctx);
   const auto shape = shapes::elementwise(s.rows * s.dim);
-  device::embedding_gather_kernel<<<shape.grid.x, shape.block.x, 0, detail::stream_of(ctx)>>>(ids, table, y, s.rows,
-                                                                                               s.dim, verdict);
+  device::embedding_gather_kernel<T>
+      <<<shape.grid.x, shape.block.x, 0, detail::stream_of(ctx)>>>(ids, table, y, s.rows, s.dim, verdict);
   CODISTILL_CUDA_LAUNCH_CHECK();
-  finish(ids, verdict, s, "embedding", ctx);
+  finish(ids, verdict, s, op, ctx);
+}
+
+}  // namespace
+
+void embedding_forward(const std::int32_t* ids, const float* table, float* y, const EmbeddingShape& s,
+                       const Context& ctx) {
+  gather(ids, table, y, s, "embedding", ctx);
+}
+
+void embedding_forward(const std::int32_t* ids, const std::uint16_t* table_bf16, float* y, const EmbeddingShape& s,
+                       const Context& ctx) {
+  gather(ids, table_bf16, y, s, "embedding (bf16 table)", ctx);
 }
 
 void embedding_backward(const std::int32_t* ids, const float* dy, float* dtable, const EmbeddingShape& s,
@@ -83,11 +96,20 @@ using ops::f32;
 void CudaBackend::embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y, const EmbeddingShape& s,
                                     kernels::Queue& q) {
   const char* op = "embedding";
-  CudaQueue& cq = enter(q, Op::embedding, table.dtype(), op);
+  // A table held as bf16 (a forward-only model's) gives float32 rows, as on the CPU.
+  const bool bf16_table = table.dtype() == DType::bf16;
+  CudaQueue& cq = bf16_table ? enter(q, Op::embedding_bf16_table, y.dtype(), op)
+                              : enter(q, Op::embedding, table.dtype(), op);
   s.validate();
   ops::expect(cq.device(), op,
-              {{ids, s.rows, "ids", DType::i32}, {table, s.vocab * s.dim, "table"}, {y, s.rows * s.dim, "y"}});
-  cuda::embedding_forward(static_cast<const std::int32_t*>(ids.raw()), f32(table), f32(y), s, cq.context());
+              {{ids, s.rows, "ids", DType::i32},
+               {table, s.vocab * s.dim, "table", bf16_table ? DType::bf16 : DType::f32},
+               {y, s.rows * s.dim, "y"}});
+  const auto* id = static_cast<const std::int32_t*>(ids.raw());
+  if (bf16_table)
+    cuda::embedding_forward(id, static_cast<const std::uint16_t*>(table.raw()), f32(y), s, cq.context());
+  else
+    cuda::embedding_forward(id, f32(table), f32(y), s, cq.context());
 }
 
 void CudaBackend::embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dtable, const EmbeddingShape& s,

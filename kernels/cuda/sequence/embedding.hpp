@@ -13,6 +13,10 @@ namespace codistill::kernels::cuda {
 
 void embedding_forward(const std::int32_t* ids, const float* table, float* y, const EmbeddingShape& s,
                        const Context& ctx);
+// A table held as bf16 (Op::embedding_bf16_table, a forward-only model's): rows read as stored
+// and widened to float32, exact.
+void embedding_forward(const std::int32_t* ids, const std::uint16_t* table_bf16, float* y, const EmbeddingShape& s,
+                       const Context& ctx);
 // dtable += scatter of dy by ids, in the order of the rows (bit-identical to the CPU's).
 void embedding_backward(const std::int32_t* ids, const float* dy, float* dtable, const EmbeddingShape& s,
                         const Context& ctx);

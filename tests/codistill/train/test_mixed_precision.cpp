@@ -3,7 +3,8 @@
 // batches, once with float32 GEMMs and once with bf16 operands and float32 accumulation,
 // must end at the same loss within a stated tolerance, while their parameters do differ (the
 // bf16 path really ran). Teachers computing in bf16 must give the distillation loss of
-// float32 teachers within a stated tolerance, in the unfused and the fused-head step.
+// float32 teachers within a stated tolerance, in the unfused and the fused-head step, and
+// teachers holding their matrices as bf16 that of bf16-computing ones.
 //
 // Tolerances: bf16 rounds each GEMM operand to 8 significant bits (relative 2^-9 = 2e-3 per
 // operand), and a product's rounding errors average out over its sum, so one forward's
@@ -99,10 +100,23 @@ struct MlpRun {
   std::vector<float> params;
 };
 
+// As test::make_teacher, the teacher's matrices held as bf16 (codistill.teacher_weights: bf16,
+// Model::to_bf16_weights: rounded once on the host, then moved).
+void make_bf16_weight_teacher(Teacher& t, std::uint64_t seed, kernels::Device device, Compute c) {
+  Rng rng(seed);
+  t.model = build_model(mlp(), rng);
+  t.model.to_bf16_weights();
+  kernels::QueueOptions o = compute(c);
+  o.frozen_params = true;
+  t.model.to_device(device, o);
+}
+
 // `steps` SGD steps of batch 32 from seed 5's start; with a teacher (seed 17's MLP, trained
-// for nothing: its predictions are as confident as its init makes them) on `teacher` compute.
+// for nothing: its predictions are as confident as its init makes them) on `teacher` compute,
+// its matrices held as bf16 with bf16_weights.
 MlpRun train_mlp(Compute student, int steps, bool with_teacher = false, Compute teacher = Compute::f32,
-                 bool fused_head = false, kernels::Device device = kernels::Device::cpu()) {
+                 bool fused_head = false, kernels::Device device = kernels::Device::cpu(),
+                 bool bf16_weights = false) {
   const data::Splits splits = test::synthetic_splits(1024, 16, 10, {1, 8, 8});
   Rng rng(5);
   Model m = build_model(mlp(), rng);
@@ -114,7 +128,8 @@ MlpRun train_mlp(Compute student, int steps, bool with_teacher = false, Compute 
   Teacher t;
   std::vector<Teacher*> teachers;
   if (with_teacher) {
-    test::make_teacher(t, mlp(), 17, device, compute(teacher));  // its own queue
+    if (bf16_weights) make_bf16_weight_teacher(t, 17, device, teacher);
+    else test::make_teacher(t, mlp(), 17, device, compute(teacher));  // its own queue
     teachers.push_back(&t);
   }
   const kernels::DistillLossParams loss = test::distill_params();
@@ -176,6 +191,14 @@ TEST_CASE("bf16 teachers give the distillation loss of float32 teachers", "[trai
     CHECK(bf16.steps[i].loss.ce == Approx(f32.steps[i].loss.ce).epsilon(1e-3));
   }
   CHECK(bf16.steps[0].loss.distill != f32.steps[0].loss.distill);  // the bf16 teacher did run
+  // Its matrices held as bf16 (codistill.teacher_weights: bf16): the values bf16 products
+  // round them to, stored once, so the bf16 teacher's loss up to float32 summation order.
+  const MlpRun held = train_mlp(Compute::f32, 3, true, Compute::bf16, fused, kernels::Device::cpu(), true);
+  for (std::size_t i = 0; i < held.steps.size(); ++i) {
+    INFO("step " << i + 1 << ": distill " << held.steps[i].loss.distill << " (bf16 weights)");
+    CHECK(held.steps[i].loss.distill == Approx(bf16.steps[i].loss.distill).epsilon(2e-4));
+    CHECK(held.steps[i].loss.distill == Approx(f32.steps[i].loss.distill).epsilon(2e-3));
+  }
 }
 
 // ---- CUDA (bf16 cublasGemmEx operands, float32 accumulation): the same stated tolerances
@@ -200,10 +223,14 @@ TEST_CASE("bf16 teachers on CUDA give the distillation loss of float32 teachers"
   const auto cuda = kernels::Device::cuda();
   const MlpRun f32 = train_mlp(Compute::f32, 3, true, Compute::f32, fused, cuda);
   const MlpRun bf16 = train_mlp(Compute::f32, 3, true, Compute::bf16, fused, cuda);
+  // Its matrices held as bf16 (codistill.teacher_weights: bf16; the bf16-weight kernels).
+  const MlpRun held = train_mlp(Compute::f32, 3, true, Compute::bf16, fused, cuda, true);
   for (std::size_t i = 0; i < f32.steps.size(); ++i) {
     INFO("step " << i + 1);
     CHECK(f32.steps[i].loss.distill > 0);
     CHECK(bf16.steps[i].loss.distill == Approx(f32.steps[i].loss.distill).epsilon(2e-3));
+    CHECK(held.steps[i].loss.distill == Approx(bf16.steps[i].loss.distill).epsilon(2e-4));
+    CHECK(held.steps[i].loss.distill == Approx(f32.steps[i].loss.distill).epsilon(2e-3));
   }
   CHECK(bf16.steps[0].loss.distill != f32.steps[0].loss.distill);
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/plans/distill_head_plan.hpp"
@@ -119,6 +120,29 @@ TEST_CASE("cuBLAS plans of the fused distillation head compute the unchunked pro
         for (std::int64_t r = 0; r < N; ++r) want += double(dz[r * V + j]) * h[r * H + i];
         REQUIRE(dw[j * H + i] == Approx(want).margin(1e-5 * N));
       }
+  }
+}
+
+TEST_CASE("a bf16-weight teacher's logits plan reads the weight whole and rounds only the chunk's rows",
+          "[plans][distill_head][bf16]") {
+  // distill_head.cu hands a teacher weight held as bf16 to run_gemm_plan_bf16_weight with the
+  // chunk's teacher-logits plan: A must be that weight as stored (all V x H_k elements), B the
+  // chunk's rows of h_k (rounded into scratch: rows x H_k elements, none past the chunk).
+  for (const auto& [N, V, chunk] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{13, 257, 4}, {10, 33, 3},
+                                   {64, 8192, 64}}) {
+    for (const std::int64_t D : {5, 8, 24}) {
+      INFO("N=" << N << " V=" << V << " chunk=" << chunk << " H_k=" << D);
+      for (const auto& c : plans::head_chunks(N, chunk)) {
+        const auto pl = plans::distill_head_plans(c, V, 16, {D});
+        const plans::GemmPlan& p = pl.teacher_logits.at(0);
+        CHECK(p.a == plans::Operand::w);
+        CHECK(p.b == plans::Operand::x);
+        CHECK(p.c == plans::Operand::y);
+        CHECK(plans::a_span(p) == V * D);
+        CHECK(plans::b_span(p) == c.rows * D);
+        CHECK(plans::operand_offset(c, D) + plans::b_span(p) <= N * D);
+      }
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The cuBLAS call plans of the linear layer (kernels/cuda/plans/gemm_plan.hpp), executed by
 // OpenBLAS in column-major mode exactly as linear.cu passes them to cublasGemmEx, against
-// the row-major products they stand for (naive loops in double).
+// the row-major products they stand for (naive loops in double); the bf16-weight forward's
+// against the CPU backend's.
 #include <catch2/catch.hpp>
 #include <cblas.h>
 
@@ -9,7 +10,9 @@
 #include <random>
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "kernels/cuda/plans/gemm_plan.hpp"
+#include "kernels/dtype.hpp"
 
 namespace {
 
@@ -156,5 +159,47 @@ TEST_CASE("bf16 plans: the operand spans cuBLAS reads are the operands, and roun
     require_close(b.y, want, static_cast<int>(K));
     for (float v : b.x) REQUIRE(v == bf16(v));  // every element of x was rounded
     for (float v : b.w) REQUIRE(v == bf16(v));
+  }
+}
+
+TEST_CASE("bf16-weight plan: A is the weight as stored, B x rounded, and it gives the CPU backend's product",
+          "[plans][bf16]") {
+  // linear.cu's bf16-weight path (Op::linear_bf16_weights) hands cuBLAS the bf16 weight in
+  // place as A and rounds b_span(p) elements of x into scratch as B: the roles must be those
+  // and the spans exactly the two tensors.
+  const std::int64_t sizes[][3] = {{1, 1, 1}, {13, 7, 29}, {64, 10, 784}, {33, 65, 17}};
+  std::uint64_t seed = 200;
+  namespace k = codistill::kernels;
+  for (const auto& s : sizes) {
+    const std::int64_t M = s[0], N = s[1], K = s[2];
+    INFO("M=" << M << " N=" << N << " K=" << K);
+    const auto p = plans::linear_forward_bf16_weights(M, N, K);
+    REQUIRE(p.a == plans::Operand::w);
+    REQUIRE(p.b == plans::Operand::x);
+    REQUIRE(p.c == plans::Operand::y);
+    CHECK(plans::a_span(p) == N * K);
+    CHECK(plans::b_span(p) == M * K);
+    // The plan on the values cuBLAS reads (w widened from its bits, x rounded by the CPU's
+    // rule) against the CPU backend's bf16-weight linear on a bf16-compute reference queue.
+    Buffers b;
+    b.x = random(M * K, seed++);
+    std::vector<std::uint16_t> wbits(static_cast<std::size_t>(N * K));
+    const auto wv = random(N * K, seed++);
+    for (std::size_t i = 0; i < wbits.size(); ++i) wbits[i] = k::bf16_round(wv[i]);
+    k::Tensor x = k::Tensor::empty({M, K}, k::DType::f32), w = k::Tensor::empty({N, K}, k::DType::bf16);
+    k::Tensor y = k::Tensor::empty({M, N}, k::DType::f32);
+    std::memcpy(x.raw(), b.x.data(), x.nbytes());
+    std::memcpy(w.raw(), wbits.data(), w.nbytes());
+    const auto q = k::backend_for(k::DeviceKind::cpu)
+                       .make_queue(k::Device::cpu(), {.reference = true, .compute = k::Compute::bf16});
+    k::backend_for(k::DeviceKind::cpu).linear_forward(x, w, nullptr, y, k::Activation::none, nullptr, *q);
+    q->synchronize();
+    b.w.resize(wbits.size());
+    for (std::size_t i = 0; i < wbits.size(); ++i) b.w[i] = k::bf16_to_float(wbits[i]);
+    for (std::int64_t i = 0; i < plans::b_span(p); ++i) b.x[i] = k::bf16_to_float(k::bf16_round(b.x[i]));
+    b.y.assign(M * N, 7.0f);
+    execute(p, b);
+    std::vector<double> want(y.data<float>(), y.data<float>() + M * N);
+    require_close(b.y, want, static_cast<int>(K));
   }
 }

@@ -47,7 +47,7 @@ void check_ids(simt::DeviceBuffer<std::int32_t>& ids, simt::DeviceBuffer<unsigne
 
 void gather(simt::DeviceBuffer<std::int32_t>& ids, simt::DeviceBuffer<float>& table, simt::DeviceBuffer<float>& y,
             simt::DeviceBuffer<unsigned long long>& verdict, const EmbeddingShape& s, std::uint64_t seed) {
-  simt::launch(dev::embedding_gather_kernel, config(shapes::elementwise(s.rows * s.dim), seed),
+  simt::launch(dev::embedding_gather_kernel<float>, config(shapes::elementwise(s.rows * s.dim), seed),
                static_cast<const std::int32_t*>(ids.data()), static_cast<const float*>(table.data()), y.data(), s.rows,
                s.dim, static_cast<const unsigned long long*>(verdict.data()));
 }
