@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -88,6 +89,20 @@ inline void check_model_gradients(Model& m, const Shape& x_shape, std::uint64_t 
       CHECK(norm > 0);  // every layer, the first included, received a gradient
     }
   }
+}
+
+// Same shape, dtype and bytes (bit-identical results).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+// Token ids [B, T] drawn uniformly below V.
+inline Tensor token_batch(std::int64_t B, std::int64_t T, std::int64_t V, std::uint64_t seed) {
+  Tensor t = Tensor::empty({B, T}, DType::i32);
+  Rng rng(seed);
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    t.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(V)));
+  return t;
 }
 
 }  // namespace codistill::model_test

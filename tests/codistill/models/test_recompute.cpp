@@ -11,6 +11,7 @@
 
 #include "codistill/models/model.hpp"
 #include "codistill/util/rng.hpp"
+#include "model_test_util.hpp"
 #include "support/test_util.hpp"
 #include "support/training_setup.hpp"
 
@@ -21,17 +22,8 @@ using kernels::Tensor;
 
 namespace {
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
-
-Tensor token_batch(std::int64_t B, std::int64_t T, std::int64_t V, std::uint64_t seed) {
-  Tensor t = Tensor::empty({B, T}, DType::i32);
-  Rng rng(seed);
-  for (std::int64_t i = 0; i < t.numel(); ++i)
-    t.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(V)));
-  return t;
-}
+using model_test::same_bits;
+using model_test::token_batch;
 
 Tensor image_batch(const Shape& shape, std::uint64_t seed, DType dtype) {
   auto v = test::random_vector<double>(static_cast<std::size_t>(kernels::shape_numel(shape)), seed);
